@@ -1,0 +1,195 @@
+"""The pipeline's configuration: one frozen dataclass, validated on creation.
+
+The command line is generated from the fields below (name, type, default and
+help live in one place), and every invalid value fails here, before any
+pipeline is built, with a message naming the option and the value.
+"""
+
+import argparse
+import dataclasses
+import re
+from typing import Optional, Sequence, Tuple
+
+BUILTIN_FEATURES = ('signal', 'spectrogram', 'log_mel', 'fft')
+LABEL_MODES = ('subdir', 'suffix', 'none')
+CHANNEL_POLICIES = ('mean', 'first')
+WINDOW_FUNCTIONS = ('hann', 'hamming', 'rect')
+SIGNAL_DTYPES = ('int16', 'int32', 'float32', 'float64')
+COMPRESSIONS = ('none', 'gzip')
+SPECTROGRAM_SCALES = ('linear', 'log')
+DEFAULT_SHARD_BYTES = 150 * 2**20  # TFRecord advice: shards of 100-200 MB
+
+
+class ConfigError(ValueError):
+  """An option has a value the pipeline cannot work with."""
+
+  def __init__(self, option: str, value, reason: str):
+    self.option, self.value = option, value
+    super().__init__(f'--{option}={value!r}: {reason}')
+
+
+def _opt(help_text, **kw):
+  return dataclasses.field(metadata={'help': help_text, **kw}, **{
+      k: v for k, v in kw.items() if k in ('default', 'default_factory')})
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+  input_dir: str = _opt('folder (or URI) searched recursively for .wav files',
+                        required=True)
+  output_dir: str = _opt('folder (or URI) the dataset is written to',
+                         required=True)
+  dataset_name: str = _opt('name used in shard file names', default='wavbeam')
+  label_from: str = _opt(
+      'where the class comes from: subdir (parent folder name), suffix (text '
+      'after the last "_" of the file stem) or none', default='subdir',
+      choices=LABEL_MODES)
+  win_len: int = _opt('window length in samples', default=32768)
+  hop_len: Optional[int] = _opt(
+      'samples between window starts (default: win_len)', default=None)
+  pad: bool = _opt('zero-pad the last partial window instead of dropping it',
+                   default=False)
+  max_windows_per_signal: Optional[int] = _opt(
+      'keep at most this many windows of each file (default: all)',
+      default=None)
+  num_elems: Optional[int] = _opt(
+      'stop after this many examples, taken in file order (default: all)',
+      default=None)
+  channels: str = _opt('multi-channel files: mean (average to mono) or first',
+                       default='mean', choices=CHANNEL_POLICIES)
+  sample_rate: Optional[int] = _opt(
+      'resample every file to this rate; by default the dataset keeps the '
+      "corpus's most common rate and rejects files at other rates",
+      default=None)
+  features: Tuple[str, ...] = _opt(
+      'comma-separated features to compute, from ' + ','.join(BUILTIN_FEATURES),
+      default=('signal', 'spectrogram'))
+  signal_dtype: str = _opt(
+      'dtype of the stored signal; integers are full scale', default='int32',
+      choices=SIGNAL_DTYPES)
+  n_fft: int = _opt('STFT frame length in samples', default=512)
+  fft_hop: int = _opt('samples between STFT frames', default=256)
+  fft_window: str = _opt('STFT window function', default='hann',
+                         choices=WINDOW_FUNCTIONS)
+  spectrogram_scale: str = _opt(
+      'spectrogram magnitude, linear or log (natural log of magnitude + 1e-6)',
+      default='linear', choices=SPECTROGRAM_SCALES)
+  n_mels: int = _opt('mel bands of log_mel', default=64)
+  num_shards: Optional[int] = _opt(
+      'write exactly this many shards (groups all examples by shard: costs '
+      'memory on the local runner)', default=None)
+  max_examples_per_shard: Optional[int] = _opt(
+      'start a new shard after this many examples', default=None)
+  max_shard_bytes: int = _opt(
+      'start a new shard after this many bytes (the default sharding)',
+      default=DEFAULT_SHARD_BYTES)
+  compression: str = _opt('shard compression', default='none',
+                          choices=COMPRESSIONS)
+  overwrite: bool = _opt('replace a dataset already in output_dir',
+                         default=False)
+
+  def __post_init__(self):
+    if self.hop_len is None:
+      object.__setattr__(self, 'hop_len', self.win_len)
+    if isinstance(self.features, str):
+      object.__setattr__(self, 'features', _split_list(self.features))
+    object.__setattr__(self, 'features', tuple(self.features))
+    self._validate()
+
+  def _validate(self):
+    for name in ('input_dir', 'output_dir'):
+      if not getattr(self, name):
+        raise ConfigError(name, getattr(self, name), 'is required')
+    if not re.fullmatch(r'[A-Za-z0-9_.]+', self.dataset_name):
+      raise ConfigError('dataset_name', self.dataset_name,
+                        'use letters, digits, "_" and "." only')
+    for name in ('win_len', 'hop_len', 'n_fft', 'fft_hop', 'n_mels',
+                 'max_shard_bytes'):
+      _positive(name, getattr(self, name))
+    for name in ('max_windows_per_signal', 'num_elems', 'num_shards',
+                 'max_examples_per_shard', 'sample_rate'):
+      if getattr(self, name) is not None:
+        _positive(name, getattr(self, name))
+    for field in dataclasses.fields(self):
+      choices = field.metadata.get('choices')
+      if choices and getattr(self, field.name) not in choices:
+        raise ConfigError(field.name, getattr(self, field.name),
+                          f'must be one of {", ".join(choices)}')
+    if not self.features:
+      raise ConfigError('features', '', 'name at least one feature')
+    unknown = [f for f in self.features if f not in BUILTIN_FEATURES]
+    if unknown:
+      raise ConfigError('features', ','.join(self.features),
+                        f'unknown {unknown}; choose from '
+                        f'{", ".join(BUILTIN_FEATURES)}')
+    if len(set(self.features)) != len(self.features):
+      raise ConfigError('features', ','.join(self.features), 'lists a repeat')
+    if self.uses_stft and self.n_fft > self.win_len:
+      raise ConfigError('n_fft', self.n_fft,
+                        f'must not exceed --win_len={self.win_len}')
+    if self.num_shards is not None and self.max_examples_per_shard is not None:
+      raise ConfigError('num_shards', self.num_shards,
+                        'give either --num_shards or --max_examples_per_shard')
+
+  @property
+  def uses_stft(self) -> bool:
+    return bool({'spectrogram', 'log_mel'} & set(self.features))
+
+  def to_json(self) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v
+            for k, v in dataclasses.asdict(self).items()}
+
+
+def _positive(name, value):
+  if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    raise ConfigError(name, value, 'must be a positive integer')
+
+
+def _split_list(text: str) -> Tuple[str, ...]:
+  return tuple(p.strip() for p in text.split(',') if p.strip())
+
+
+def _optional_int(text: str) -> Optional[int]:
+  return None if text.lower() in ('', 'none') else int(text)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  """Adds one flag per config field, with its help and default."""
+  for field in dataclasses.fields(PipelineConfig):
+    meta, flag = field.metadata, '--' + field.name
+    if field.type is bool:
+      parser.add_argument(flag, action='store_true', help=meta['help'])
+      continue
+    default = field.default
+    kwargs = {'help': meta['help']}
+    if meta.get('required'):
+      kwargs['required'] = True
+    else:
+      shown = ','.join(default) if isinstance(default, tuple) else default
+      kwargs['help'] += f' (default: {shown})'
+      kwargs['default'] = default
+    if field.type is int:
+      kwargs['type'] = int
+    elif field.type == Optional[int]:
+      kwargs['type'] = _optional_int
+    elif 'choices' in meta:
+      kwargs['choices'] = meta['choices']
+    parser.add_argument(flag, **kwargs)
+
+
+def from_args(args: argparse.Namespace) -> PipelineConfig:
+  names = [f.name for f in dataclasses.fields(PipelineConfig)]
+  return PipelineConfig(**{n: getattr(args, n) for n in names})
+
+
+def parse_known_args(
+    argv: Sequence[str]) -> Tuple[PipelineConfig, Sequence[str]]:
+  """Our flags -> PipelineConfig; the rest is left for Beam's options."""
+  parser = argparse.ArgumentParser(
+      prog='python -m pipeline.run', allow_abbrev=False,
+      description='Turn a folder of WAV files into a sharded TFRecord '
+      'dataset. Flags not listed here (--runner, --direct_num_workers, ...) '
+      "are passed to Beam's PipelineOptions.")
+  add_arguments(parser)
+  args, beam_args = parser.parse_known_args(argv)
+  return from_args(args), beam_args

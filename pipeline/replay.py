@@ -1,0 +1,156 @@
+"""Read a wavbeam dataset back as a tf.data.Dataset. TensorFlow only.
+
+    ds = replay_dataset('out/', 'train', batch_size=32)
+
+Elements equal what the pipeline produced (same keys, dtypes, shapes and
+values, bit-exact). Shards are read in parallel, records are parsed a batch
+at a time (batch, then parse), arrays are decoded from raw bytes, and the
+dataset knows its cardinality from the shard lengths in metadata.json.
+"""
+
+from typing import Dict, Optional, Sequence
+
+import tensorflow as tf
+
+from pipeline import metadata as metadata_lib
+from pipeline import naming
+from pipeline import schema as schema_lib
+
+_PARSE_BATCH = 64  # records parsed per parse_example call when not batching
+_SHUFFLE_BUFFER = 1024
+
+
+class DatasetError(ValueError):
+  """The dataset is missing, incomplete, or does not match its metadata."""
+
+
+def load_metadata(output_dir: str) -> Dict:
+  """metadata.json of a complete dataset; DatasetError otherwise."""
+  path = naming.join(output_dir, naming.METADATA_FILE)
+  if not tf.io.gfile.exists(path):
+    if tf.io.gfile.exists(output_dir) and tf.io.gfile.glob(
+        naming.join(output_dir, '*.tfrecord-*')):
+      raise DatasetError(
+          f'{output_dir} holds shards but no {naming.METADATA_FILE}: the run '
+          'that wrote it did not finish; rerun the pipeline')
+    raise DatasetError(f'no wavbeam dataset at {output_dir} ({path} not '
+                       'found)')
+  with tf.io.gfile.GFile(path, 'r') as f:
+    text = f.read()
+  try:
+    return metadata_lib.parse(text, path)
+  except metadata_lib.MetadataError as e:
+    raise DatasetError(str(e)) from e
+
+
+def shard_files(output_dir: str, metadata: Dict, split: str) -> Sequence[str]:
+  """Paths of a split's shards, each checked to exist with the listed size."""
+  splits = metadata['splits']
+  if split not in splits:
+    raise DatasetError(f'unknown split {split!r} in {output_dir}; it has '
+                       f'{sorted(splits)}')
+  paths = []
+  for shard in splits[split]['shards']:
+    path = naming.join(output_dir, shard['file'])
+    if not tf.io.gfile.exists(path):
+      raise DatasetError(f'shard {path} listed in metadata.json is missing')
+    size = tf.io.gfile.stat(path).length
+    if size != shard['num_bytes']:
+      raise DatasetError(
+          f'shard {path} is {size} bytes but metadata.json says '
+          f'{shard["num_bytes"]}: it was changed or cut after writing')
+    paths.append(path)
+  return paths
+
+
+def _parse_spec(spec: schema_lib.FeatureSpec) -> tf.io.FixedLenFeature:
+  storage = {schema_lib.RAW_BYTES: tf.string, schema_lib.BYTES_LIST: tf.string,
+             schema_lib.INT64_LIST: tf.int64,
+             schema_lib.FLOAT_LIST: tf.float32}[spec.encoding]
+  return tf.io.FixedLenFeature([], storage)
+
+
+def _decoder(specs: Dict[str, schema_lib.FeatureSpec]):
+  parse_specs = {k: _parse_spec(s) for k, s in specs.items()}
+
+  def decode(serialized):
+    parsed = tf.io.parse_example(serialized, parse_specs)
+    out = {}
+    for key, spec in specs.items():
+      value = parsed[key]
+      if spec.encoding == schema_lib.RAW_BYTES:
+        value = tf.io.decode_raw(value, tf.as_dtype(spec.dtype),
+                                 little_endian=True)
+        value = tf.reshape(value, [-1, *spec.shape])
+      out[key] = value
+    return out
+
+  return decode
+
+
+def replay_dataset(output_dir: str, split: str = 'train', *,
+                   features: Optional[Sequence[str]] = None,
+                   batch_size: Optional[int] = None, shuffle: bool = False,
+                   seed: Optional[int] = None, deterministic: bool = True,
+                   as_supervised: bool = False, label_key: str = 'target',
+                   input_key: Optional[str] = None, repeat: bool = False,
+                   drop_remainder: bool = False,
+                   shuffle_buffer_size: int = _SHUFFLE_BUFFER
+                   ) -> tf.data.Dataset:
+  """The examples of `split` as a tf.data.Dataset.
+
+  Args:
+    features: keys to read (default: all). Only these are parsed.
+    batch_size: batch elements (parsed a batch at a time either way).
+    shuffle: shuffle shard order and examples (buffer `shuffle_buffer_size`).
+    seed, deterministic: as in tf.data; deterministic=False may reorder
+      elements across shards for speed.
+    as_supervised: yield (input, label) pairs: `input_key` (default: the
+      metadata's input_key, the first computed feature) and `label_key`.
+    repeat: repeat forever (cardinality becomes infinite).
+  """
+  metadata = load_metadata(output_dir)
+  schema = metadata_lib.schema_of(metadata).as_dict()
+  if as_supervised:
+    input_key = input_key or metadata['input_key']
+    if metadata['num_classes'] == 0 and label_key == 'target':
+      raise DatasetError(f'{output_dir} was written with --label_from none: '
+                         'there is no label for as_supervised')
+    keys = [input_key, label_key]
+  else:
+    keys = list(features) if features is not None else sorted(schema)
+  unknown = [k for k in keys if k not in schema]
+  if unknown:
+    raise DatasetError(f'unknown feature {unknown} in {output_dir}; it has '
+                       f'{sorted(schema)}')
+  files = shard_files(output_dir, metadata, split)
+  total = metadata['splits'][split]['num_examples']
+  compression = 'GZIP' if metadata['compression'] == 'gzip' else ''
+
+  ds = tf.data.Dataset.from_tensor_slices(list(files))
+  if shuffle:
+    ds = ds.shuffle(len(files), seed=seed)
+  ds = ds.interleave(
+      lambda f: tf.data.TFRecordDataset(f, compression_type=compression,
+                                        buffer_size=1 << 20),
+      cycle_length=max(1, min(len(files), 8)), block_length=1,
+      num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+  ds = ds.apply(tf.data.experimental.assert_cardinality(total))
+  if shuffle:
+    ds = ds.shuffle(shuffle_buffer_size, seed=seed)
+  if repeat:
+    ds = ds.repeat()
+  decode = _decoder({k: schema[k] for k in keys})
+  if batch_size is not None:
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=deterministic)
+  else:
+    ds = ds.batch(_PARSE_BATCH).map(decode,
+                                    num_parallel_calls=tf.data.AUTOTUNE,
+                                    deterministic=deterministic).unbatch()
+    if not repeat:
+      ds = ds.apply(tf.data.experimental.assert_cardinality(total))
+  if as_supervised:
+    ds = ds.map(lambda d: (d[input_key], d[label_key]))
+  return ds.prefetch(tf.data.AUTOTUNE)

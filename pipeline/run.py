@@ -1,0 +1,58 @@
+"""Command line: python -m pipeline.run --input_dir DIR --output_dir OUT ...
+
+Flags this module does not know are Beam's (--runner, --direct_num_workers,
+...). Without --runner the job runs on the local DirectRunner.
+"""
+
+import logging
+import sys
+from typing import Optional, Sequence
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
+
+from pipeline import config as config_lib
+from pipeline.graph import build_pipeline
+
+
+# Beam 2.77's DirectRunner first tries Prism, which downloads a binary at run
+# time, then falls back to the FnApiRunner for batch jobs. wavbeam goes to the
+# FnApiRunner directly: same engine, same --direct_num_workers and
+# --direct_running_mode options, no download.
+LOCAL_RUNNER = 'FnApiRunner'
+_DIRECT_RUNNER_NAMES = (None, 'DirectRunner', 'SwitchingDirectRunner')
+
+
+def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
+  options = PipelineOptions(beam_args)
+  standard = options.view_as(StandardOptions)
+  if standard.runner in _DIRECT_RUNNER_NAMES:
+    standard.runner = LOCAL_RUNNER
+  return options
+
+
+def run(argv: Optional[Sequence[str]] = None, extra_features=None):
+  """Builds and runs the job; returns the finished PipelineResult."""
+  config, beam_args = config_lib.parse_known_args(
+      sys.argv[1:] if argv is None else argv)
+  options = pipeline_options(beam_args)
+  p = beam.Pipeline(options=options)
+  build_pipeline(p, config, extra_features)
+  result = p.run()
+  result.wait_until_finish()
+  return result
+
+
+def main(argv=None) -> int:
+  logging.getLogger().setLevel(logging.INFO)
+  try:
+    run(argv)
+  except config_lib.ConfigError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,128 @@
+import numpy as np
+import pytest
+
+from transforms import audio
+from transforms import features
+
+
+def _stft_reference(window, n_fft, hop, win):
+  """Frame-by-frame loop, the textbook definition."""
+  frames = [window[s:s + n_fft] * win
+            for s in range(0, len(window) - n_fft + 1, hop)]
+  return np.abs(np.stack([np.fft.rfft(f) for f in frames]))
+
+
+def test_stft_matches_frame_loop_and_batch_equals_rows():
+  rng = np.random.default_rng(1)
+  windows = rng.uniform(-1, 1, (5, 4096)).astype(np.float32)
+  win = features.window_function('hann', 512)
+  batch = features.stft_magnitude(windows, 512, 256, win)
+  assert batch.shape == (5, features.num_stft_frames(4096, 512, 256), 257)
+  assert batch.dtype == np.float32
+  for i in range(5):
+    np.testing.assert_allclose(
+        batch[i], _stft_reference(windows[i], 512, 256, win), rtol=1e-5,
+        atol=1e-5)
+    assert np.array_equal(
+        batch[i], features.stft_magnitude(windows[i:i + 1], 512, 256, win)[0])
+
+
+def test_stft_of_a_tone_peaks_at_its_bin():
+  sr, n_fft = 16000, 512
+  t = np.arange(8192) / sr
+  tone = np.sin(2 * np.pi * 1000.0 * t).astype(np.float32)[None]
+  mag = features.stft_magnitude(tone, n_fft, 256,
+                                features.window_function('hann', n_fft))
+  assert np.all(mag[0].argmax(axis=-1) == round(1000.0 * n_fft / sr))
+
+
+def test_window_functions_are_periodic():
+  hann = features.window_function('hann', 8)
+  np.testing.assert_allclose(
+      hann, [0, .1464466, .5, .8535534, 1, .8535534, .5, .1464466], atol=1e-6)
+  assert np.all(features.window_function('rect', 4) == 1)
+  with pytest.raises(ValueError, match='blackman'):
+    features.window_function('blackman', 4)
+
+
+def test_mel_filterbank_shape_and_triangles():
+  fb = features.mel_filterbank(40, 512, 16000)
+  assert fb.shape == (257, 40) and fb.dtype == np.float32
+  assert np.all(fb[0] == 0)           # DC is left out
+  assert np.all(fb.max(axis=0) > 0)   # every filter sees some bin
+  assert np.all(fb <= 1.0 + 1e-6)
+  peaks = fb.argmax(axis=0)
+  assert np.all(np.diff(peaks) >= 0)  # centres rise with the filter index
+
+
+def test_fft_magnitude_of_dc():
+  x = np.full((2, 64), 0.5, np.float32)
+  mag = features.fft_magnitude(x)
+  assert mag.shape == (2, 33)
+  np.testing.assert_allclose(mag[:, 0], 32.0)
+  np.testing.assert_allclose(mag[:, 1:], 0.0, atol=1e-5)
+
+
+@pytest.mark.parametrize('frames,win,hop,pad,expected', [
+    (0, 4, 4, False, 0), (0, 4, 4, True, 0),
+    (3, 4, 4, False, 0), (3, 4, 4, True, 1),    # one sample short
+    (4, 4, 4, False, 1), (4, 4, 4, True, 1),    # exactly one window
+    (5, 4, 4, True, 2), (8, 4, 4, True, 2), (9, 4, 2, False, 3),
+    (9, 4, 2, True, 4), (10, 4, 2, True, 4), (10, 4, 6, True, 2),
+    (11, 4, 6, True, 2), (7, 4, 6, True, 2), (6, 4, 6, True, 1),
+])
+def test_window_count(frames, win, hop, pad, expected):
+  assert audio.window_count(frames, win, hop, pad) == expected
+
+
+def test_slice_windows_pads_with_zeros():
+  x = np.arange(1, 8, dtype=np.float64)
+  w = audio.slice_windows(x, np.array([0, 4]), 4)
+  assert w.tolist() == [[1, 2, 3, 4], [5, 6, 7, 0]]
+
+
+def test_mix_channels():
+  block = np.array([[0.5, -0.5], [1.0, 0.0]])
+  assert audio.mix_channels(block, 'mean').tolist() == [0.0, 0.5]
+  assert audio.mix_channels(block, 'first').tolist() == [0.5, 1.0]
+
+
+def test_to_signal_dtype_full_scale_and_clipping():
+  x = np.array([-1.0, -0.5, 0.0, 0.5, 1.5, 2 ** -16])
+  assert audio.to_signal_dtype(x, 'int16').tolist() == [
+      -32768, -16384, 0, 16384, 32767, 0]  # 0.5 rounds half to even
+  assert audio.to_signal_dtype(x, 'int32')[4] == 2 ** 31 - 1
+  assert audio.to_signal_dtype(x, 'float32')[4] == np.float32(1.5)
+
+
+def _resample_whole(x, rate_in, rate_out):
+  n = audio.resampled_length(len(x), rate_in, rate_out)
+  return audio.resample_range(x, 0, len(x), rate_in, rate_out, 0, n)
+
+
+@pytest.mark.parametrize('rate_in,rate_out', [(16000, 8000), (8000, 16000),
+                                              (44100, 16000), (16000, 22050)])
+def test_resampling_keeps_a_tone_and_chunks_join_exactly(rate_in, rate_out):
+  t = np.arange(rate_in // 2) / rate_in
+  x = np.sin(2 * np.pi * 440.0 * t)
+  y = _resample_whole(x, rate_in, rate_out)
+  assert len(y) == audio.resampled_length(len(x), rate_in, rate_out)
+  t_out = np.arange(len(y)) / rate_out
+  inner = slice(len(y) // 8, -len(y) // 8)  # away from the zero edges
+  np.testing.assert_allclose(y[inner], np.sin(2 * np.pi * 440.0 * t_out)[inner],
+                             atol=2e-3)
+  # A chunk computed from only its input neighbourhood equals the whole.
+  ctx = audio.resample_context(rate_in, rate_out)
+  up, down = audio.resample_ratio(rate_in, rate_out)
+  start, length = 1000, 777
+  lo = max(0, start * down // up - ctx)
+  hi = min(len(x), (start + length) * down // up + ctx)
+  part = audio.resample_range(x[lo:hi], lo, len(x), rate_in, rate_out, start,
+                              length)
+  assert np.array_equal(part, y[start:start + length])
+
+
+def test_resampling_rejects_missing_context():
+  x = np.zeros(1000)
+  with pytest.raises(ValueError, match='needs input'):
+    audio.resample_range(x[500:], 500, 1000, 16000, 8000, 10, 10)

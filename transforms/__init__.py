@@ -1,0 +1,1 @@
+"""DoFns, CombineFns and the pure numpy functions they call."""

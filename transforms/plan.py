@@ -1,0 +1,103 @@
+"""From probed files to work units: which windows each chunk computes.
+
+A chunk is a frame range of one file holding a bounded number of windows, so
+a long recording is shared by several workers and memory per worker is
+bounded whatever the file length.
+"""
+
+import collections
+import dataclasses
+from typing import Dict, Iterable, Iterator, List, Tuple
+
+from pipeline.config import PipelineConfig
+from transforms import audio
+from transforms import labels
+from transforms.wav_io import BadWav, WavInfo
+
+# Audio frames a chunk spans: about 65 s at 16 kHz, a few tens of MB in float64.
+CHUNK_FRAMES = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class FilePlan:
+  info: WavInfo
+  label: str
+  sample_rate: int   # the dataset's rate: windows are cut at this rate
+  frames: int        # length at the dataset's rate
+  num_windows: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+  plan: FilePlan
+  first_window: int
+  num_windows: int
+
+
+def most_common_rate(rate_counts: Dict[int, int]) -> int:
+  """The dataset's rate when none is given: most files, ties to the lower."""
+  if not rate_counts:
+    return 0
+  return min(rate_counts, key=lambda r: (-rate_counts[r], r))
+
+
+def plan_file(info: WavInfo, config: PipelineConfig,
+              dataset_rate: int) -> FilePlan:
+  """Checks a probed file against the dataset's rules; raises BadWav."""
+  label = labels.label_of(info.path, config.label_from)
+  if config.label_from != 'none' and not label:
+    raise BadWav(f'no label: --label_from={config.label_from} finds no class '
+                 'in this path')
+  if config.sample_rate is None and info.sample_rate != dataset_rate:
+    raise BadWav(f'sample rate {info.sample_rate} Hz differs from the '
+                 f"dataset's {dataset_rate} Hz (pass --sample_rate to "
+                 'resample instead)')
+  frames = audio.resampled_length(info.frames, info.sample_rate, dataset_rate)
+  n = audio.window_count(frames, config.win_len, config.hop_len, config.pad)
+  if n == 0:
+    raise BadWav(f'too short: {frames} frames at {dataset_rate} Hz, a window '
+                 f'needs {config.win_len}')
+  if config.max_windows_per_signal is not None:
+    n = min(n, config.max_windows_per_signal)
+  return FilePlan(info, label, dataset_rate, frames, n)
+
+
+def limit_windows(counts: Iterable[Tuple[int, int]],
+                  num_elems: int) -> Dict[int, int]:
+  """{file index: windows kept} taking windows in file order up to num_elems."""
+  allowed, left = {}, num_elems
+  for index, n in sorted(counts):
+    allowed[index] = min(n, left)
+    left -= allowed[index]
+  return allowed
+
+
+def windows_per_chunk(hop_len: int) -> int:
+  return max(1, CHUNK_FRAMES // hop_len)
+
+
+def split_into_chunks(plan: FilePlan, per_chunk: int) -> Iterator[Chunk]:
+  for first in range(0, plan.num_windows, per_chunk):
+    yield Chunk(plan, first, min(per_chunk, plan.num_windows - first))
+
+
+def chunk_input_range(chunk: Chunk, win_len: int,
+                      hop_len: int) -> Tuple[int, int]:
+  """Input frames [start, stop) a chunk needs, resampling context included."""
+  plan = chunk.plan
+  out_start = chunk.first_window * hop_len
+  out_stop = min(plan.frames,
+                 (chunk.first_window + chunk.num_windows - 1) * hop_len +
+                 win_len)
+  rate_in, rate_out = plan.info.sample_rate, plan.sample_rate
+  if rate_in == rate_out:
+    return out_start, out_stop
+  up, down = audio.resample_ratio(rate_in, rate_out)
+  ctx = audio.resample_context(rate_in, rate_out)
+  start = max(0, out_start * down // up - ctx)
+  stop = min(plan.info.frames, -(-out_stop * down // up) + ctx)
+  return start, stop
+
+
+def count_by(items: Iterable) -> Dict:
+  return dict(collections.Counter(items))
