@@ -67,8 +67,10 @@ def to_signal_dtype(samples: np.ndarray, dtype: str) -> np.ndarray:
   if target.kind != 'i':
     raise ValueError(f'signal dtype must be a signed integer or float: {dtype}')
   info = np.iinfo(target)
-  scaled = np.rint(np.asarray(samples, np.float64) * (2.0 ** (info.bits - 1)))
-  return np.clip(scaled, info.min, info.max).astype(target)
+  scaled = np.multiply(samples, 2.0 ** (info.bits - 1), dtype=np.float64)
+  np.rint(scaled, out=scaled)
+  np.clip(scaled, info.min, info.max, out=scaled)
+  return scaled.astype(target)
 
 
 # --- resampling -------------------------------------------------------------

@@ -69,22 +69,19 @@ class EncodeChunk(beam.DoFn):
     arrays = self._extractor.compute(windows, plan.sample_rate)
     target = (class_names.index(plan.label) if plan.label
               else labels.NO_LABEL_TARGET)
-    common = {
-        'class': plan.label,
-        'filepath': plan.info.path,
-        'index': plan.info.index,
-        'num_classes': len(class_names),
-        'target': target,
+    n = chunk.num_windows
+    columns = {
+        'class': [plan.label] * n,
+        'filepath': [plan.info.path] * n,
+        'index': [plan.info.index] * n,
+        'num_classes': [len(class_names)] * n,
+        'target': [target] * n,
+        'win_start_idx': [(chunk.first_window + i) * self.config.hop_len
+                          for i in range(n)],
+        **arrays,
     }
-    stats = ExampleStats()
-    for i in range(chunk.num_windows):
-      element = dict(common)
-      element['win_start_idx'] = (chunk.first_window + i) * self.config.hop_len
-      for key, batch in arrays.items():
-        element[key] = batch[i]
-      if i == 0:
-        stats.schema = example_codec.schema_of(element)
-      record = example_codec.encode_example(element)
+    stats = ExampleStats(schema=example_codec.batch_schema(columns))
+    for record in example_codec.encode_batch(columns, n):
       stats.add(plan.label, len(record))
       yield record
     yield pvalue.TaggedOutput(STATS, stats)

@@ -7,7 +7,7 @@ TensorFlow's own parser is the independent check in the tests.
 """
 
 import struct
-from typing import Any, Dict, Mapping
+from typing import Any, List, Mapping
 
 import numpy as np
 
@@ -62,56 +62,106 @@ def schema_of(element: Mapping[str, Any]) -> schema_lib.Schema:
   return schema_lib.Schema.of({k: spec_of(v) for k, v in element.items()})
 
 
-def _payload(value: Any, encoding: str):
-  """The packed field-1 payload of the typed list, as a buffer."""
+def _payload(value: Any, encoding: str) -> bytes:
+  """The packed field-1 payload of a typed list."""
   if encoding == schema_lib.BYTES_LIST:
     data = value.encode('utf-8')
-    return _LEN1 + _varint(len(data)) + data
-  if encoding == schema_lib.INT64_LIST:
+  elif encoding == schema_lib.INT64_LIST:
     data = _varint(int(value))
-    return _LEN1 + _varint(len(data)) + data
-  if encoding == schema_lib.FLOAT_LIST:
+  elif encoding == schema_lib.FLOAT_LIST:
     data = struct.pack('<f', value)
-    return _LEN1 + _varint(len(data)) + data
-  raise AssertionError(encoding)
+  else:
+    raise AssertionError(encoding)
+  return _LEN1 + _varint(len(data)) + data
+
+
+def _entry_head(key: bytes, encoding: str, payload_len: int) -> bytes:
+  """Map entry {key, Feature{kind: payload}} up to the payload."""
+  kind_head = _KIND_TAG[encoding] + _varint(payload_len)
+  feature_len = len(kind_head) + payload_len
+  body_head = _LEN1 + _varint(len(key)) + key + _LEN2 + _varint(feature_len)
+  return (_LEN1 + _varint(len(body_head) + feature_len) + body_head +
+          kind_head)
+
+
+def _raw_head(key: bytes, num_bytes: int) -> bytes:
+  """Everything before a raw array's bytes; fixed for a fixed shape."""
+  inner = _LEN1 + _varint(num_bytes)
+  return _entry_head(key, schema_lib.RAW_BYTES, len(inner) + num_bytes) + inner
+
+
+def _row_spec(column) -> schema_lib.FeatureSpec:
+  if isinstance(column, np.ndarray):
+    return schema_lib.FeatureSpec(column.dtype.name, column.shape[1:])
+  return spec_of(column[0])
+
+
+def batch_schema(columns: Mapping[str, Any]) -> schema_lib.Schema:
+  """Schema of the examples `encode_batch(columns)` writes."""
+  return schema_lib.Schema.of({k: _row_spec(c) for k, c in columns.items()})
+
+
+def encode_batch(columns: Mapping[str, Any], n: int) -> List[bytes]:
+  """Serializes n examples given column-wise.
+
+  A column is a numpy array whose first axis is the example (one array per
+  example, e.g. a batch of spectrograms) or a sequence of n values (scalars
+  or strings). Keys are written in sorted order; arrays as little-endian raw
+  bytes, sliced from the batch without copying.
+  """
+  writers = []
+  for key in sorted(columns):
+    column, key_bytes = columns[key], key.encode('utf-8')
+    if isinstance(column, np.ndarray) and column.shape[0] != n:
+      raise ValueError(f'column {key!r} has {column.shape[0]} rows, not {n}')
+    spec = _row_spec(column)
+    encoding = spec.encoding
+    if encoding == schema_lib.RAW_BYTES:
+      batch = np.ascontiguousarray(column, column.dtype.newbyteorder('<'))
+      rows = batch.reshape(n, -1).view(np.uint8)
+      head = _raw_head(key_bytes, rows.shape[1])
+      writers.append((True, head, rows))
+    else:
+      values = [to_array(v) for v in column]
+      writers.append((False, key_bytes, encoding, values))
+  records = []
+  for i in range(n):
+    parts = [b'']
+    size = 0
+    for w in writers:
+      if w[0]:
+        _, head, rows = w
+        row = memoryview(rows[i])
+        parts.append(head)
+        parts.append(row)
+        size += len(head) + row.nbytes
+      else:
+        _, key_bytes, encoding, values = w
+        payload = _payload(values[i], encoding)
+        entry = _entry_head(key_bytes, encoding, len(payload)) + payload
+        parts.append(entry)
+        size += len(entry)
+    parts[0] = _LEN1 + _varint(size)
+    records.append(b''.join(parts))
+  return records
 
 
 def encode_example(element: Mapping[str, Any],
                    schema: schema_lib.Schema = None) -> bytes:
-  """Serializes one element as a tf.train.Example.
+  """Serializes one element; with `schema`, checks dtype and shape first."""
+  if schema is not None:
+    for key, value in element.items():
+      spec = spec_of(value)
+      if schema[key] != spec:
+        raise schema_lib.SchemaError(
+            f'feature {key!r}: expected {schema[key]}, got {spec}')
+  columns = {k: to_array(v)[None] if _is_raw(v) else [v]
+             for k, v in element.items()}
+  return encode_batch(columns, 1)[0]
 
-  With `schema`, values are checked against it (dtype and shape); arrays are
-  written as little-endian raw bytes whatever the machine's byte order.
-  """
-  parts = []
-  features_len = 0
-  for key in sorted(element):
-    value = to_array(element[key])
-    spec = spec_of(value)
-    if schema is not None and schema[key] != spec:
-      raise schema_lib.SchemaError(
-          f'feature {key!r}: expected {schema[key]}, got {spec}')
-    encoding = spec.encoding
-    if encoding == schema_lib.RAW_BYTES:
-      arr = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder('<'))
-      data = memoryview(arr.reshape(-1).view(np.uint8))
-      head = _LEN1 + _varint(len(data))
-      payload_len = len(head) + len(data)
-      payload_parts = (head, data)
-    else:
-      payload = _payload(value, encoding)
-      payload_len = len(payload)
-      payload_parts = (payload,)
-    kind_head = _KIND_TAG[encoding] + _varint(payload_len)
-    feature_len = len(kind_head) + payload_len
-    key_bytes = key.encode('utf-8')
-    entry_head = (_LEN1 + _varint(len(key_bytes)) + key_bytes +
-                  _LEN2 + _varint(feature_len))
-    entry_len = len(entry_head) + feature_len
-    entry_tag = _LEN1 + _varint(entry_len)
-    parts.extend((entry_tag, entry_head, kind_head) + payload_parts)
-    features_len += len(entry_tag) + entry_len
-  return b''.join([_LEN1 + _varint(features_len)] + parts)
+
+def _is_raw(value) -> bool:
+  return spec_of(value).encoding == schema_lib.RAW_BYTES
 
 
 def decode_raw(data: bytes, spec: schema_lib.FeatureSpec) -> np.ndarray:

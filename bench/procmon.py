@@ -1,0 +1,51 @@
+"""Run a command; report wall time and peak RSS summed over its process tree."""
+
+import os
+import subprocess
+import threading
+import time
+
+
+def _tree_rss(root: int) -> int:
+  children = {}
+  rss = {}
+  for pid in os.listdir('/proc'):
+    if not pid.isdigit():
+      continue
+    try:
+      with open(f'/proc/{pid}/stat') as f:
+        fields = f.read().rsplit(')', 1)[1].split()
+      children.setdefault(int(fields[1]), []).append(int(pid))
+      rss[int(pid)] = int(fields[21]) * os.sysconf('SC_PAGE_SIZE')
+    except (OSError, IndexError, ValueError):
+      continue
+  total, stack = 0, [root]
+  while stack:
+    pid = stack.pop()
+    total += rss.get(pid, 0)
+    stack.extend(children.get(pid, []))
+  return total
+
+
+def run_measured(cmd, env=None, cwd=None):
+  """-> (wall seconds, peak summed RSS bytes, CompletedProcess-like)."""
+  start = time.perf_counter()
+  proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env=env, cwd=cwd, text=True)
+  peak = [0]
+  done = threading.Event()
+
+  def poll():
+    while not done.is_set():
+      peak[0] = max(peak[0], _tree_rss(proc.pid))
+      done.wait(0.05)
+
+  t = threading.Thread(target=poll, daemon=True)
+  t.start()
+  out, err = proc.communicate()
+  wall = time.perf_counter() - start
+  done.set()
+  t.join()
+  if proc.returncode != 0:
+    raise RuntimeError(f'{cmd} failed ({proc.returncode}):\n{err[-3000:]}')
+  return wall, peak[0], out

@@ -1,0 +1,137 @@
+"""Invalid options fail before the pipeline starts; readers fail clearly."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pipeline import config as config_lib
+from pipeline import replay
+from pipeline import run as run_lib
+from tests import helpers as H
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize('flags,message', [
+    (['--win_len', '0'], '--win_len=0: must be a positive integer'),
+    (['--hop_len', '-5'], '--hop_len=-5: must be a positive integer'),
+    (['--win_len', '256'], '--n_fft=512: must not exceed --win_len=256'),
+    (['--features', 'signal,mfcc'], "--features='signal,mfcc': unknown"),
+    (['--features', ''], "--features='': name at least one feature"),
+    (['--num_shards', '2', '--max_examples_per_shard', '5'],
+     '--num_shards=2: give either'),
+    (['--dataset_name', 'a/b'], "--dataset_name='a/b'"),
+])
+def test_invalid_options_name_option_and_value(tmp_path, flags, message):
+  argv = ['--input_dir', str(tmp_path), '--output_dir', str(tmp_path / 'o')]
+  with pytest.raises(config_lib.ConfigError) as e:
+    run_lib.run(argv + flags)
+  assert message in str(e.value)
+
+
+def test_input_dir_problems_fail_before_running(tmp_path):
+  out = str(tmp_path / 'out')
+  with pytest.raises(config_lib.ConfigError, match='does not exist'):
+    run_lib.run(['--input_dir', str(tmp_path / 'missing'), '--output_dir', out])
+  (tmp_path / 'empty').mkdir()
+  with pytest.raises(config_lib.ConfigError, match='holds no .wav files'):
+    run_lib.run(['--input_dir', str(tmp_path / 'empty'), '--output_dir', out])
+  (tmp_path / 'txt').mkdir()
+  (tmp_path / 'txt/a.txt').write_text('x')
+  with pytest.raises(config_lib.ConfigError, match='holds no .wav files'):
+    run_lib.run(['--input_dir', str(tmp_path / 'txt'), '--output_dir', out])
+  assert not os.path.exists(out)
+
+
+def test_cli_reports_errors_and_documents_every_option():
+  proc = subprocess.run(
+      [sys.executable, '-m', 'pipeline.run', '--input_dir', '/nonexistent',
+       '--output_dir', '/tmp/x'], capture_output=True, text=True, cwd=ROOT)
+  assert proc.returncode == 2
+  assert "--input_dir='/nonexistent': does not exist" in proc.stderr
+  proc = subprocess.run([sys.executable, '-m', 'pipeline.run', '--help'],
+                        capture_output=True, text=True, cwd=ROOT)
+  assert proc.returncode == 0
+  import dataclasses
+  for field in dataclasses.fields(config_lib.PipelineConfig):
+    assert '--' + field.name in proc.stdout
+  assert '(default: 32768)' in proc.stdout
+
+
+def test_reader_imports_without_beam():
+  code = ('import sys; import pipeline.replay; '
+          'print(any(m.startswith("apache_beam") for m in sys.modules))')
+  proc = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                        text=True, cwd=ROOT)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.stdout.strip() == 'False'
+
+
+@pytest.fixture(scope='module')
+def dataset(tmp_path_factory):
+  d = tmp_path_factory.mktemp('ds')
+  for i in range(3):
+    H.write_wav(str(d / f'in/c/{i}.wav'), H.noise(4096, seed=i))
+  config = H.make_config(d / 'in', d / 'out', win_len=1024,
+                         max_examples_per_shard=5, features=('signal',))
+  H.run_pipeline(config)
+  return config
+
+
+def test_output_dir_with_a_dataset_is_refused_unless_overwrite(dataset):
+  with pytest.raises(config_lib.ConfigError,
+                     match='already holds a complete dataset'):
+    H.run_pipeline(dataset)
+  config = H.make_config(dataset.input_dir, dataset.output_dir, win_len=2048,
+                         features=('signal',), overwrite=True)
+  meta = H.run_pipeline(config)
+  assert meta['counts']['examples'] == 6
+  files = os.listdir(dataset.output_dir)
+  assert len([f for f in files if '.tfrecord-' in f]) == len(
+      meta['splits']['train']['shards'])  # old shards are gone
+  assert meta['schema']['signal']['shape'] == [2048]
+
+
+def test_reader_errors_name_the_problem(tmp_path):
+  with pytest.raises(replay.DatasetError, match='no wavbeam dataset'):
+    replay.replay_dataset(str(tmp_path))
+  for i in range(2):
+    H.write_wav(str(tmp_path / f'in/c/{i}.wav'), H.noise(4096, seed=i))
+  out = tmp_path / 'out'
+  config = H.make_config(tmp_path / 'in', out, win_len=1024,
+                         max_examples_per_shard=3, features=('signal',))
+  meta = H.run_pipeline(config)
+  with pytest.raises(replay.DatasetError, match=r"unknown split 'test'.*train"):
+    replay.replay_dataset(str(out), 'test')
+  with pytest.raises(replay.DatasetError, match=r"unknown feature \['nope'\]"):
+    replay.replay_dataset(str(out), features=['signal', 'nope'])
+  only = replay.replay_dataset(str(out), features=['signal'])
+  assert list(only.element_spec) == ['signal']
+  shard = out / meta['splits']['train']['shards'][1]['file']
+  data = shard.read_bytes()
+  shard.write_bytes(data[:-10])
+  with pytest.raises(replay.DatasetError, match=f'shard {shard} is'):
+    replay.replay_dataset(str(out))
+  shard.unlink()
+  with pytest.raises(replay.DatasetError, match=f'shard {shard} listed'):
+    replay.replay_dataset(str(out))
+  os.remove(out / 'metadata.json')
+  with pytest.raises(replay.DatasetError, match='did not finish'):
+    replay.replay_dataset(str(out))
+  (out / 'metadata.json').write_text(json.dumps({'format': 'other'}))
+  with pytest.raises(replay.DatasetError, match='not a wavbeam metadata'):
+    replay.load_metadata(str(out))
+
+
+def test_a_dataset_at_another_rate(tmp_path):
+  path = H.write_wav(str(tmp_path / 'in/c/a.wav'), H.noise(44100, 2, seed=1),
+                     rate=44100, subtype='PCM_24', fmt='WAVEX')
+  config = H.make_config(tmp_path / 'in', tmp_path / 'out', win_len=8192,
+                         features=('signal', 'log_mel'), channels='first')
+  meta = H.run_pipeline(config)
+  assert meta['sample_rate'] == 44100
+  H.assert_matches_reference(str(tmp_path / 'out'), config, [path], ['c'],
+                             44100)
