@@ -30,6 +30,7 @@ def writers(corpus, out):
           out, '--overwrite']
   return {
       'wavbeam': base,
+      'wavbeam_1worker': base + ['--direct_num_workers=1'],
       'wavbeam_2proc': base + ['--direct_num_workers=2',
                                '--direct_running_mode=multi_processing'],
       'baseline': [PY, '-m', 'bench.baseline_numpy', corpus, out],
@@ -123,7 +124,8 @@ def main(argv=None):
   parser.add_argument('--hours', default='1,4',
                       help='corpus sizes in hours of audio (default: 1,4)')
   parser.add_argument('--repeats', type=int, default=3)
-  parser.add_argument('--writers', default='wavbeam,wavbeam_2proc,baseline,'
+  parser.add_argument('--writers', default='wavbeam,wavbeam_1worker,'
+                      'wavbeam_2proc,baseline,'
                       'tfdata_seed')
   parser.add_argument('--no_reading', action='store_true')
   args = parser.parse_args(argv)

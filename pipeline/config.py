@@ -158,7 +158,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   for field in dataclasses.fields(PipelineConfig):
     meta, flag = field.metadata, '--' + field.name
     if field.type is bool:
-      parser.add_argument(flag, action='store_true', help=meta['help'])
+      parser.add_argument(flag, action='store_true',
+                          help=meta['help'] + ' (default: off)')
       continue
     default = field.default
     kwargs = {'help': meta['help']}

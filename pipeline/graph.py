@@ -9,6 +9,7 @@
 TestPipeline.
 """
 
+import dataclasses
 import logging
 from typing import List, Optional
 
@@ -75,8 +76,8 @@ class LimitWindows(beam.PTransform):
                                         self.num_elems))
     return (plans
             | 'ApplyLimit' >> beam.Map(
-                lambda p, a: p.__class__(p.info, p.label, p.sample_rate,
-                                         p.frames, a[p.info.index]),
+                lambda p, a: dataclasses.replace(
+                    p, num_windows=a[p.info.index]),
                 beam.pvalue.AsSingleton(allowed))
             | 'DropEmpty' >> beam.Filter(lambda p: p.num_windows > 0))
 

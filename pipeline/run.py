@@ -5,10 +5,12 @@ Flags this module does not know are Beam's (--runner, --direct_num_workers,
 """
 
 import logging
+import os
 import sys
 from typing import Optional, Sequence
 
 import apache_beam as beam
+from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 
@@ -25,10 +27,23 @@ _DIRECT_RUNNER_NAMES = (None, 'DirectRunner', 'SwitchingDirectRunner')
 
 
 def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
+  """Beam's options, with wavbeam's defaults for the local runner.
+
+  Locally, unless --direct_num_workers or --direct_running_mode is given,
+  bundles run in one thread per core of a single process: numpy's FFT,
+  libsndfile and file writes release the GIL, so threads use both cores
+  without the start-up and memory of worker processes (BENCHMARKS.md).
+  """
   options = PipelineOptions(beam_args)
   standard = options.view_as(StandardOptions)
   if standard.runner in _DIRECT_RUNNER_NAMES:
     standard.runner = LOCAL_RUNNER
+  if standard.runner == LOCAL_RUNNER and not any(
+      arg.startswith(('--direct_num_workers', '--direct_running_mode'))
+      for arg in beam_args):
+    direct = options.view_as(DirectOptions)
+    direct.direct_num_workers = os.cpu_count() or 1
+    direct.direct_running_mode = 'multi_threading'
   return options
 
 

@@ -10,11 +10,11 @@ import os
 import apache_beam as beam
 import numpy as np
 import soundfile as sf
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline import config as config_lib
 from pipeline import graph
 from pipeline import replay
+from pipeline import run as run_lib
 from transforms import audio
 from transforms import features as F
 
@@ -38,8 +38,7 @@ def make_config(input_dir, output_dir, **kw):
 
 def run_pipeline(config, extra_features=None, options=None):
   """Builds the job on a local pipeline and runs it to completion."""
-  p = beam.Pipeline(options=PipelineOptions(options or ['--runner',
-                                                        'FnApiRunner']))
+  p = beam.Pipeline(options=run_lib.pipeline_options(options or []))
   graph.build_pipeline(p, config, extra_features)
   p.run().wait_until_finish()
   return replay.load_metadata(config.output_dir)

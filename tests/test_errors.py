@@ -135,3 +135,20 @@ def test_a_dataset_at_another_rate(tmp_path):
   assert meta['sample_rate'] == 44100
   H.assert_matches_reference(str(tmp_path / 'out'), config, [path], ['c'],
                              44100)
+
+
+def test_local_runner_defaults():
+  from apache_beam.options.pipeline_options import DirectOptions
+  from apache_beam.options.pipeline_options import StandardOptions
+  for args in ([], ['--runner=DirectRunner']):
+    options = run_lib.pipeline_options(args)
+    assert options.view_as(StandardOptions).runner == 'FnApiRunner'
+    direct = options.view_as(DirectOptions)
+    assert direct.direct_running_mode == 'multi_threading'
+    assert direct.direct_num_workers == os.cpu_count()
+  options = run_lib.pipeline_options(['--direct_num_workers=1'])
+  assert options.view_as(DirectOptions).direct_num_workers == 1
+  assert options.view_as(DirectOptions).direct_running_mode == 'in_memory'
+  options = run_lib.pipeline_options(['--runner=DataflowRunner'])
+  assert options.view_as(StandardOptions).runner == 'DataflowRunner'
+  assert options.view_as(DirectOptions).direct_num_workers == 1
