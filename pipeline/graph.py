@@ -109,10 +109,9 @@ class WindowsToExamples(beam.PTransform):
 
   def expand(self, plans_and_classes):
     plans, class_names = plans_and_classes
-    per_chunk = plan_lib.windows_per_chunk(self.config.hop_len)
     return (plans
             | 'SplitIntoChunks' >> beam.FlatMap(plan_lib.split_into_chunks,
-                                                per_chunk)
+                                                self.config.hop_len)
             # Chunks are tiny descriptors; spreading them before the
             # expensive step keeps every worker busy when one file is long.
             | 'SpreadChunks' >> beam.Reshuffle()

@@ -14,8 +14,9 @@ from transforms import audio
 from transforms import labels
 from transforms.wav_io import BadWav, WavInfo
 
-# Audio frames a chunk spans: about 65 s at 16 kHz, a few tens of MB in float64.
-CHUNK_FRAMES = 1 << 20
+# Input samples (frames x channels) a chunk reads: 8 MB as float64, about
+# 65 s of 16 kHz mono. Bounds a worker's memory whatever the file.
+CHUNK_SAMPLES = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,11 +73,15 @@ def limit_windows(counts: Iterable[Tuple[int, int]],
   return allowed
 
 
-def windows_per_chunk(hop_len: int) -> int:
-  return max(1, CHUNK_FRAMES // hop_len)
+def windows_per_chunk(plan: FilePlan, hop_len: int) -> int:
+  """Windows whose input fits in CHUNK_SAMPLES (at least one)."""
+  up, down = audio.resample_ratio(plan.info.sample_rate, plan.sample_rate)
+  input_samples_per_hop = -(-hop_len * down // up) * plan.info.channels
+  return max(1, CHUNK_SAMPLES // input_samples_per_hop)
 
 
-def split_into_chunks(plan: FilePlan, per_chunk: int) -> Iterator[Chunk]:
+def split_into_chunks(plan: FilePlan, hop_len: int) -> Iterator[Chunk]:
+  per_chunk = windows_per_chunk(plan, hop_len)
   for first in range(0, plan.num_windows, per_chunk):
     yield Chunk(plan, first, min(per_chunk, plan.num_windows - first))
 
