@@ -31,6 +31,7 @@ def writers(corpus, out):
   return {
       'wavbeam': base,
       'wavbeam_1worker': base + ['--direct_num_workers=1'],
+      'wavbeam_noshuffle': base + ['--no_shuffle'],
       'wavbeam_2proc': base + ['--direct_num_workers=2',
                                '--direct_running_mode=multi_processing'],
       'baseline': [PY, '-m', 'bench.baseline_numpy', corpus, out],

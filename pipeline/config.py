@@ -17,6 +17,7 @@ WINDOW_FUNCTIONS = ('hann', 'hamming', 'rect')
 SIGNAL_DTYPES = ('int16', 'int32', 'float32', 'float64')
 COMPRESSIONS = ('none', 'gzip')
 SPECTROGRAM_SCALES = ('linear', 'log')
+SPLIT_SOURCES = ('hash', 'subdir')
 DEFAULT_SHARD_BYTES = 150 * 2**20  # TFRecord advice: shards of 100-200 MB
 
 
@@ -75,9 +76,22 @@ class PipelineConfig:
       'spectrogram magnitude, linear or log (natural log of magnitude + 1e-6)',
       default='linear', choices=SPECTROGRAM_SCALES)
   n_mels: int = _opt('mel bands of log_mel', default=64)
+  splits: Tuple[Tuple[str, float], ...] = _opt(
+      'split names and fractions, e.g. train=0.8,validation=0.1,test=0.1; '
+      'a file goes to one split by a stable hash of its path relative to '
+      'input_dir', default=(('train', 1.0),))
+  split_from: str = _opt(
+      'hash (assign files by --splits) or subdir (the top-level folder under '
+      'input_dir names the split: DIR/train/..., DIR/test/...)',
+      default='hash', choices=SPLIT_SOURCES)
+  no_shuffle: bool = _opt(
+      'write examples in input order (file, then window) instead of a '
+      'deterministic pseudo-random order that mixes files and classes in '
+      'every shard', default=False)
+  shuffle_seed: int = _opt('seed of the write order', default=0)
   num_shards: Optional[int] = _opt(
-      'write exactly this many shards (groups all examples by shard: costs '
-      'memory on the local runner)', default=None)
+      'write this many shards per split (at most one per example)',
+      default=None)
   max_examples_per_shard: Optional[int] = _opt(
       'start a new shard after this many examples', default=None)
   max_shard_bytes: int = _opt(
@@ -94,6 +108,10 @@ class PipelineConfig:
     if isinstance(self.features, str):
       object.__setattr__(self, 'features', _split_list(self.features))
     object.__setattr__(self, 'features', tuple(self.features))
+    if isinstance(self.splits, str):
+      object.__setattr__(self, 'splits', _parse_splits(self.splits))
+    object.__setattr__(self, 'splits',
+                       tuple((n, float(f)) for n, f in self.splits))
     self._validate()
 
   def _validate(self):
@@ -127,6 +145,24 @@ class PipelineConfig:
     if self.uses_stft and self.n_fft > self.win_len:
       raise ConfigError('n_fft', self.n_fft,
                         f'must not exceed --win_len={self.win_len}')
+    names = [name for name, _ in self.splits]
+    if self.split_from == 'hash':
+      text = ','.join(f'{n}={f:g}' for n, f in self.splits)
+      if not self.splits:
+        raise ConfigError('splits', text, 'name at least one split')
+      if len(set(names)) != len(names):
+        raise ConfigError('splits', text, 'names a split twice')
+      for name, fraction in self.splits:
+        if not re.fullmatch(r'[A-Za-z0-9_]+', name):
+          raise ConfigError('splits', text, f'split name {name!r}: use '
+                            'letters, digits and "_" only')
+        if not 0 < fraction <= 1:
+          raise ConfigError('splits', text, f'fraction of {name!r} must be '
+                            'in (0, 1]')
+      if abs(sum(f for _, f in self.splits) - 1.0) > 1e-9:
+        raise ConfigError('splits', text, 'fractions must sum to 1')
+    if self.shuffle_seed < 0:
+      raise ConfigError('shuffle_seed', self.shuffle_seed, 'must be >= 0')
     if self.num_shards is not None and self.max_examples_per_shard is not None:
       raise ConfigError('num_shards', self.num_shards,
                         'give either --num_shards or --max_examples_per_shard')
@@ -135,9 +171,17 @@ class PipelineConfig:
   def uses_stft(self) -> bool:
     return bool({'spectrogram', 'log_mel'} & set(self.features))
 
+  @property
+  def split_names(self) -> Tuple[str, ...]:
+    """Known up front for hash splits; None when folders decide."""
+    return tuple(n for n, _ in self.splits) if self.split_from == 'hash' \
+        else None
+
   def to_json(self) -> dict:
-    return {k: list(v) if isinstance(v, tuple) else v
-            for k, v in dataclasses.asdict(self).items()}
+    out = {k: list(v) if isinstance(v, tuple) else v
+           for k, v in dataclasses.asdict(self).items()}
+    out['splits'] = {n: f for n, f in self.splits}
+    return out
 
 
 def _positive(name, value):
@@ -147,6 +191,19 @@ def _positive(name, value):
 
 def _split_list(text: str) -> Tuple[str, ...]:
   return tuple(p.strip() for p in text.split(',') if p.strip())
+
+
+def _parse_splits(text: str) -> Tuple[Tuple[str, float], ...]:
+  pairs = []
+  for part in _split_list(text):
+    name, sep, fraction = part.partition('=')
+    try:
+      pairs.append((name.strip(), float(fraction)))
+    except ValueError:
+      raise ConfigError('splits', text, f'{part!r} is not NAME=FRACTION')
+    if not sep:
+      raise ConfigError('splits', text, f'{part!r} is not NAME=FRACTION')
+  return tuple(pairs)
 
 
 def _optional_int(text: str) -> Optional[int]:
@@ -166,8 +223,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     if meta.get('required'):
       kwargs['required'] = True
     else:
-      shown = ','.join(default) if isinstance(default, tuple) else default
-      kwargs['help'] += f' (default: {shown})'
+      if field.name == 'splits':
+        default = ','.join(f'{n}={f:g}' for n, f in default)
+      elif isinstance(default, tuple):
+        default = ','.join(default)
+      kwargs['help'] += f' (default: {default})'
       kwargs['default'] = default
     if field.type is int:
       kwargs['type'] = int

@@ -1,9 +1,12 @@
 """The wavbeam pipeline graph.
 
-    wav paths -> probe headers -> plan windows -> chunks (frame ranges)
-      -> Reshuffle -> read + features + encode -> WriteToTFRecord (sharded)
-    side outputs: per-chunk stats (schema, counts), rejections
-    final step (after every shard is written): rejects.jsonl, metadata.json
+    wav paths -> probe headers -> plan windows (split, label, count)
+      -> layout (per split: shard count, window positions; counts only)
+      -> (split, shard) <- window refs -> GroupByKey
+      -> per shard: read windows + features + encode + write (temp name)
+    side outputs: per-shard stats (schema, counts), rejections
+    final step (after every shard is written): rename shards into place,
+      rejects.jsonl, then metadata.json
 
 `build_pipeline(p, config)` only builds; the caller runs. Tests build it on a
 TestPipeline.
@@ -14,7 +17,7 @@ import logging
 from typing import List, Optional
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
+import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import naming
@@ -22,10 +25,12 @@ from pipeline.config import ConfigError, PipelineConfig
 from transforms import dofns
 from transforms import finalize
 from transforms import labels
+from transforms import example_codec
+from transforms import layout as layout_lib
 from transforms import plan as plan_lib
-from transforms import shards
 from transforms import stats as stats_lib
 from transforms import wav_io
+from transforms.extract import FeatureExtractor
 from transforms.features import ExtraFeatures
 
 
@@ -56,8 +61,8 @@ class ProbeAndPlan(beam.PTransform):
     rejected = ((probed[dofns.REJECTED], planned[dofns.REJECTED])
                 | 'AllPlanRejections' >> beam.Flatten())
     return {'plans': plans, 'rejected': rejected, 'rate': rate,
-            'planned_paths': planned.ok | 'PlannedPaths' >> beam.Map(
-                lambda plan: plan.info.path)}
+            'planned': planned.ok | 'PlannedFiles' >> beam.Map(
+                lambda plan: (plan.info.path, plan.split))}
 
 
 class LimitWindows(beam.PTransform):
@@ -85,105 +90,127 @@ class LimitWindows(beam.PTransform):
 class ClassNames(beam.PTransform):
   """(index, path) -> one sorted list of class names for the corpus."""
 
-  def __init__(self, label_from: str):
+  def __init__(self, config: PipelineConfig):
     super().__init__()
-    self.label_from = label_from
+    self.config = config
 
   def expand(self, indexed_paths):
     return (indexed_paths
-            | 'LabelOf' >> beam.Map(lambda ip: labels.label_of(
-                ip[1], self.label_from))
+            | 'LabelOf' >> beam.Map(lambda ip, c: labels.file_label(ip[1], c),
+                                    self.config)
             | 'Distinct' >> beam.Distinct()
             | 'Collect' >> beam.combiners.ToList()
             | 'Sort' >> beam.Map(labels.class_names))
 
 
-class WindowsToExamples(beam.PTransform):
-  """FilePlan -> serialized tf.train.Examples (+ stats and rejections)."""
+class PlanLayout(beam.PTransform):
+  """FilePlans -> {split: SplitLayout}: shard count and window positions."""
 
-  def __init__(self, config: PipelineConfig,
-               extra_features: Optional[ExtraFeatures] = None):
+  def __init__(self, config: PipelineConfig, example_bytes: int):
+    super().__init__()
+    self.config = config
+    self.example_bytes = example_bytes
+
+  def expand(self, plans):
+    c = self.config
+    return (plans
+            | 'WindowCounts' >> beam.Map(
+                lambda p: (p.split, p.info.index, p.num_windows))
+            | 'AllCounts' >> beam.combiners.ToList()
+            | 'ComputeLayouts' >> beam.Map(
+                layout_lib.compute_layouts, num_shards=c.num_shards,
+                max_examples_per_shard=c.max_examples_per_shard,
+                max_shard_bytes=c.max_shard_bytes,
+                example_bytes=self.example_bytes))
+
+
+class WriteShards(beam.PTransform):
+  """FilePlans -> shard files (temp names), stats and rejections.
+
+  Only (file, window, sort key) references are grouped by shard; each shard
+  task then reads its windows, computes features and writes its file.
+  """
+
+  def __init__(self, config: PipelineConfig, extra_features=None):
     super().__init__()
     self.config = config
     self.extra_features = extra_features
 
-  def expand(self, plans_and_classes):
-    plans, class_names = plans_and_classes
+  def expand(self, inputs):
+    plans, layouts, class_names = inputs
+    c = self.config
     return (plans
-            | 'SplitIntoChunks' >> beam.FlatMap(plan_lib.split_into_chunks,
-                                                self.config.hop_len)
-            # Chunks are tiny descriptors; spreading them before the
-            # expensive step keeps every worker busy when one file is long.
-            | 'SpreadChunks' >> beam.Reshuffle()
-            | 'ComputeAndEncode' >> beam.ParDo(
-                dofns.EncodeChunk(self.config, self.extra_features),
-                class_names=beam.pvalue.AsSingleton(class_names)).with_outputs(
-                    dofns.STATS, dofns.REJECTED, main='examples'))
-
-
-def shard_writer(config: PipelineConfig, split: str) -> beam.PTransform:
-  """WriteToTFRecord with wavbeam's sharding policy.
-
-  Without --num_shards the runner chooses the count and each shard is capped
-  (by bytes, or --max_examples_per_shard records): no GroupByKey of example
-  data, so memory stays flat. WriteToTFRecord does not expose the caps of its
-  FileBasedSink (Beam 2.77), so they are set on the sink it builds.
-  """
-  write = beam.io.WriteToTFRecord(
-      naming.join(config.output_dir,
-                  naming.shard_prefix(config.dataset_name, split)),
-      num_shards=config.num_shards or 0,
-      shard_name_template=naming.SHARD_NAME_TEMPLATE,
-      compression_type=(CompressionTypes.GZIP if config.compression == 'gzip'
-                        else CompressionTypes.UNCOMPRESSED))
-  if config.max_examples_per_shard:
-    write._sink.max_records_per_shard = config.max_examples_per_shard
-  elif not config.num_shards:
-    write._sink.max_bytes_per_shard = config.max_shard_bytes
-  return write
+            | 'AssignWindowsToShards' >> beam.FlatMap(
+                lambda p, layouts: layout_lib.window_refs(
+                    p.info.index, p.split, p.num_windows, layouts[p.split],
+                    shuffle=not c.no_shuffle, seed=c.shuffle_seed),
+                beam.pvalue.AsSingleton(layouts))
+            | 'GroupByShard' >> beam.GroupByKey()
+            | 'ComputeAndWrite' >> beam.ParDo(
+                dofns.WriteShard(c, self.extra_features),
+                plans=beam.pvalue.AsDict(
+                    plans | 'KeyByIndex' >> beam.Map(
+                        lambda p: (p.info.index, p))),
+                class_names=beam.pvalue.AsSingleton(class_names),
+            ).with_outputs(dofns.STATS, dofns.REJECTED, main='shards'))
 
 
 def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
                    extra_features: Optional[ExtraFeatures] = None):
   """Adds the whole job to `p`; returns the PCollection of the metadata path.
 
-  Lists the input and checks the output folder now, so that bad options fail
-  before anything runs. `extra_features` maps feature names to numpy
-  functions (see transforms.features.FeatureFn).
+  Lists the input, checks the output folder and the feature functions now,
+  so that bad options fail before anything runs. `extra_features` maps
+  feature names to numpy functions (see transforms.features.FeatureFn).
   """
   paths = list_input(config)
-  prepare_output_dir(config)
   _check_extra_features(config, extra_features)
+  example_bytes = estimate_example_bytes(config, extra_features)
+  prepare_output_dir(config)
 
   files = p | 'ListWavFiles' >> beam.Create(list(enumerate(paths)))
-  class_names = files | 'ClassNames' >> ClassNames(config.label_from)
+  class_names = files | 'ClassNames' >> ClassNames(config)
   planned = files | 'ProbeAndPlan' >> ProbeAndPlan(config)
-  encoded = ((planned['plans'], class_names)
-             | 'WindowsToExamples' >> WindowsToExamples(config,
-                                                        extra_features))
-  written = (encoded.examples
-             | 'WriteShards' >> shard_writer(config, finalize.DEFAULT_SPLIT))
-  shard_stats = written | 'CountShardRecords' >> beam.Map(
-      shards.count_records, config.compression)
-  example_stats = encoded[dofns.STATS] | 'MergeStats' >> beam.CombineGlobally(
-      stats_lib.MergeExampleStats())
-  rejected = ((planned['rejected'], encoded[dofns.REJECTED])
+  plans = planned['plans']
+  layouts = plans | 'PlanLayout' >> PlanLayout(config, example_bytes)
+  written = ((plans, layouts, class_names)
+             | 'WriteShards' >> WriteShards(config, extra_features))
+  example_stats = (written[dofns.STATS]
+                   | 'KeyBySplit' >> beam.Map(lambda s: (s.split, s))
+                   | 'MergeStats' >> beam.CombinePerKey(
+                       stats_lib.MergeExampleStats()))
+  rejected = ((planned['rejected'], written[dofns.REJECTED])
               | 'AllRejections' >> beam.Flatten())
   # The last step reads every other branch as a side input, so it runs only
-  # after every shard is final, and runners that compute only what the last
-  # transform needs (Beam's DaskRunner) still run the whole graph.
+  # after every shard is written, and runners that compute only what the
+  # last transform needs (Beam's DaskRunner) still run the whole graph.
   side = beam.pvalue
   return (p
           | 'Once' >> beam.Create([None])
-          | 'WriteMetadata' >> beam.Map(
-              finalize.write_dataset_metadata, config=config,
+          | 'Finalize' >> beam.Map(
+              finalize.finalize_dataset, config=config,
               files_seen=len(paths),
-              shard_stats=side.AsList(shard_stats),
-              stats=side.AsSingleton(example_stats),
+              shard_stats=side.AsList(written.shards),
+              stats=side.AsDict(example_stats),
               rejects=side.AsList(rejected),
-              planned_paths=side.AsList(planned['planned_paths']),
+              planned=side.AsList(planned['planned']),
               class_names=side.AsSingleton(class_names),
-              sample_rate=side.AsSingleton(planned['rate'])))
+              sample_rate=side.AsSingleton(planned['rate']),
+              layouts=side.AsSingleton(layouts)))
+
+
+def estimate_example_bytes(config: PipelineConfig,
+                           extra_features=None) -> int:
+  """Serialized size of one example, from a silent window (sizes only).
+
+  Also runs the extra feature functions once, so a broken one fails here.
+  """
+  extractor = FeatureExtractor(config, extra_features)
+  arrays = extractor.compute(np.zeros((1, config.win_len)), 16000)
+  columns = {'class': ['x' * 16], 'filepath': ['x' * 120], 'index': [0],
+             'num_classes': [0], 'target': [0], 'win_start_idx': [0],
+             **arrays}
+  return len(example_codec.encode_batch(columns, 1)[0]) + 16
 
 
 def list_input(config: PipelineConfig) -> List[str]:
@@ -208,8 +235,10 @@ def dataset_files(config: PipelineConfig) -> List[str]:
   patterns = [naming.join(out, naming.METADATA_FILE),
               naming.join(out, naming.REJECTS_FILE),
               naming.join(out, f'{config.dataset_name}-*.tfrecord-*')]
-  return sorted(m.path for r in FileSystems.match(patterns)
-                for m in r.metadata_list)
+  found = sorted(m.path for r in FileSystems.match(patterns)
+                 for m in r.metadata_list)
+  temp = naming.join(out, naming.TEMP_DIR)
+  return found + [temp] if FileSystems.exists(temp) else found
 
 
 def prepare_output_dir(config: PipelineConfig) -> None:

@@ -2,7 +2,12 @@
 
 METADATA_FILE = 'metadata.json'
 REJECTS_FILE = 'rejects.jsonl'
-SHARD_NAME_TEMPLATE = '-SSSSS-of-NNNNN'
+TEMP_DIR = '.wavbeam-incomplete'  # shards before the run succeeds
+
+
+def shard_name(dataset_name: str, split: str, shard: int,
+               num_shards: int) -> str:
+  return f'{shard_prefix(dataset_name, split)}-{shard:05d}-of-{num_shards:05d}'
 
 
 def shard_prefix(dataset_name: str, split: str) -> str:

@@ -134,7 +134,7 @@ def test_chunks_are_bounded_by_input_samples():
 
   def chunks(rate, channels, frames, dataset_rate=16000):
     info = WavInfo(0, 'x.wav', frames, rate, channels, 'PCM_16')
-    p = plan.FilePlan(info, 'a', dataset_rate, frames * dataset_rate // rate,
+    p = plan.FilePlan(info, 'train', 'a', dataset_rate, frames * dataset_rate // rate,
                       frames * dataset_rate // rate // 1000)
     return list(plan.split_into_chunks(p, 1000))
 
@@ -147,7 +147,55 @@ def test_chunks_are_bounded_by_input_samples():
   assert chunks(48000, 1, 48000 * 600)[0].num_windows == \
       plan.CHUNK_SAMPLES // 3000
   # A window bigger than the budget still makes progress, one per chunk.
-  huge = plan.FilePlan(WavInfo(0, 'x', 10**7, 16000, 2, 'PCM_16'), 'a',
+  huge = plan.FilePlan(WavInfo(0, 'x', 10**7, 16000, 2, 'PCM_16'), 'train', 'a',
                        16000, 10**7, 3)
   assert [c.num_windows for c in plan.split_into_chunks(huge, 2**21)] == \
       [1, 1, 1]
+
+
+@pytest.mark.parametrize('total', [1, 2, 3, 5, 17, 64, 1000, 4097])
+def test_permutation_is_a_seeded_bijection(total):
+  from transforms import layout
+  p = layout.permute(np.arange(total), total, seed=0)
+  assert sorted(p.tolist()) == list(range(total))
+  assert np.array_equal(p, layout.permute(np.arange(total), total, seed=0))
+  if total >= 64:
+    q = layout.permute(np.arange(total), total, seed=1)
+    assert not np.array_equal(p, q)
+    # Neighbours in input order land far apart.
+    assert np.median(np.abs(np.diff(p))) > total / 10
+
+
+def test_layout_balances_shards_and_places_every_window_once():
+  from transforms import layout
+  entries = [('train', 0, 7), ('train', 1, 100), ('test', 2, 5),
+             ('train', 3, 1)]
+  layouts = layout.compute_layouts(entries, max_examples_per_shard=10)
+  train = layouts['train']
+  assert train.total == 108 and train.num_shards == 11
+  assert train.offsets == {0: 0, 1: 7, 3: 107}
+  placed = {}
+  for split, index, n in entries:
+    for (s, shard), (i, w, key) in layout.window_refs(
+        index, split, n, layouts[split], shuffle=True, seed=0):
+      assert (i, w) not in placed
+      placed[(i, w)] = (s, shard, key)
+  assert len(placed) == 113
+  sizes = np.bincount([v[1] for v in placed.values() if v[0] == 'train'])
+  assert sizes.max() - sizes.min() <= 1
+  # The long file is spread over every shard.
+  assert {v[1] for k, v in placed.items() if k[0] == 1} == set(range(11))
+
+
+def test_split_assignment_is_stable_and_follows_fractions():
+  from transforms import splits
+  spec = (('train', 0.8), ('validation', 0.1), ('test', 0.1))
+  names = [splits.split_by_hash(f'c/{i}.wav', spec) for i in range(5000)]
+  counts = {n: names.count(n) / 5000 for n, _ in spec}
+  assert abs(counts['train'] - 0.8) < 0.03 and abs(counts['test'] - 0.1) < 0.02
+  # Known values: the same on every machine and Python version.
+  assert splits.split_by_hash('c/0.wav', spec) == names[0]
+  assert splits.stable_unit('x') == int(
+      ' 2d711642b726b044'.replace(' ', ''), 16) / 2**64
+  assert splits.split_from_folder('train/dog/a.wav') == 'train'
+  assert splits.split_from_folder('a.wav') is None

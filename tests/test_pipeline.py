@@ -210,11 +210,15 @@ def test_bad_inputs_are_recorded_and_counts_add_up(tmp_path):
   counts = meta['counts']
   assert counts['files_seen'] == 9 == counts['files_ok'] + \
       counts['files_rejected']
-  assert counts['files_ok'] == 2 and counts['examples'] == 8
-  # The partial NaN rejection names the frames; nan.wav wrote its good part.
+  # nan.wav: the window holding the NaN is rejected, its 3 others written.
+  assert counts['files_ok'] == 2 and counts['examples'] == 8 + 3
   with open(tmp_path / 'out/rejects.jsonl') as f:
     nan_record = [r for r in map(json.loads, f) if 'nan' in r['path']][0]
-  assert nan_record['stage'] == 'read' and nan_record['frames'] == [0, 4096]
+  assert nan_record['stage'] == 'read' and nan_record['frames'] == [2048, 3072]
+  got = H.replayed(str(tmp_path / 'out'))
+  nan_starts = sorted(s for (i, s), e in got.items()
+                      if e['filepath'].endswith(b'nan.wav'))
+  assert nan_starts == [0, 1024, 3072]
 
 
 def test_resampling_to_a_given_rate(tmp_path):

@@ -2,17 +2,24 @@
 
 import apache_beam as beam
 from apache_beam import pvalue
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 
+from pipeline import naming
 from pipeline.config import PipelineConfig
 from transforms import example_codec
 from transforms import labels
 from transforms import plan as plan_lib
+from transforms import tfrecord
 from transforms import wav_io
-from transforms.extract import FeatureExtractor, read_chunk_windows
+from transforms.extract import FeatureExtractor, read_windows
+from transforms.shards import ShardStats
 from transforms.stats import ExampleStats
 
 REJECTED = 'rejected'
 STATS = 'stats'
+# Windows computed together: enough to vectorize the FFT, a few tens of MB.
+BATCH_WINDOWS = 32
 
 
 class ProbeWav(beam.DoFn):
@@ -41,11 +48,18 @@ class PlanWindows(beam.DoFn):
                                 wav_io.Rejection(info.path, str(e), 'plan'))
 
 
-class EncodeChunk(beam.DoFn):
-  """Chunk -> serialized tf.train.Examples, one per window.
+def temp_dir(config: PipelineConfig) -> str:
+  return naming.join(config.output_dir, naming.TEMP_DIR)
 
-  Also emits one ExampleStats per chunk on 'stats' (schema, counts, bytes),
-  and a Rejection on 'rejected' when the chunk's audio cannot be used.
+
+class WriteShard(beam.DoFn):
+  """((split, shard), window refs) -> one shard file, under a temp name.
+
+  Reads the shard's windows in their sort-key order, computes features a
+  batch at a time, encodes and appends the records. Emits ShardStats (main),
+  one ExampleStats (on 'stats') and Rejections (on 'rejected'). The temp
+  name depends only on (split, shard), so a retried bundle overwrites its
+  own earlier attempt.
   """
 
   def __init__(self, config: PipelineConfig, extra_features=None):
@@ -55,33 +69,45 @@ class EncodeChunk(beam.DoFn):
   def setup(self):
     self._extractor = FeatureExtractor(self.config, self.extra_features)
 
-  def process(self, chunk, class_names):
-    plan = chunk.plan
-    try:
-      windows = read_chunk_windows(chunk, self.config)
-    except wav_io.BadWav as e:
-      start, stop = plan_lib.chunk_input_range(chunk, self.config.win_len,
-                                               self.config.hop_len)
-      yield pvalue.TaggedOutput(
-          REJECTED, wav_io.Rejection(plan.info.path, str(e), 'read',
-                                     (start, stop)))
-      return
-    arrays = self._extractor.compute(windows, plan.sample_rate)
-    target = (class_names.index(plan.label) if plan.label
-              else labels.NO_LABEL_TARGET)
-    n = chunk.num_windows
-    columns = {
-        'class': [plan.label] * n,
-        'filepath': [plan.info.path] * n,
-        'index': [plan.info.index] * n,
-        'num_classes': [len(class_names)] * n,
-        'target': [target] * n,
-        'win_start_idx': [(chunk.first_window + i) * self.config.hop_len
-                          for i in range(n)],
-        **arrays,
-    }
-    stats = ExampleStats(schema=example_codec.batch_schema(columns))
-    for record in example_codec.encode_batch(columns, n):
-      stats.add(plan.label, len(record))
-      yield record
+  def process(self, keyed_refs, plans, class_names):
+    (split, shard), refs = keyed_refs
+    refs = sorted(refs, key=lambda ref: ref[2])
+    path = naming.join(temp_dir(self.config), f'{split}-{shard:05d}')
+    compression = (CompressionTypes.GZIP if self.config.compression == 'gzip'
+                   else CompressionTypes.UNCOMPRESSED)
+    stats = ExampleStats(split=split)
+    with FileSystems.create(path, compression_type=compression) as f, \
+        wav_io.OpenFiles() as files:
+      for start in range(0, len(refs), BATCH_WINDOWS):
+        batch = [(i, w) for i, w, _ in refs[start:start + BATCH_WINDOWS]]
+        windows, kept, rejections = read_windows(batch, plans, self.config,
+                                                 files)
+        for rejection in rejections:
+          yield pvalue.TaggedOutput(REJECTED, rejection)
+        if not kept:
+          continue
+        kept_refs = [batch[i] for i in kept]
+        columns = self._columns(kept_refs, plans, class_names)
+        rate = plans[kept_refs[0][0]].sample_rate
+        columns.update(self._extractor.compute(windows, rate))
+        stats.schema = stats.schema.merge(example_codec.batch_schema(columns))
+        for ref, record in zip(kept_refs, example_codec.encode_batch(
+            columns, len(kept_refs))):
+          tfrecord.write_record(f, record)
+          stats.add(plans[ref[0]].label, len(record))
+    yield ShardStats(split, shard, path, stats.num_examples,
+                     FileSystems.match([path])[0].metadata_list[0]
+                     .size_in_bytes)
     yield pvalue.TaggedOutput(STATS, stats)
+
+  def _columns(self, refs, plans, class_names):
+    rows = [plans[index] for index, _ in refs]
+    return {
+        'class': [p.label for p in rows],
+        'filepath': [p.info.path for p in rows],
+        'index': [p.info.index for p in rows],
+        'num_classes': [len(class_names)] * len(rows),
+        'target': [class_names.index(p.label) if p.label
+                   else labels.NO_LABEL_TARGET for p in rows],
+        'win_start_idx': [w * self.config.hop_len for _, w in refs],
+    }

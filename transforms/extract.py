@@ -1,6 +1,7 @@
 """One chunk of a file -> batched arrays of every feature (numpy only)."""
 
-from typing import Dict, Optional
+from typing import (Dict, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 import numpy as np
 
@@ -8,7 +9,8 @@ from pipeline.config import PipelineConfig
 from transforms import audio
 from transforms import features as F
 from transforms import wav_io
-from transforms.plan import Chunk, chunk_input_range
+from transforms.plan import (Chunk, FilePlan, chunk_input_range,
+                             windows_per_chunk)
 
 
 class FeatureExtractor:
@@ -60,21 +62,22 @@ class FeatureExtractor:
     return out
 
 
-def read_chunk_windows(chunk: Chunk, config: PipelineConfig) -> np.ndarray:
+def read_chunk_windows(chunk: Chunk, config: PipelineConfig,
+                       files: Optional[wav_io.OpenFiles] = None) -> np.ndarray:
   """The chunk's windows at the dataset's rate, (n, win_len) float64.
 
-  Raises wav_io.BadWav for unreadable or non-finite audio.
+  Raises wav_io.BadWav for unreadable audio. Non-finite samples stay in:
+  callers reject the windows they reach (see read_windows).
   """
   plan = chunk.plan
   start, stop = chunk_input_range(chunk, config.win_len, config.hop_len)
   try:
-    block = wav_io.read_range(plan.info.path, start, stop - start)
+    read = files.read_range if files is not None else wav_io.read_range
+    block = read(plan.info.path, start, stop - start)
   except wav_io.BadWav:
     raise
   except wav_io.INPUT_ERRORS as e:
     raise wav_io.BadWav(f'unreadable: {wav_io._short(e)}') from e
-  if not np.isfinite(block).all():
-    raise wav_io.BadWav('non-finite samples (NaN or Inf)')
   mono = audio.mix_channels(block, config.channels)
   out_start = chunk.first_window * config.hop_len
   if plan.info.sample_rate != plan.sample_rate:
@@ -85,3 +88,62 @@ def read_chunk_windows(chunk: Chunk, config: PipelineConfig) -> np.ndarray:
                                 out_start, out_stop - out_start)
   starts = np.arange(chunk.num_windows, dtype=np.int64) * config.hop_len
   return audio.slice_windows(mono, starts, config.win_len)
+
+
+def _runs(windows: Sequence[int], limit: int) -> Iterator[Tuple[int, int]]:
+  """Sorted window indices -> (first, count) runs of consecutive ones."""
+  start = prev = None
+  for w in windows:
+    if start is not None and w == prev + 1 and w - start < limit:
+      prev = w
+      continue
+    if start is not None:
+      yield start, prev - start + 1
+    start = prev = w
+  if start is not None:
+    yield start, prev - start + 1
+
+
+def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
+                 config: PipelineConfig,
+                 files: Optional[wav_io.OpenFiles] = None
+                 ) -> Tuple[np.ndarray, List[int], List[wav_io.Rejection]]:
+  """Windows for (file index, window) refs, float64, in the order given.
+
+  Consecutive windows of a file are read as one range (bounded by the chunk
+  budget). Returns (windows of the usable refs, positions of those refs in
+  `refs`, rejections for the rest): a window touching NaN or Inf, or in a
+  range that cannot be read, is rejected with its frame range.
+  """
+  where = {tuple(ref): i for i, ref in enumerate(refs)}
+  out = np.empty((len(refs), config.win_len), np.float64)
+  good = np.zeros(len(refs), bool)
+  rejections = []
+  by_file: Dict[int, List[int]] = {}
+  for index, window in refs:
+    by_file.setdefault(index, []).append(window)
+  for index, windows in sorted(by_file.items()):
+    plan = plans[index]
+    limit = windows_per_chunk(plan, config.hop_len)
+    for first, count in _runs(sorted(windows), limit):
+      chunk = Chunk(plan, first, count)
+      try:
+        block = read_chunk_windows(chunk, config, files)
+      except wav_io.BadWav as e:
+        rejections.append(wav_io.Rejection(
+            plan.info.path, str(e), 'read',
+            chunk_input_range(chunk, config.win_len, config.hop_len)))
+        continue
+      finite = np.isfinite(block).all(axis=1)
+      for i in range(count):
+        if finite[i]:
+          row = where[(index, first + i)]
+          out[row] = block[i]
+          good[row] = True
+        else:
+          one = Chunk(plan, first + i, 1)
+          rejections.append(wav_io.Rejection(
+              plan.info.path, 'non-finite samples (NaN or Inf)', 'read',
+              chunk_input_range(one, config.win_len, config.hop_len)))
+  kept = np.flatnonzero(good).tolist()
+  return (out if good.all() else out[good]), kept, rejections

@@ -9,9 +9,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline import metadata as metadata_lib
 from pipeline import naming
 from pipeline.config import PipelineConfig
-
-DEFAULT_SPLIT = 'train'
-
+from transforms.stats import ExampleStats
 
 class IncompleteRun(RuntimeError):
   """The written shards do not account for every example produced."""
@@ -32,44 +30,74 @@ def default_input_key(features) -> str:
   return next((f for f in features if f != 'signal'), features[0])
 
 
-def write_dataset_metadata(_, *, config: PipelineConfig, files_seen: int,
-                           shard_stats, stats, rejects, planned_paths,
-                           class_names, sample_rate, created=None) -> str:
-  shards = sorted(shard_stats, key=lambda s: s.path)
-  written = sum(s.num_examples for s in shards)
-  if written != stats.num_examples:
-    raise IncompleteRun(
-        f'shards hold {written} records but {stats.num_examples} examples '
-        f'were produced: {[s.path for s in shards]}')
+def finalize_dataset(_, *, config: PipelineConfig, files_seen: int,
+                     shard_stats, stats, rejects, planned, class_names,
+                     sample_rate, layouts, created=None) -> str:
+  """Checks the run's accounting, publishes the shards, writes metadata.
+
+  Raises IncompleteRun (and publishes nothing) when a shard is missing or
+  the counts do not add up.
+  """
+  out = config.output_dir
   rejects = sorted(rejects, key=lambda r: (r.path, r.frame_range or (0, 0)))
   rejected_paths = {r.path for r in rejects}
-  files_ok = len(set(planned_paths) - rejected_paths)
-  if files_ok + len(rejected_paths) != files_seen:
+  ok_files = {path: split for path, split in planned
+              if path not in rejected_paths}
+  if len(ok_files) + len(rejected_paths) != files_seen:
     raise IncompleteRun(
-        f'{files_seen} files seen but {files_ok} ok and '
+        f'{files_seen} files seen but {len(ok_files)} ok and '
         f'{len(rejected_paths)} rejected')
-  out = config.output_dir
+  split_names = config.split_names or sorted(layouts)
+  by_split = {name: [] for name in split_names}
+  for s in shard_stats:
+    by_split[s.split].append(s)
+  renames, splits, schema = [], {}, None
+  for name in split_names:
+    shards = sorted(by_split[name], key=lambda s: s.shard)
+    expected = layouts[name].num_shards if name in layouts else 0
+    if [s.shard for s in shards] != list(range(expected)):
+      raise IncompleteRun(f'split {name!r}: expected shards 0..{expected - 1}'
+                          f', got {[s.shard for s in shards]}')
+    split_stats = stats.get(name) or ExampleStats(split=name)
+    if sum(s.num_examples for s in shards) != split_stats.num_examples:
+      raise IncompleteRun(f'split {name!r}: shards hold '
+                          f'{sum(s.num_examples for s in shards)} records, '
+                          f'{split_stats.num_examples} were encoded')
+    schema = split_stats.schema if schema is None else schema.merge(
+        split_stats.schema)
+    entries = []
+    for s in shards:
+      final = naming.shard_name(config.dataset_name, name, s.shard,
+                                len(shards))
+      renames.append((s.path, naming.join(out, final)))
+      entries.append({'file': final, 'num_examples': s.num_examples,
+                      'num_bytes': s.num_bytes})
+    splits[name] = metadata_lib.split_entry(
+        entries, split_stats.example_bytes, split_stats.per_class)
+    splits[name]['num_files'] = sum(1 for v in ok_files.values() if v == name)
+  if renames:
+    FileSystems.rename([a for a, _ in renames], [b for _, b in renames])
+  temp = naming.join(out, naming.TEMP_DIR)
+  if FileSystems.exists(temp):
+    FileSystems.delete([temp])
   write_text(naming.join(out, naming.REJECTS_FILE),
              ''.join(json.dumps(r.to_json(), sort_keys=True) + '\n'
                      for r in rejects))
-  split = metadata_lib.split_entry(
-      [{'file': s.path.rsplit('/', 1)[-1], 'num_examples': s.num_examples,
-        'num_bytes': s.num_bytes} for s in shards],
-      stats.example_bytes, stats.per_class)
+  examples = sum(v['num_examples'] for v in splits.values())
   metadata = metadata_lib.build(
       name=config.dataset_name,
       created=created or datetime.datetime.now(
           datetime.timezone.utc).isoformat(timespec='seconds'),
       config=config.to_json(), sample_rate=sample_rate,
-      class_names=class_names, schema=stats.schema,
-      input_key=default_input_key(config.features),
-      splits={DEFAULT_SPLIT: split},
-      counts={'files_seen': files_seen, 'files_ok': files_ok,
+      class_names=class_names,
+      schema=schema or metadata_lib.schema_lib.Schema(),
+      input_key=default_input_key(config.features), splits=splits,
+      counts={'files_seen': files_seen, 'files_ok': len(ok_files),
               'files_rejected': len(rejected_paths),
-              'rejections': len(rejects), 'examples': written},
+              'rejections': len(rejects), 'examples': examples},
       compression=config.compression)
   path = naming.join(out, naming.METADATA_FILE)
   write_text(path, metadata_lib.dumps(metadata))
   logging.info('wrote %s: %d examples in %d shards, %d files rejected', path,
-               written, len(shards), len(rejected_paths))
+               examples, len(renames), len(rejected_paths))
   return path

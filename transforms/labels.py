@@ -5,12 +5,16 @@ from typing import Iterable, List
 NO_LABEL_TARGET = -1
 
 
-def label_of(path: str, mode: str) -> str:
-  """subdir: name of the parent folder; suffix: text after the last '_' of
-  the stem ('..._24346_passenger.wav' -> 'passenger'); none: ''."""
+def label_of(rel_path: str, mode: str) -> str:
+  """The class of a file from its path relative to the input folder.
+
+  subdir: name of the parent folder ('' for a file directly in the input
+  folder); suffix: text after the last '_' of the stem
+  ('..._24346_passenger.wav' -> 'passenger'); none: ''.
+  """
   if mode == 'none':
     return ''
-  parts = path.rstrip('/').split('/')
+  parts = rel_path.strip('/').split('/')
   if mode == 'subdir':
     return parts[-2] if len(parts) > 1 else ''
   if mode == 'suffix':
@@ -22,3 +26,12 @@ def label_of(path: str, mode: str) -> str:
 def class_names(labels: Iterable[str]) -> List[str]:
   """Sorted distinct class names; the position is the target."""
   return sorted(set(labels) - {''})
+
+
+def file_label(path: str, config) -> str:
+  """label_of for a listed path, below the split folder if there is one."""
+  from transforms import splits  # pylint: disable=import-outside-toplevel
+  rel = splits.relative_path(path, config.input_dir)
+  if config.split_from == 'subdir':
+    rel = rel.partition('/')[2]
+  return label_of(rel, config.label_from)

@@ -12,6 +12,7 @@ from typing import Dict, Iterable, Iterator, List, Tuple
 from pipeline.config import PipelineConfig
 from transforms import audio
 from transforms import labels
+from transforms import splits
 from transforms.wav_io import BadWav, WavInfo
 
 # Input samples (frames x channels) a chunk reads: 8 MB as float64, about
@@ -22,6 +23,7 @@ CHUNK_SAMPLES = 1 << 20
 @dataclasses.dataclass(frozen=True)
 class FilePlan:
   info: WavInfo
+  split: str
   label: str
   sample_rate: int   # the dataset's rate: windows are cut at this rate
   frames: int        # length at the dataset's rate
@@ -45,7 +47,15 @@ def most_common_rate(rate_counts: Dict[int, int]) -> int:
 def plan_file(info: WavInfo, config: PipelineConfig,
               dataset_rate: int) -> FilePlan:
   """Checks a probed file against the dataset's rules; raises BadWav."""
-  label = labels.label_of(info.path, config.label_from)
+  rel_path = splits.relative_path(info.path, config.input_dir)
+  if config.split_from == 'subdir':
+    split = splits.split_from_folder(rel_path)
+    if split is None:
+      raise BadWav('no split: --split_from=subdir needs the file inside a '
+                   'split folder (DIR/SPLIT/...)')
+  else:
+    split = splits.split_by_hash(rel_path, config.splits)
+  label = labels.file_label(info.path, config)
   if config.label_from != 'none' and not label:
     raise BadWav(f'no label: --label_from={config.label_from} finds no class '
                  'in this path')
@@ -60,7 +70,7 @@ def plan_file(info: WavInfo, config: PipelineConfig,
                  f'needs {config.win_len}')
   if config.max_windows_per_signal is not None:
     n = min(n, config.max_windows_per_signal)
-  return FilePlan(info, label, dataset_rate, frames, n)
+  return FilePlan(info, split, label, dataset_rate, frames, n)
 
 
 def limit_windows(counts: Iterable[Tuple[int, int]],

@@ -10,6 +10,7 @@ from pipeline import schema as schema_lib
 
 @dataclasses.dataclass
 class ExampleStats:
+  split: str = ''
   schema: schema_lib.Schema = dataclasses.field(
       default_factory=schema_lib.Schema)
   num_examples: int = 0
@@ -24,6 +25,7 @@ class ExampleStats:
 
   def merge(self, other: 'ExampleStats') -> 'ExampleStats':
     """Raises SchemaError naming the key when the schemas disagree."""
+    self.split = self.split or other.split
     self.schema = self.schema.merge(other.schema)
     self.num_examples += other.num_examples
     self.example_bytes += other.example_bytes

@@ -4,6 +4,7 @@ Every path goes through `FileSystems`, so `gs://` and other Beam file systems
 work like local folders; soundfile reads from the file object it returns.
 """
 
+import collections
 import contextlib
 import dataclasses
 import re
@@ -118,6 +119,14 @@ def probe(index: int, path: str) -> WavInfo:
   return info
 
 
+def _read(wav, start: int, count: int) -> np.ndarray:
+  wav.seek(start)
+  block = wav.read(count, dtype='float64', always_2d=True)
+  if block.shape[0] != count:
+    raise BadWav(f'read {block.shape[0]} of {count} frames from {start}')
+  return block
+
+
 def read_range(path: str, start: int, count: int) -> np.ndarray:
   """Frames [start, start + count) as a (frames, channels) float64 array.
 
@@ -125,11 +134,47 @@ def read_range(path: str, start: int, count: int) -> np.ndarray:
   scale, [-1, 1) for PCM.
   """
   with open_wav(path) as wav:
-    wav.seek(start)
-    block = wav.read(count, dtype='float64', always_2d=True)
-  if block.shape[0] != count:
-    raise BadWav(f'read {block.shape[0]} of {count} frames from {start}')
-  return block
+    return _read(wav, start, count)
+
+
+class OpenFiles:
+  """Keeps up to `max_open` WAV files open, least recently used closed first.
+
+  A shard reads windows scattered over many files; reopening a file (and
+  re-parsing its header) for every window would cost more than the read.
+  Not shared between threads: one per shard task.
+  """
+
+  def __init__(self, max_open: int = 256):
+    self.max_open = max_open
+    self._open = collections.OrderedDict()  # path -> (stack, SoundFile)
+
+  def read_range(self, path: str, start: int, count: int) -> np.ndarray:
+    if path in self._open:
+      self._open.move_to_end(path)
+    else:
+      if len(self._open) >= self.max_open:
+        _, (stack, _) = self._open.popitem(last=False)
+        stack.close()
+      stack = contextlib.ExitStack()
+      try:
+        wav = stack.enter_context(open_wav(path))
+      except BaseException:
+        stack.close()
+        raise
+      self._open[path] = (stack, wav)
+    return _read(self._open[path][1], start, count)
+
+  def close(self):
+    while self._open:
+      _, (stack, _) = self._open.popitem()
+      stack.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
 
 
 def _short(e: Exception) -> str:

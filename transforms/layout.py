@@ -1,0 +1,109 @@
+"""Where every window goes: split, shard and place in the shard.
+
+Computed from window counts alone, before any audio is read, so the layout
+is identical on every run and runner, and only tiny (file, window, key)
+references are shuffled, never example data.
+
+A split's windows are numbered in input order (file index, then window):
+position p. Written order is p itself (--no_shuffle) or perm(p), a seeded
+pseudo-random bijection of [0, total). Shard s holds the keys in
+[s * total / N, (s + 1) * total / N), so shards are equal to within one
+example, and a long recording is spread across all shards.
+"""
+
+import dataclasses
+import math
+from typing import Dict, Iterable, Iterator, Tuple
+
+import numpy as np
+
+_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitLayout:
+  split: str
+  total: int                 # windows in the split
+  num_shards: int
+  offsets: Dict[int, int]    # file index -> position of its first window
+
+  def shard_of(self, keys: np.ndarray) -> np.ndarray:
+    return (keys.astype(np.int64) * self.num_shards) // self.total
+
+
+def num_shards_for(total: int, *, num_shards=None, max_examples_per_shard=None,
+                   max_shard_bytes=None, example_bytes=1) -> int:
+  if total == 0:
+    return 0
+  if num_shards is not None:
+    n = num_shards
+  elif max_examples_per_shard is not None:
+    n = math.ceil(total / max_examples_per_shard)
+  else:
+    n = math.ceil(total * example_bytes / max_shard_bytes)
+  return max(1, min(n, total))
+
+
+def compute_layouts(entries: Iterable[Tuple[str, int, int]],
+                    **shard_options) -> Dict[str, SplitLayout]:
+  """entries: (split, file index, windows) -> {split: SplitLayout}."""
+  by_split: Dict[str, list] = {}
+  for split, index, n in entries:
+    by_split.setdefault(split, []).append((index, n))
+  layouts = {}
+  for split, files in sorted(by_split.items()):
+    offsets, total = {}, 0
+    for index, n in sorted(files):
+      offsets[index] = total
+      total += n
+    layouts[split] = SplitLayout(split, total,
+                                 num_shards_for(total, **shard_options),
+                                 offsets)
+  return layouts
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+  """splitmix64's finalizer: a strong 64-bit mixer, wrapping arithmetic."""
+  x = x ^ (x >> np.uint64(30))
+  x = x * np.uint64(0xBF58476D1CE4E5B9)
+  x = x ^ (x >> np.uint64(27))
+  x = x * np.uint64(0x94D049BB133111EB)
+  return x ^ (x >> np.uint64(31))
+
+
+def _feistel(x: np.ndarray, half_bits: int, seed: int) -> np.ndarray:
+  mask = np.uint64((1 << half_bits) - 1)
+  left, right = x >> np.uint64(half_bits), x & mask
+  for round_ in range(4):
+    key = np.uint64((seed * 0x9E3779B97F4A7C15 + round_ + 1) & (2**64 - 1))
+    left, right = right, left ^ (_mix(right ^ key) & mask)
+  return (left << np.uint64(half_bits)) | right
+
+
+def permute(positions: np.ndarray, total: int, seed: int) -> np.ndarray:
+  """A pseudo-random bijection of [0, total), applied to `positions`.
+
+  A 4-round Feistel network on the smallest even bit width that covers
+  total, with cycle walking: values that land outside [0, total) are
+  permuted again until they fall inside, which keeps it a bijection.
+  """
+  with np.errstate(over='ignore'):
+    half_bits = max(1, math.ceil(max(1, (total - 1).bit_length()) / 2))
+    x = np.asarray(positions, np.uint64)
+    out = _feistel(x, half_bits, seed)
+    outside = out >= np.uint64(total)
+    while outside.any():
+      out[outside] = _feistel(out[outside], half_bits, seed)
+      outside = out >= np.uint64(total)
+  return out.astype(np.int64)
+
+
+def window_refs(index: int, split: str, num_windows: int, layout: SplitLayout,
+                shuffle: bool, seed: int
+                ) -> Iterator[Tuple[Tuple[str, int], Tuple[int, int, int]]]:
+  """((split, shard), (file index, window, sort key)) for a file's windows."""
+  positions = layout.offsets[index] + np.arange(num_windows, dtype=np.int64)
+  keys = permute(positions, layout.total, seed) if shuffle else positions
+  shards = layout.shard_of(keys)
+  for window, (key, shard) in enumerate(zip(keys.tolist(), shards.tolist())):
+    yield (split, shard), (index, window, key)

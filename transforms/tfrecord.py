@@ -1,0 +1,60 @@
+"""TFRecord framing: write records and walk them back, with CRC checks.
+
+Each record is: uint64 length, masked crc32c(length), data, masked
+crc32c(data), little-endian, as TensorFlow reads them.
+"""
+
+import struct
+from typing import BinaryIO, Iterator, Tuple
+
+import google_crc32c
+
+_MASK_DELTA = 0xA282EAD8
+
+
+def masked_crc(data) -> int:
+  crc = google_crc32c.value(bytes(data) if isinstance(data, memoryview)
+                            else data)
+  return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def write_record(f: BinaryIO, data: bytes) -> int:
+  """Writes one record; returns the bytes written (data + 16 of framing)."""
+  length = struct.pack('<Q', len(data))
+  f.write(length + struct.pack('<I', masked_crc(length)))
+  f.write(data)
+  f.write(struct.pack('<I', masked_crc(data)))
+  return len(data) + 16
+
+
+class CorruptRecord(ValueError):
+  pass
+
+
+def read_records(f: BinaryIO, where: str = '',
+                 check_crc: bool = True) -> Iterator[Tuple[int, bytes]]:
+  """Yields (offset, data); raises CorruptRecord naming record and offset."""
+  index = offset = 0
+  while True:
+    header = f.read(12)
+    if not header:
+      return
+    if len(header) < 12:
+      raise CorruptRecord(f'{where}: record {index} at byte {offset}: file '
+                          'ends inside the record header')
+    (length,) = struct.unpack('<Q', header[:8])
+    (length_crc,) = struct.unpack('<I', header[8:])
+    if check_crc and masked_crc(header[:8]) != length_crc:
+      raise CorruptRecord(f'{where}: record {index} at byte {offset}: '
+                          'length CRC mismatch')
+    data = f.read(length)
+    footer = f.read(4)
+    if len(data) < length or len(footer) < 4:
+      raise CorruptRecord(f'{where}: record {index} at byte {offset}: file '
+                          'ends inside the record')
+    if check_crc and masked_crc(data) != struct.unpack('<I', footer)[0]:
+      raise CorruptRecord(f'{where}: record {index} at byte {offset}: data '
+                          'CRC mismatch')
+    yield offset, data
+    index += 1
+    offset += 16 + length
