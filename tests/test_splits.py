@@ -1,0 +1,138 @@
+"""Splits without leakage, a deterministic global shuffle, repeatable bytes."""
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tests import helpers as H
+
+SPLITS = 'train=0.6,validation=0.2,test=0.2'
+
+
+def _corpus(d, n_files=24, classes=('a', 'b', 'c', 'd'), windows=3):
+  paths = []
+  for i in range(n_files):
+    cls = classes[i % len(classes)]
+    paths.append(H.write_wav(str(d / cls / f'{cls}_{i:03d}.wav'),
+                             H.noise(512 * windows, seed=i)))
+  return paths
+
+
+def _files_by_split(out):
+  by_split = {}
+  meta = json.load(open(os.path.join(out, 'metadata.json')))
+  for split in meta['splits']:
+    for e in H.replayed(str(out), split).values():
+      by_split.setdefault(split, set()).add(e['filepath'].decode())
+  return meta, by_split
+
+
+@pytest.fixture(scope='module')
+def split_run(tmp_path_factory):
+  d = tmp_path_factory.mktemp('splits')
+  paths = _corpus(d / 'in')
+  config = H.make_config(d / 'in', d / 'out', win_len=512, splits=SPLITS,
+                         max_examples_per_shard=10, features=('signal',))
+  meta = H.run_pipeline(config)
+  return d, paths, config, meta
+
+
+def test_no_recording_in_two_splits_and_counts_per_split(split_run):
+  d, paths, _, meta = split_run
+  meta, by_split = _files_by_split(d / 'out')
+  assert set(meta['splits']) == {'train', 'validation', 'test'}
+  seen = [p for files in by_split.values() for p in files]
+  assert len(seen) == len(set(seen)) == len(paths)
+  for split, files in by_split.items():
+    entry = meta['splits'][split]
+    assert entry['num_files'] == len(files)
+    assert entry['num_examples'] == 3 * len(files)
+    classes = {os.path.basename(os.path.dirname(p)) for p in files}
+    assert sum(entry['examples_per_class'].values()) == entry['num_examples']
+    assert set(entry['examples_per_class']) == classes
+  assert len(by_split['train']) > len(by_split['test'])
+
+
+def test_adding_files_does_not_move_existing_ones(split_run, tmp_path):
+  d, paths, _, _ = split_run
+  _, before = _files_by_split(d / 'out')
+  # Same corpus plus new files, in another folder: relative paths decide.
+  import shutil
+  shutil.copytree(d / 'in', tmp_path / 'in')
+  for i in range(24, 40):
+    H.write_wav(str(tmp_path / 'in' / 'e' / f'e_{i}.wav'),
+                H.noise(1536, seed=i))
+  config = H.make_config(tmp_path / 'in', tmp_path / 'out', win_len=512,
+                         splits=SPLITS, features=('signal',))
+  H.run_pipeline(config)
+  _, after = _files_by_split(tmp_path / 'out')
+  rel = lambda p, root: os.path.relpath(p, root)  # noqa: E731
+  for split in before:
+    old = {rel(p, d / 'in') for p in before[split]}
+    new = {rel(p, tmp_path / 'in') for p in after[split]}
+    assert old <= new, split
+
+
+def test_shards_mix_files_and_classes_and_no_shuffle_keeps_order(split_run,
+                                                                 tmp_path):
+  import tensorflow as tf
+  d, _, config, meta = split_run
+  for shard in meta['splits']['train']['shards']:
+    records = [tf.train.Example.FromString(r.numpy()) for r in
+               tf.data.TFRecordDataset(str(d / 'out' / shard['file']))]
+    classes = {r.features.feature['class'].bytes_list.value[0]
+               for r in records}
+    assert len(classes) >= 3, shard['file']
+  ordered = H.make_config(config.input_dir, tmp_path / 'ordered', win_len=512,
+                          splits=SPLITS, max_examples_per_shard=10,
+                          no_shuffle=True, features=('signal',))
+  meta2 = H.run_pipeline(ordered)
+  keys = []
+  for shard in meta2['splits']['train']['shards']:
+    for r in tf.data.TFRecordDataset(str(tmp_path / 'ordered' /
+                                         shard['file'])):
+      f = tf.train.Example.FromString(r.numpy()).features.feature
+      keys.append((f['index'].int64_list.value[0],
+                   f['win_start_idx'].int64_list.value[0]))
+  assert keys == sorted(keys) and len(keys) == \
+      meta2['splits']['train']['num_examples']
+
+
+def _digests(out):
+  return {name: hashlib.sha256(open(os.path.join(out, name), 'rb').read())
+          .hexdigest() for name in sorted(os.listdir(out))}
+
+
+def test_reruns_give_identical_bytes_and_split_from_subdir(tmp_path):
+  for split in ('train', 'test'):
+    for cls in ('x', 'y'):
+      for i in range(3):
+        H.write_wav(str(tmp_path / 'in' / split / cls / f'{i}.wav'),
+                    H.noise(2048, 2, seed=100 * (split == 'test') + 10 * (cls == 'y') + i),
+                    subtype='PCM_24')
+  H.write_wav(str(tmp_path / 'in' / 'loose.wav'), H.noise(2048))
+  digests = []
+  for run in ('a', 'b'):
+    config = H.make_config(tmp_path / 'in', tmp_path / run, win_len=512,
+                           split_from='subdir', max_examples_per_shard=7,
+                           features=('signal', 'spectrogram'), n_fft=256,
+                           fft_hop=128)
+    meta = H.run_pipeline(config, options=None if run == 'a' else
+                          ['--direct_num_workers=1'])
+    digests.append(_digests(tmp_path / run))
+  meta_a = json.load(open(tmp_path / 'a' / 'metadata.json'))
+  meta_b = json.load(open(tmp_path / 'b' / 'metadata.json'))
+  for m in (meta_a, meta_b):
+    del m['created'], m['config']['output_dir']
+  assert meta_a == meta_b
+  assert {k: v for k, v in digests[0].items() if k != 'metadata.json'} == \
+      {k: v for k, v in digests[1].items() if k != 'metadata.json'}
+  assert sorted(meta['splits']) == ['test', 'train']
+  assert meta['classes'] == ['x', 'y']
+  assert meta['splits']['test']['num_files'] == 6
+  assert meta['counts']['files_rejected'] == 1  # loose.wav: no split folder
+  rejects = open(tmp_path / 'a' / 'rejects.jsonl').read()
+  assert 'no split' in rejects and 'loose.wav' in rejects
