@@ -70,8 +70,24 @@ def _parse_spec(spec: schema_lib.FeatureSpec) -> tf.io.FixedLenFeature:
   return tf.io.FixedLenFeature([], storage)
 
 
-def _decoder(specs: Dict[str, schema_lib.FeatureSpec]):
+def _normalizers(metadata, keys, split, requested, output_dir):
+  """{feature: (mean, std)} from metadata's statistics of `split`."""
+  scale = {}
+  for key in keys:
+    if key not in requested:
+      raise DatasetError(f'cannot normalize {key!r}: it is not among the '
+                         f'features read ({sorted(requested)})')
+    stats = metadata['splits'].get(split, {}).get('statistics', {}).get(key)
+    if not stats or not stats['count']:
+      raise DatasetError(f'{output_dir} has no statistics for {key!r} in '
+                         f'split {split!r} to normalize with')
+    scale[key] = (stats['mean'], stats['std'] or 1.0)
+  return scale
+
+
+def _decoder(specs: Dict[str, schema_lib.FeatureSpec], scale=None):
   parse_specs = {k: _parse_spec(s) for k, s in specs.items()}
+  scale = scale or {}
 
   def decode(serialized):
     parsed = tf.io.parse_example(serialized, parse_specs)
@@ -82,6 +98,10 @@ def _decoder(specs: Dict[str, schema_lib.FeatureSpec]):
         value = tf.io.decode_raw(value, tf.as_dtype(spec.dtype),
                                  little_endian=True)
         value = tf.reshape(value, [-1, *spec.shape])
+      if key in scale:
+        mean, std = scale[key]
+        value = (tf.cast(value, tf.float64) - mean) / std
+        value = tf.cast(value, tf.float32)
       out[key] = value
     return out
 
@@ -95,6 +115,8 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
                    as_supervised: bool = False, label_key: str = 'target',
                    input_key: Optional[str] = None, repeat: bool = False,
                    drop_remainder: bool = False,
+                   normalize: Sequence[str] = (),
+                   statistics_split: str = 'train',
                    shuffle_buffer_size: int = _SHUFFLE_BUFFER
                    ) -> tf.data.Dataset:
   """The examples of `split` as a tf.data.Dataset.
@@ -108,6 +130,9 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
     as_supervised: yield (input, label) pairs: `input_key` (default: the
       metadata's input_key, the first computed feature) and `label_key`.
     repeat: repeat forever (cardinality becomes infinite).
+    normalize: features to standardize, (x - mean) / std as float32, with
+      the statistics of `statistics_split` (computed by the pipeline over
+      all values of the feature).
   """
   metadata = load_metadata(output_dir)
   schema = metadata_lib.schema_of(metadata).as_dict()
@@ -123,6 +148,8 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
   if unknown:
     raise DatasetError(f'unknown feature {unknown} in {output_dir}; it has '
                        f'{sorted(schema)}')
+  scale = _normalizers(metadata, normalize, statistics_split, keys,
+                       output_dir)
   files = shard_files(output_dir, metadata, split)
   total = metadata['splits'][split]['num_examples']
   compression = 'GZIP' if metadata['compression'] == 'gzip' else ''
@@ -140,7 +167,7 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
     ds = ds.shuffle(shuffle_buffer_size, seed=seed)
   if repeat:
     ds = ds.repeat()
-  decode = _decoder({k: schema[k] for k in keys})
+  decode = _decoder({k: schema[k] for k in keys}, scale)
   if batch_size is not None:
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE,

@@ -136,3 +136,38 @@ def test_reruns_give_identical_bytes_and_split_from_subdir(tmp_path):
   assert meta['counts']['files_rejected'] == 1  # loose.wav: no split folder
   rejects = open(tmp_path / 'a' / 'rejects.jsonl').read()
   assert 'no split' in rejects and 'loose.wav' in rejects
+
+
+def test_statistics_equal_numpy_over_replayed_data(split_run):
+  d, _, _, _ = split_run
+  out = d / 'stats'
+  config = H.make_config(d / 'in', out, win_len=512, splits=SPLITS,
+                         features=('signal', 'spectrogram', 'log_mel'),
+                         n_fft=256, fft_hop=128)
+  meta = H.run_pipeline(config)
+  for split, entry in meta['splits'].items():
+    got = H.replayed(str(out), split)
+    for key in ('signal', 'spectrogram', 'log_mel'):
+      values = np.concatenate([e[key].astype(np.float64).ravel()
+                               for e in got.values()])
+      stats = entry['statistics'][key]
+      assert stats['count'] == values.size
+      np.testing.assert_allclose(stats['mean'], values.mean(), rtol=1e-10,
+                                 atol=1e-12 * abs(values).max())
+      np.testing.assert_allclose(stats['std'], values.std(), rtol=1e-10)
+      assert stats['min'] == values.min() and stats['max'] == values.max()
+  # Standardized with the train split's statistics.
+  train = meta['splits']['train']['statistics']['spectrogram']
+  from pipeline import replay
+  raw = next(iter(replay.replay_dataset(str(out), 'test', features=[
+      'spectrogram', 'index', 'win_start_idx'])))
+  norm = next(iter(replay.replay_dataset(
+      str(out), 'test', features=['spectrogram', 'index', 'win_start_idx'],
+      normalize=['spectrogram'])))
+  assert norm['spectrogram'].dtype.name == 'float32'
+  expected = ((raw['spectrogram'].numpy().astype(np.float64) - train['mean'])
+              / train['std']).astype(np.float32)
+  assert np.array_equal(norm['spectrogram'].numpy(), expected)
+  with pytest.raises(replay.DatasetError, match="normalize 'signal'"):
+    replay.replay_dataset(str(out), features=['spectrogram'],
+                          normalize=['signal'])

@@ -89,7 +89,9 @@ class WriteShard(beam.DoFn):
         kept_refs = [batch[i] for i in kept]
         columns = self._columns(kept_refs, plans, class_names)
         rate = plans[kept_refs[0][0]].sample_rate
-        columns.update(self._extractor.compute(windows, rate))
+        arrays = self._extractor.compute(windows, rate)
+        stats.add_moments(shard, arrays)
+        columns.update(arrays)
         stats.schema = stats.schema.merge(example_codec.batch_schema(columns))
         for ref, record in zip(kept_refs, example_codec.encode_batch(
             columns, len(kept_refs))):

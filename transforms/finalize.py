@@ -75,6 +75,8 @@ def finalize_dataset(_, *, config: PipelineConfig, files_seen: int,
     splits[name] = metadata_lib.split_entry(
         entries, split_stats.example_bytes, split_stats.per_class)
     splits[name]['num_files'] = sum(1 for v in ok_files.values() if v == name)
+    splits[name]['statistics'] = {
+        key: m.to_json() for key, m in sorted(split_stats.moments.items())}
   if renames:
     FileSystems.rename([a for a, _ in renames], [b for _, b in renames])
   temp = naming.join(out, naming.TEMP_DIR)
