@@ -101,6 +101,11 @@ class PipelineConfig:
                           choices=COMPRESSIONS)
   overwrite: bool = _opt('replace a dataset already in output_dir',
                          default=False)
+  dataset_version: str = _opt('version recorded for TFDS (x.y.z)',
+                              default='1.0.0')
+  tfds_layout: bool = _opt(
+      'write into OUT/{dataset_name}/{dataset_version}/ so that '
+      'tfds.load(dataset_name, data_dir=OUT) finds it', default=False)
 
   def __post_init__(self):
     if self.hop_len is None:
@@ -118,6 +123,9 @@ class PipelineConfig:
     for name in ('input_dir', 'output_dir'):
       if not getattr(self, name):
         raise ConfigError(name, getattr(self, name), 'is required')
+    if not re.fullmatch(r'\d+\.\d+\.\d+', self.dataset_version):
+      raise ConfigError('dataset_version', self.dataset_version,
+                        'must look like 1.0.0')
     if not re.fullmatch(r'[A-Za-z0-9_.]+', self.dataset_name):
       raise ConfigError('dataset_name', self.dataset_name,
                         'use letters, digits, "_" and "." only')
@@ -170,6 +178,14 @@ class PipelineConfig:
   @property
   def uses_stft(self) -> bool:
     return bool({'spectrogram', 'log_mel'} & set(self.features))
+
+  @property
+  def dataset_dir(self) -> str:
+    """Where the dataset's files go: output_dir, or the TFDS layout in it."""
+    if self.tfds_layout:
+      return '/'.join([self.output_dir.rstrip('/'), self.dataset_name,
+                       self.dataset_version])
+    return self.output_dir
 
   @property
   def split_names(self) -> Tuple[str, ...]:

@@ -229,11 +229,15 @@ def list_input(config: PipelineConfig) -> List[str]:
 
 def dataset_files(config: PipelineConfig) -> List[str]:
   """Files of a wavbeam dataset already in the output folder."""
-  out = config.output_dir
+  out = config.dataset_dir
   if not FileSystems.exists(out):
     return []
   patterns = [naming.join(out, naming.METADATA_FILE),
               naming.join(out, naming.REJECTS_FILE),
+              naming.join(out, 'dataset_info.json'),
+              naming.join(out, 'features.json'),
+              naming.join(out, '*.labels.txt'),
+              naming.join(out, 'schema.pbtxt'),
               naming.join(out, f'{config.dataset_name}-*.tfrecord-*')]
   found = sorted(m.path for r in FileSystems.match(patterns)
                  for m in r.metadata_list)

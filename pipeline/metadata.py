@@ -17,7 +17,7 @@ class MetadataError(ValueError):
   """metadata.json is missing, unreadable or inconsistent."""
 
 
-def build(*, name: str, created: str, config: Mapping, sample_rate: int,
+def build(*, name: str, version: str, created: str, config: Mapping, sample_rate: int,
           class_names: Sequence[str], schema: schema_lib.Schema,
           input_key: str, splits: Mapping[str, Mapping],
           counts: Mapping[str, int], compression: str) -> Dict:
@@ -25,6 +25,7 @@ def build(*, name: str, created: str, config: Mapping, sample_rate: int,
       'format': FORMAT,
       'format_version': FORMAT_VERSION,
       'name': name,
+      'version': version,
       'created': created,
       'sample_rate': sample_rate,
       'classes': list(class_names),

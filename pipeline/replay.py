@@ -24,8 +24,20 @@ class DatasetError(ValueError):
   """The dataset is missing, incomplete, or does not match its metadata."""
 
 
+def dataset_dir(output_dir: str) -> str:
+  """output_dir, or the one OUT/{name}/{version} inside it (--tfds_layout)."""
+  if tf.io.gfile.exists(naming.join(output_dir, naming.METADATA_FILE)):
+    return output_dir
+  nested = tf.io.gfile.glob(naming.join(output_dir,
+                                        '*/*/' + naming.METADATA_FILE))
+  if len(nested) == 1:
+    return nested[0][:-len(naming.METADATA_FILE) - 1]
+  return output_dir
+
+
 def load_metadata(output_dir: str) -> Dict:
   """metadata.json of a complete dataset; DatasetError otherwise."""
+  output_dir = dataset_dir(output_dir)
   path = naming.join(output_dir, naming.METADATA_FILE)
   if not tf.io.gfile.exists(path):
     if tf.io.gfile.exists(output_dir) and tf.io.gfile.glob(
@@ -134,6 +146,7 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
       the statistics of `statistics_split` (computed by the pipeline over
       all values of the feature).
   """
+  output_dir = dataset_dir(output_dir)
   metadata = load_metadata(output_dir)
   schema = metadata_lib.schema_of(metadata).as_dict()
   if as_supervised:

@@ -95,7 +95,9 @@ def test_shard_lengths_are_exact(corpus, tmp_path):
   assert [s['file'] for s in shards] == [
       f'wavbeam-train.tfrecord-{i:05d}-of-{n:05d}' for i in range(n)]
   assert sorted(os.listdir(out)) == sorted(
-      [s['file'] for s in shards] + ['metadata.json', 'rejects.jsonl'])
+      [s['file'] for s in shards] +
+      ['metadata.json', 'rejects.jsonl', 'dataset_info.json', 'features.json',
+       'target.labels.txt', 'schema.pbtxt'])
   ds = replay.replay_dataset(str(out), batch_size=4)
   assert ds.cardinality().numpy() == 5  # ceil(18 / 4): Keras sees the steps
 

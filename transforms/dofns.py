@@ -49,7 +49,7 @@ class PlanWindows(beam.DoFn):
 
 
 def temp_dir(config: PipelineConfig) -> str:
-  return naming.join(config.output_dir, naming.TEMP_DIR)
+  return naming.join(config.dataset_dir, naming.TEMP_DIR)
 
 
 class WriteShard(beam.DoFn):

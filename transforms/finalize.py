@@ -8,6 +8,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import metadata as metadata_lib
 from pipeline import naming
+from pipeline import tfds_info
+from pipeline import tfx_schema
 from pipeline.config import PipelineConfig
 from transforms.stats import ExampleStats
 
@@ -38,7 +40,7 @@ def finalize_dataset(_, *, config: PipelineConfig, files_seen: int,
   Raises IncompleteRun (and publishes nothing) when a shard is missing or
   the counts do not add up.
   """
-  out = config.output_dir
+  out = config.dataset_dir
   rejects = sorted(rejects, key=lambda r: (r.path, r.frame_range or (0, 0)))
   rejected_paths = {r.path for r in rejects}
   ok_files = {path: split for path, split in planned
@@ -87,7 +89,7 @@ def finalize_dataset(_, *, config: PipelineConfig, files_seen: int,
                      for r in rejects))
   examples = sum(v['num_examples'] for v in splits.values())
   metadata = metadata_lib.build(
-      name=config.dataset_name,
+      name=config.dataset_name, version=config.dataset_version,
       created=created or datetime.datetime.now(
           datetime.timezone.utc).isoformat(timespec='seconds'),
       config=config.to_json(), sample_rate=sample_rate,
@@ -98,8 +100,30 @@ def finalize_dataset(_, *, config: PipelineConfig, files_seen: int,
               'files_rejected': len(rejected_paths),
               'rejections': len(rejects), 'examples': examples},
       compression=config.compression)
+  metadata['interop'] = write_interop_files(out, metadata)
   path = naming.join(out, naming.METADATA_FILE)
   write_text(path, metadata_lib.dumps(metadata))
   logging.info('wrote %s: %d examples in %d shards, %d files rejected', path,
                examples, len(renames), len(rejected_paths))
   return path
+
+
+def write_interop_files(out: str, metadata) -> dict:
+  """TFDS and TFX metadata where they will work; says what was written."""
+  written = {}
+  reason = tfds_info.skip_reason(metadata['name'], metadata['compression'],
+                                 metadata['splits'])
+  if reason:
+    logging.warning('TFDS metadata not written: %s', reason)
+    written['tfds'] = f'skipped: {reason}'
+  else:
+    tfds_files, empty = tfds_info.files(metadata)
+    for name, text in tfds_files:
+      write_text(naming.join(out, name), text)
+    written['tfds'] = 'written'
+    if empty:
+      logging.warning('TFDS metadata leaves out empty splits %s', empty)
+      written['tfds'] += f' (empty splits left out: {", ".join(empty)})'
+  write_text(naming.join(out, tfx_schema.FILE_NAME), tfx_schema.text(metadata))
+  written['tfx'] = tfx_schema.FILE_NAME
+  return written

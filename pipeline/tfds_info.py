@@ -1,0 +1,86 @@
+"""TensorFlow Datasets metadata: dataset_info.json, features.json, labels.
+
+Beside the shards, these make `tfds.builder_from_directory(OUT)` load every
+split with the right dtypes and shapes, exact split sizes, a ClassLabel with
+the real class names and supervised keys. Formats as verified with
+tensorflow-datasets 4.9.10 (see ../shared/NOTES.md). Standard library only.
+"""
+
+import json
+import re
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from pipeline import schema as schema_lib
+
+_TENSOR = 'tensorflow_datasets.core.features.tensor_feature.Tensor'
+_TEXT = 'tensorflow_datasets.core.features.text_feature.Text'
+_CLASS_LABEL = ('tensorflow_datasets.core.features.class_label_feature.'
+                'ClassLabel')
+_FEATURES_DICT = ('tensorflow_datasets.core.features.features_dict.'
+                  'FeaturesDict')
+LABEL_KEY = 'target'
+
+
+def skip_reason(name: str, compression: str,
+                splits: Mapping[str, Mapping]) -> Optional[str]:
+  """Why TFDS could not load this dataset, or None when it can."""
+  if compression != 'none':
+    return f'--compression={compression}: TFDS cannot read compressed shards'
+  if not re.fullmatch(r'[a-z][a-z0-9_]*', name):
+    return (f'--dataset_name={name!r} is not a TFDS name (lowercase letters, '
+            'digits and "_", starting with a letter)')
+  if not any(entry['shards'] for entry in splits.values()):
+    return 'no split holds any example'
+  return None
+
+
+def _feature(key: str, spec: schema_lib.FeatureSpec,
+             num_classes: int) -> Dict:
+  if key == LABEL_KEY and num_classes > 0:
+    return {'pythonClassName': _CLASS_LABEL,
+            'classLabel': {'numClasses': str(num_classes)}}
+  if spec.encoding == schema_lib.BYTES_LIST:
+    return {'pythonClassName': _TEXT, 'text': {}}
+  shape = ({'dimensions': [str(d) for d in spec.shape]} if spec.shape else {})
+  encoding = 'bytes' if spec.encoding == schema_lib.RAW_BYTES else 'none'
+  return {'pythonClassName': _TENSOR,
+          'tensor': {'shape': shape, 'dtype': spec.dtype,
+                     'encoding': encoding}}
+
+
+def files(metadata: Mapping) -> Tuple[List[Tuple[str, str]], List[str]]:
+  """([(file name, text)], [split names left out because empty])."""
+  schema = schema_lib.Schema.from_json(metadata['schema'])
+  num_classes = metadata['num_classes']
+  features = {
+      'pythonClassName': _FEATURES_DICT,
+      'featuresDict': {'features': {
+          key: _feature(key, spec, num_classes)
+          for key, spec in schema.features}}}
+  splits, empty = [], []
+  for name, entry in sorted(metadata['splits'].items()):
+    if not entry['shards']:
+      empty.append(name)  # TFDS wants at least one shard per split
+      continue
+    splits.append({
+        'name': name,
+        'shardLengths': [str(s['num_examples']) for s in entry['shards']],
+        # TFDS counts serialized example bytes, without record framing.
+        'numBytes': str(entry['example_bytes'])})
+  info = {
+      'name': metadata['name'],
+      'version': metadata['version'],
+      'fileFormat': 'tfrecord',
+      'description': (f'Windows of WAV recordings written by wavbeam; see '
+                      f'metadata.json.'),
+      'splits': splits,
+  }
+  if num_classes > 0:
+    info['supervisedKeys'] = {'input': metadata['input_key'],
+                              'output': LABEL_KEY}
+  out = [('dataset_info.json', json.dumps(info, indent=2) + '\n'),
+         ('features.json', json.dumps(features, indent=2) + '\n')]
+  if num_classes > 0:
+    out.append((f'{LABEL_KEY}.labels.txt',
+                ''.join(c + '\n' for c in metadata['classes'])))
+  return out, empty
