@@ -56,10 +56,14 @@ def timed(make):
 
 
 def main(output_dir, repeats):
+  import tensorflow_datasets as tfds
+  builder = tfds.builder_from_directory(output_dir)
   readers = {
       'replay_dataset': lambda: replay.replay_dataset(output_dir,
                                                       batch_size=BATCH),
       'hand_written': lambda: hand_written(output_dir),
+      'tfds_as_dataset': lambda: builder.as_dataset(split='train',
+                                                    batch_size=BATCH),
   }
   for make in readers.values():  # warm page cache and tf.data
     timed(make)
