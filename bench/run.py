@@ -15,6 +15,7 @@ import os
 import shutil
 import statistics
 import sys
+import time
 
 import soundfile as sf
 
@@ -65,6 +66,10 @@ def bench_writers(hours, repeats, names, env):
   for _ in range(repeats):
     for name in names:  # interleaved: machine noise hits every contender
       shutil.rmtree(out, ignore_errors=True)
+      # Flush the previous writer's dirty pages and deletes (this disk is
+      # mounted with discard) so they are not billed to the next writer.
+      os.sync()
+      time.sleep(1.0)
       wall, peak, _ = run_measured(writers(corpus, out)[name], env=env)
       runs[name].append((wall, peak, dir_bytes(out)))
   rows = {}
@@ -125,8 +130,8 @@ def main(argv=None):
   parser.add_argument('--hours', default='1,4',
                       help='corpus sizes in hours of audio (default: 1,4)')
   parser.add_argument('--repeats', type=int, default=3)
-  parser.add_argument('--writers', default='wavbeam,wavbeam_1worker,'
-                      'wavbeam_2proc,baseline,'
+  parser.add_argument('--writers', default='wavbeam,wavbeam_noshuffle,'
+                      'wavbeam_1worker,wavbeam_2proc,baseline,'
                       'tfdata_seed')
   parser.add_argument('--no_reading', action='store_true')
   args = parser.parse_args(argv)

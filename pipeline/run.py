@@ -9,13 +9,18 @@ import os
 import sys
 from typing import Optional, Sequence
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.options.pipeline_options import StandardOptions
+# Before numpy is first imported (Beam imports it): the pipeline runs one
+# bundle per core already, and OpenBLAS's own thread pool (used by the
+# log_mel matmul) would spin on the same cores. Worker processes inherit it.
+os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
 
-from pipeline import config as config_lib
-from pipeline.graph import build_pipeline
+import apache_beam as beam  # noqa: E402
+from apache_beam.options.pipeline_options import DirectOptions  # noqa: E402
+from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
+from apache_beam.options.pipeline_options import StandardOptions  # noqa: E402
+
+from pipeline import config as config_lib  # noqa: E402
+from pipeline.graph import build_pipeline  # noqa: E402
 
 
 # Beam 2.77's DirectRunner first tries Prism, which downloads a binary at run
