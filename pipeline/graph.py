@@ -31,7 +31,25 @@ from transforms import plan as plan_lib
 from transforms import stats as stats_lib
 from transforms import wav_io
 from transforms.extract import FeatureExtractor
+from transforms.shards import ShardStats
 from transforms.features import ExtraFeatures
+
+
+class SplitByType(beam.PTransform):
+  """One stream of mixed records -> {name: PCollection of one type}.
+
+  Stands in for tagged outputs, which Beam 2.77's DaskRunner merges into
+  one stream (see README, "Running at scale").
+  """
+
+  def __init__(self, **types):
+    super().__init__()
+    self.types = types
+
+  def expand(self, mixed):
+    return {name: mixed | f'Only{name.title()}' >> beam.Filter(
+        lambda record, cls: isinstance(record, cls), cls)
+            for name, cls in self.types.items()}
 
 
 class ProbeAndPlan(beam.PTransform):
@@ -42,26 +60,30 @@ class ProbeAndPlan(beam.PTransform):
     self.config = config
 
   def expand(self, indexed_paths):
-    probed = indexed_paths | 'ProbeHeaders' >> beam.ParDo(
-        dofns.ProbeWav()).with_outputs(dofns.REJECTED, main='ok')
+    probed = (indexed_paths
+              | 'ProbeHeaders' >> beam.ParDo(dofns.ProbeWav())
+              | 'SplitProbed' >> SplitByType(ok=wav_io.WavInfo,
+                                             rejected=wav_io.Rejection))
     if self.config.sample_rate:
       rate = indexed_paths.pipeline | 'GivenRate' >> beam.Create(
           [self.config.sample_rate])
     else:
-      rate = (probed.ok
+      rate = (probed['ok']
               | 'CountRates' >> beam.CombineGlobally(stats_lib.CountRates())
               | 'MostCommonRate' >> beam.Map(plan_lib.most_common_rate))
-    planned = probed.ok | 'PlanWindows' >> beam.ParDo(
-        dofns.PlanWindows(self.config),
-        dataset_rate=beam.pvalue.AsSingleton(rate)).with_outputs(
-            dofns.REJECTED, main='ok')
-    plans = planned.ok
+    planned = (probed['ok']
+               | 'PlanWindows' >> beam.ParDo(
+                   dofns.PlanWindows(self.config),
+                   dataset_rate=beam.pvalue.AsSingleton(rate))
+               | 'SplitPlanned' >> SplitByType(ok=plan_lib.FilePlan,
+                                               rejected=wav_io.Rejection))
+    plans = planned['ok']
     if self.config.num_elems is not None:
       plans = plans | 'LimitToNumElems' >> LimitWindows(self.config.num_elems)
-    rejected = ((probed[dofns.REJECTED], planned[dofns.REJECTED])
+    rejected = ((probed['rejected'], planned['rejected'])
                 | 'AllPlanRejections' >> beam.Flatten())
     return {'plans': plans, 'rejected': rejected, 'rate': rate,
-            'planned': planned.ok | 'PlannedFiles' >> beam.Map(
+            'planned': planned['ok'] | 'PlannedFiles' >> beam.Map(
                 lambda plan: (plan.info.path, plan.split))}
 
 
@@ -151,8 +173,10 @@ class WriteShards(beam.PTransform):
                 plans=beam.pvalue.AsDict(
                     plans | 'KeyByIndex' >> beam.Map(
                         lambda p: (p.info.index, p))),
-                class_names=beam.pvalue.AsSingleton(class_names),
-            ).with_outputs(dofns.STATS, dofns.REJECTED, main='shards'))
+                class_names=beam.pvalue.AsSingleton(class_names))
+            | 'SplitWritten' >> SplitByType(
+                shards=ShardStats, stats=stats_lib.ExampleStats,
+                rejected=wav_io.Rejection))
 
 
 def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
@@ -175,11 +199,11 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   layouts = plans | 'PlanLayout' >> PlanLayout(config, example_bytes)
   written = ((plans, layouts, class_names)
              | 'WriteShards' >> WriteShards(config, extra_features))
-  example_stats = (written[dofns.STATS]
+  example_stats = (written['stats']
                    | 'KeyBySplit' >> beam.Map(lambda s: (s.split, s))
                    | 'MergeStats' >> beam.CombinePerKey(
                        stats_lib.MergeExampleStats()))
-  rejected = ((planned['rejected'], written[dofns.REJECTED])
+  rejected = ((planned['rejected'], written['rejected'])
               | 'AllRejections' >> beam.Flatten())
   # The last step reads every other branch as a side input, so it runs only
   # after every shard is written, and runners that compute only what the
@@ -190,7 +214,7 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
           | 'Finalize' >> beam.Map(
               finalize.finalize_dataset, config=config,
               files_seen=len(paths),
-              shard_stats=side.AsList(written.shards),
+              shard_stats=side.AsList(written['shards']),
               stats=side.AsDict(example_stats),
               rejects=side.AsList(rejected),
               planned=side.AsList(planned['planned']),

@@ -29,6 +29,8 @@ from pipeline.graph import build_pipeline  # noqa: E402
 # --direct_running_mode options, no download.
 LOCAL_RUNNER = 'FnApiRunner'
 _DIRECT_RUNNER_NAMES = (None, 'DirectRunner', 'SwitchingDirectRunner')
+# Runners Beam knows only by their full name.
+_RUNNER_ALIASES = {'DaskRunner': 'apache_beam.runners.dask.dask_runner.DaskRunner'}
 
 
 def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
@@ -41,6 +43,7 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
   """
   options = PipelineOptions(beam_args)
   standard = options.view_as(StandardOptions)
+  standard.runner = _RUNNER_ALIASES.get(standard.runner, standard.runner)
   if standard.runner in _DIRECT_RUNNER_NAMES:
     standard.runner = LOCAL_RUNNER
   if standard.runner == LOCAL_RUNNER and not any(

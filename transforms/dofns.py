@@ -1,7 +1,8 @@
 """The pipeline's DoFns: small, stateless between elements, pickle-safe."""
 
+import uuid
+
 import apache_beam as beam
-from apache_beam import pvalue
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
@@ -16,22 +17,24 @@ from transforms.extract import FeatureExtractor, read_windows
 from transforms.shards import ShardStats
 from transforms.stats import ExampleStats
 
-REJECTED = 'rejected'
-STATS = 'stats'
 # Windows computed together: enough to vectorize the FFT, a few tens of MB.
 BATCH_WINDOWS = 32
 
 
+# DoFns with several kinds of output yield them all on the main output, as
+# distinct types, and the graph splits them with SplitByType: Beam 2.77's
+# DaskRunner merges a ParDo's tagged outputs into one stream.
+
+
 class ProbeWav(beam.DoFn):
-  """(index, path) -> WavInfo, or a Rejection on the 'rejected' output."""
+  """(index, path) -> WavInfo, or a Rejection."""
 
   def process(self, indexed_path):
     index, path = indexed_path
     try:
       yield wav_io.probe(index, path)
     except wav_io.BadWav as e:
-      yield pvalue.TaggedOutput(REJECTED, wav_io.Rejection(path, str(e),
-                                                           'probe'))
+      yield wav_io.Rejection(path, str(e), 'probe')
 
 
 class PlanWindows(beam.DoFn):
@@ -44,8 +47,7 @@ class PlanWindows(beam.DoFn):
     try:
       yield plan_lib.plan_file(info, self.config, dataset_rate)
     except wav_io.BadWav as e:
-      yield pvalue.TaggedOutput(REJECTED,
-                                wav_io.Rejection(info.path, str(e), 'plan'))
+      yield wav_io.Rejection(info.path, str(e), 'plan')
 
 
 def temp_dir(config: PipelineConfig) -> str:
@@ -56,10 +58,8 @@ class WriteShard(beam.DoFn):
   """((split, shard), window refs) -> one shard file, under a temp name.
 
   Reads the shard's windows in their sort-key order, computes features a
-  batch at a time, encodes and appends the records. Emits ShardStats (main),
-  one ExampleStats (on 'stats') and Rejections (on 'rejected'). The temp
-  name depends only on (split, shard), so a retried bundle overwrites its
-  own earlier attempt.
+  batch at a time, encodes and appends the records. Emits a ShardStats, one
+  ExampleStats and a Rejection per window that could not be used.
   """
 
   def __init__(self, config: PipelineConfig, extra_features=None):
@@ -71,26 +71,29 @@ class WriteShard(beam.DoFn):
 
   def process(self, keyed_refs, plans, class_names):
     (split, shard), refs = keyed_refs
-    refs = sorted(refs, key=lambda ref: ref[2])
-    path = naming.join(temp_dir(self.config), f'{split}-{shard:05d}')
+    # set(): a runner may deliver a reference twice (Beam's DaskRunner does).
+    refs = sorted(set(map(tuple, refs)), key=lambda ref: ref[2])
+    # A fresh name per attempt: two attempts at one shard (retries, or
+    # DaskRunner recomputing a branch) never write into the same file.
+    path = naming.join(temp_dir(self.config),
+                       f'{split}-{shard:05d}-{uuid.uuid4().hex}')
     compression = (CompressionTypes.GZIP if self.config.compression == 'gzip'
                    else CompressionTypes.UNCOMPRESSED)
-    stats = ExampleStats(split=split)
+    stats = ExampleStats(split=split, shard=shard)
     with FileSystems.create(path, compression_type=compression) as f, \
         wav_io.OpenFiles() as files:
       for start in range(0, len(refs), BATCH_WINDOWS):
         batch = [(i, w) for i, w, _ in refs[start:start + BATCH_WINDOWS]]
         windows, kept, rejections = read_windows(batch, plans, self.config,
                                                  files)
-        for rejection in rejections:
-          yield pvalue.TaggedOutput(REJECTED, rejection)
+        yield from rejections
         if not kept:
           continue
         kept_refs = [batch[i] for i in kept]
         columns = self._columns(kept_refs, plans, class_names)
         rate = plans[kept_refs[0][0]].sample_rate
         arrays = self._extractor.compute(windows, rate)
-        stats.add_moments(shard, arrays)
+        stats.add_moments(arrays)
         columns.update(arrays)
         stats.schema = stats.schema.merge(example_codec.batch_schema(columns))
         for ref, record in zip(kept_refs, example_codec.encode_batch(
@@ -100,7 +103,7 @@ class WriteShard(beam.DoFn):
     yield ShardStats(split, shard, path, stats.num_examples,
                      FileSystems.match([path])[0].metadata_list[0]
                      .size_in_bytes)
-    yield pvalue.TaggedOutput(STATS, stats)
+    yield stats
 
   def _columns(self, refs, plans, class_names):
     rows = [plans[index] for index, _ in refs]

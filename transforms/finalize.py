@@ -11,7 +11,7 @@ from pipeline import naming
 from pipeline import tfds_info
 from pipeline import tfx_schema
 from pipeline.config import PipelineConfig
-from transforms.stats import ExampleStats
+from transforms.stats import SplitSummary
 
 class IncompleteRun(RuntimeError):
   """The written shards do not account for every example produced."""
@@ -41,7 +41,10 @@ def finalize_dataset(_, *, config: PipelineConfig, files_seen: int,
   the counts do not add up.
   """
   out = config.dataset_dir
-  rejects = sorted(rejects, key=lambda r: (r.path, r.frame_range or (0, 0)))
+  # set(): records repeated by a runner (see SplitByType) count once.
+  rejects = sorted(set(rejects),
+                   key=lambda r: (r.path, r.frame_range or (0, 0)))
+  planned = set(planned)
   rejected_paths = {r.path for r in rejects}
   ok_files = {path: split for path, split in planned
               if path not in rejected_paths}
@@ -50,17 +53,17 @@ def finalize_dataset(_, *, config: PipelineConfig, files_seen: int,
         f'{files_seen} files seen but {len(ok_files)} ok and '
         f'{len(rejected_paths)} rejected')
   split_names = config.split_names or sorted(layouts)
-  by_split = {name: [] for name in split_names}
-  for s in shard_stats:
-    by_split[s.split].append(s)
+  by_split = {name: {} for name in split_names}
+  for s in sorted(shard_stats, key=lambda s: s.path):
+    by_split[s.split].setdefault(s.shard, s)  # one attempt per shard
   renames, splits, schema = [], {}, None
   for name in split_names:
-    shards = sorted(by_split[name], key=lambda s: s.shard)
+    shards = [by_split[name][k] for k in sorted(by_split[name])]
     expected = layouts[name].num_shards if name in layouts else 0
     if [s.shard for s in shards] != list(range(expected)):
       raise IncompleteRun(f'split {name!r}: expected shards 0..{expected - 1}'
                           f', got {[s.shard for s in shards]}')
-    split_stats = stats.get(name) or ExampleStats(split=name)
+    split_stats = stats.get(name) or SplitSummary(split=name)
     if sum(s.num_examples for s in shards) != split_stats.num_examples:
       raise IncompleteRun(f'split {name!r}: shards hold '
                           f'{sum(s.num_examples for s in shards)} records, '

@@ -46,9 +46,17 @@ def num_shards_for(total: int, *, num_shards=None, max_examples_per_shard=None,
 
 def compute_layouts(entries: Iterable[Tuple[str, int, int]],
                     **shard_options) -> Dict[str, SplitLayout]:
-  """entries: (split, file index, windows) -> {split: SplitLayout}."""
-  by_split: Dict[str, list] = {}
+  """entries: (split, file index, windows) -> {split: SplitLayout}.
+
+  Repeated entries count once (see SplitByType on DaskRunner duplicates).
+  """
+  unique: Dict[Tuple[str, int], int] = {}
   for split, index, n in entries:
+    if unique.setdefault((split, index), n) != n:
+      raise ValueError(f'file {index} planned with {unique[(split, index)]} '
+                       f'and {n} windows')
+  by_split: Dict[str, list] = {}
+  for (split, index), n in unique.items():
     by_split.setdefault(split, []).append((index, n))
   layouts = {}
   for split, files in sorted(by_split.items()):

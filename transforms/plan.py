@@ -77,7 +77,7 @@ def limit_windows(counts: Iterable[Tuple[int, int]],
                   num_elems: int) -> Dict[int, int]:
   """{file index: windows kept} taking windows in file order up to num_elems."""
   allowed, left = {}, num_elems
-  for index, n in sorted(counts):
+  for index, n in sorted(dict(counts).items()):
     allowed[index] = min(n, left)
     left -= allowed[index]
   return allowed

@@ -57,85 +57,122 @@ class Moments:
 
 @dataclasses.dataclass
 class ExampleStats:
+  """What one shard task wrote: schema, counts, bytes, moments."""
   split: str = ''
+  shard: int = -1
   schema: schema_lib.Schema = dataclasses.field(
       default_factory=schema_lib.Schema)
   num_examples: int = 0
   example_bytes: int = 0   # sum of serialized example sizes (no framing)
   per_class: collections.Counter = dataclasses.field(
       default_factory=collections.Counter)
-  # Per shard, merged in shard order only at the end: floating-point merges
-  # do not commute, and the metadata must be the same bytes on every run.
-  shard_moments: Dict[int, Dict[str, Moments]] = dataclasses.field(
-      default_factory=dict)
-
-  def add_moments(self, shard: int, arrays: Dict[str, np.ndarray]) -> None:
-    moments = self.shard_moments.setdefault(shard, {})
-    for key, values in arrays.items():
-      if np.issubdtype(np.asarray(values).dtype, np.number):
-        moments[key] = moments.get(key, Moments()).merge(Moments.of(values))
-
-  @property
-  def moments(self) -> Dict[str, Moments]:
-    total: Dict[str, Moments] = {}
-    for shard in sorted(self.shard_moments):
-      for key, m in sorted(self.shard_moments[shard].items()):
-        total[key] = total.get(key, Moments()).merge(m)
-    return total
+  moments: Dict[str, Moments] = dataclasses.field(default_factory=dict)
 
   def add(self, label: str, num_bytes: int) -> None:
     self.num_examples += 1
     self.example_bytes += num_bytes
     self.per_class[label] += 1
 
-  def merge(self, other: 'ExampleStats') -> 'ExampleStats':
-    """Raises SchemaError naming the key when the schemas disagree."""
-    self.split = self.split or other.split
-    self.schema = self.schema.merge(other.schema)
-    self.num_examples += other.num_examples
-    self.example_bytes += other.example_bytes
-    self.per_class.update(other.per_class)
-    for shard, moments in other.shard_moments.items():
-      if shard in self.shard_moments:
-        raise ValueError(f'shard {shard} of split {self.split!r} counted twice')
-      self.shard_moments[shard] = moments
-    return self
+  def add_moments(self, arrays: Dict[str, np.ndarray]) -> None:
+    for key, values in arrays.items():
+      if np.issubdtype(np.asarray(values).dtype, np.number):
+        self.moments[key] = self.moments.get(key, Moments()).merge(
+            Moments.of(values))
+
+
+@dataclasses.dataclass
+class SplitSummary:
+  """All shards of a split, each counted once, merged in shard order.
+
+  Keyed by shard: a shard reported twice (a retried bundle, or a runner
+  that repeats outputs) replaces itself instead of counting twice, and
+  floating-point merges, which do not commute, always run in the same
+  order, so metadata is the same bytes on every run.
+  """
+  split: str = ''
+  shards: Dict[int, ExampleStats] = dataclasses.field(default_factory=dict)
+
+  def add(self, stats: ExampleStats) -> None:
+    known = self.shards.get(stats.shard)
+    if known is not None and (known.num_examples, known.example_bytes) != (
+        stats.num_examples, stats.example_bytes):
+      raise ValueError(f'shard {stats.shard} of split {stats.split!r} '
+                       'reported twice with different contents')
+    self.split = self.split or stats.split
+    self.shards[stats.shard] = stats
+
+  def _ordered(self):
+    return [self.shards[k] for k in sorted(self.shards)]
+
+  @property
+  def schema(self) -> schema_lib.Schema:
+    """Raises SchemaError naming the key when shards disagree."""
+    schema = schema_lib.Schema()
+    for s in self._ordered():
+      schema = schema.merge(s.schema)
+    return schema
+
+  @property
+  def num_examples(self) -> int:
+    return sum(s.num_examples for s in self._ordered())
+
+  @property
+  def example_bytes(self) -> int:
+    return sum(s.example_bytes for s in self._ordered())
+
+  @property
+  def per_class(self) -> collections.Counter:
+    total = collections.Counter()
+    for s in self._ordered():
+      total.update(s.per_class)
+    return total
+
+  @property
+  def moments(self) -> Dict[str, Moments]:
+    total: Dict[str, Moments] = {}
+    for s in self._ordered():
+      for key, m in sorted(s.moments.items()):
+        total[key] = total.get(key, Moments()).merge(m)
+    return total
 
 
 class MergeExampleStats(beam.CombineFn):
-  """ExampleStats per chunk -> one ExampleStats for the dataset."""
+  """ExampleStats per shard -> one SplitSummary per split."""
 
   def create_accumulator(self):
-    return ExampleStats()
+    return SplitSummary()
 
-  def add_input(self, accumulator, stats):
-    return accumulator.merge(stats)
+  def add_input(self, summary, stats):
+    summary.add(stats)
+    return summary
 
   def merge_accumulators(self, accumulators):
-    merged = ExampleStats()
-    for acc in accumulators:
-      merged.merge(acc)
+    merged = SplitSummary()
+    for summary in accumulators:
+      for stats in summary.shards.values():
+        merged.add(stats)
     return merged
 
-  def extract_output(self, accumulator):
-    return accumulator
+  def extract_output(self, summary):
+    summary.schema  # pylint: disable=pointless-statement  # fail here if not
+    return summary
 
 
 class CountRates(beam.CombineFn):
-  """WavInfo -> {sample rate: number of files}."""
+  """WavInfo -> {sample rate: number of files}, each file counted once."""
 
   def create_accumulator(self):
-    return collections.Counter()
+    return {}
 
-  def add_input(self, counts, info):
-    counts[info.sample_rate] += 1
-    return counts
+  def add_input(self, rates, info):
+    rates[info.index] = info.sample_rate
+    return rates
 
   def merge_accumulators(self, accumulators):
-    total = collections.Counter()
-    for counts in accumulators:
-      total.update(counts)
-    return total
+    merged = {}
+    for rates in accumulators:
+      merged.update(rates)
+    return merged
 
-  def extract_output(self, counts):
-    return dict(counts)
+  def extract_output(self, rates):
+    return dict(collections.Counter(rates.values()))
