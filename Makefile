@@ -22,4 +22,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) build .pytest_cache
+	rm -rf $(VENV) scratch .pytest_cache

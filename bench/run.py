@@ -22,7 +22,7 @@ import soundfile as sf
 from bench.procmon import run_measured
 from pipeline import example_corpus
 
-ROOT = os.path.join('build', 'bench')
+ROOT = os.path.join('scratch', 'bench')
 PY = sys.executable
 
 

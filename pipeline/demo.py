@@ -1,7 +1,7 @@
 """`make demo`: the whole job on a small built-in corpus, then a replay.
 
-Writes build/demo/corpus (13 files, one of them deliberately broken), runs
-the pipeline on the local runner into build/demo/dataset, and prints what it
+Writes scratch/demo/corpus (13 files, one of them deliberately broken), runs
+the pipeline on the local runner into scratch/demo/dataset, and prints what it
 wrote and one replayed element.
 """
 
@@ -17,7 +17,7 @@ from pipeline import example_corpus
 from pipeline import naming
 from pipeline import run as run_lib
 
-ROOT = os.path.join('build', 'demo')
+ROOT = os.path.join('scratch', 'demo')
 
 
 def main() -> int:

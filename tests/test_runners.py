@@ -177,3 +177,72 @@ def _records(shard: bytes, root: str):
     path[0] = path[0].replace(root.encode(), b'ROOT')
     out.append(example)
   return out
+
+
+def _launcher_args(name, *args, env=None):
+  """The arguments a launcher passes to pipeline.run (PRINT_ONLY=1)."""
+  import shlex
+  proc = subprocess.run(
+      [os.path.join(ROOT, 'launch', name), *args], capture_output=True,
+      text=True, env=dict(os.environ, PRINT_ONLY='1', **(env or {})))
+  assert proc.returncode == 0, proc.stderr
+  argv = shlex.split(proc.stdout)
+  assert argv[1:3] == ['-m', 'pipeline.run']
+  return argv[3:]
+
+
+def _build(argv):
+  import apache_beam as beam
+  from pipeline import config as config_lib
+  from pipeline import graph, run
+  config, beam_args = config_lib.parse_known_args(argv)
+  options = run.pipeline_options(beam_args)
+  p = beam.Pipeline(options=options)
+  graph.build_pipeline(p, config)
+  return p, options
+
+
+def test_dataflow_job_builds_offline(corpus, tmp_path, monkeypatch):
+  argv = _launcher_args(
+      'dataflow', str(corpus / 'in'), str(tmp_path / 'out'), '--dry_run=True',
+      '--win_len', '1024', env={'PROJECT': 'wavbeam-test', 'BUCKET': 'wavbeam-bucket',
+                                'MAX_WORKERS': '7'})
+  monkeypatch.chdir(tmp_path)
+  p, options = _build(argv)
+  result = p.run()
+  assert result.state == 'DONE'
+  job = result.job
+  top = {t.unique_name for t in job.proto_pipeline.components.transforms
+         .values() if '/' not in t.unique_name}
+  assert {'ListWavFiles', 'ProbeAndPlan', 'PlanLayout', 'WriteShards',
+          'Finalize'} <= top
+  staged = [d.role_payload for env in
+            job.proto_pipeline.components.environments.values()
+            for d in env.dependencies]
+  assert any(b'workflow.tar.gz' in s for s in staged)  # setup.py, as sdist
+  opts = job.options.get_all_options()
+  assert opts['project'] == 'wavbeam-test' and opts['max_num_workers'] == 7
+  assert opts['setup_file'] == os.path.join(ROOT, 'setup.py')
+  assert opts['temp_location'].startswith('gs://wavbeam-bucket/wavbeam/temp')
+  assert not os.path.exists(tmp_path / 'out' / 'metadata.json')
+
+
+def test_flink_pipeline_converts_to_its_portable_form(corpus, tmp_path):
+  from apache_beam.options.pipeline_options import (FlinkRunnerOptions,
+                                                    PortableOptions)
+  argv = _launcher_args('flink', str(corpus / 'in'), str(tmp_path / 'out'),
+                        env={'FLINK_MASTER': 'flink.example:8081',
+                             'PARALLELISM': '8'})
+  p, options = _build(argv)
+  flink = options.view_as(FlinkRunnerOptions)
+  assert flink.flink_master == 'flink.example:8081'
+  assert flink.parallelism == 8 and flink.flink_version == '1.19'
+  assert options.view_as(PortableOptions).environment_type == 'DOCKER'
+  proto = p.to_runner_api()
+  names = {t.unique_name for t in proto.components.transforms.values()}
+  assert {'WriteShards/GroupByShard', 'WriteShards/ComputeAndWrite',
+          'Finalize'} <= names
+  # Every DoFn pickles into the portable pipeline (what remote workers get).
+  import apache_beam as beam
+  roundtrip = beam.Pipeline.from_runner_api(proto, p.runner, options)
+  assert roundtrip is not None
