@@ -27,8 +27,11 @@ def _tree_rss(root: int) -> int:
   return total
 
 
-def run_measured(cmd, env=None, cwd=None):
-  """-> (wall seconds, peak summed RSS bytes, CompletedProcess-like)."""
+def run_measured(cmd, env=None, cwd=None, also=()):
+  """-> (wall seconds, peak summed RSS bytes, stdout).
+
+  `also`: more process ids (e.g. a Dask cluster's) whose trees count too.
+  """
   start = time.perf_counter()
   proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           env=env, cwd=cwd, text=True)
@@ -37,7 +40,7 @@ def run_measured(cmd, env=None, cwd=None):
 
   def poll():
     while not done.is_set():
-      peak[0] = max(peak[0], _tree_rss(proc.pid))
+      peak[0] = max(peak[0], sum(_tree_rss(p) for p in (proc.pid, *also)))
       done.wait(0.05)
 
   t = threading.Thread(target=poll, daemon=True)

@@ -31,7 +31,6 @@ from transforms import plan as plan_lib
 from transforms import stats as stats_lib
 from transforms import wav_io
 from transforms.extract import FeatureExtractor
-from transforms.shards import ShardStats
 from transforms.features import ExtraFeatures
 
 
@@ -84,7 +83,8 @@ class ProbeAndPlan(beam.PTransform):
                 | 'AllPlanRejections' >> beam.Flatten())
     return {'plans': plans, 'rejected': rejected, 'rate': rate,
             'planned': planned['ok'] | 'PlannedFiles' >> beam.Map(
-                lambda plan: (plan.info.path, plan.split))}
+                lambda plan: stats_lib.PlannedFile(plan.info.path,
+                                                   plan.split))}
 
 
 class LimitWindows(beam.PTransform):
@@ -174,9 +174,7 @@ class WriteShards(beam.PTransform):
                     plans | 'KeyByIndex' >> beam.Map(
                         lambda p: (p.info.index, p))),
                 class_names=beam.pvalue.AsSingleton(class_names))
-            | 'SplitWritten' >> SplitByType(
-                shards=ShardStats, stats=stats_lib.ExampleStats,
-                rejected=wav_io.Rejection))
+          )
 
 
 def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
@@ -199,25 +197,21 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   layouts = plans | 'PlanLayout' >> PlanLayout(config, example_bytes)
   written = ((plans, layouts, class_names)
              | 'WriteShards' >> WriteShards(config, extra_features))
-  example_stats = (written['stats']
-                   | 'KeyBySplit' >> beam.Map(lambda s: (s.split, s))
-                   | 'MergeStats' >> beam.CombinePerKey(
-                       stats_lib.MergeExampleStats()))
-  rejected = ((planned['rejected'], written['rejected'])
-              | 'AllRejections' >> beam.Flatten())
-  # The last step reads every other branch as a side input, so it runs only
-  # after every shard is written, and runners that compute only what the
-  # last transform needs (Beam's DaskRunner) still run the whole graph.
+  # Every result of the run goes through one combine into the final step's
+  # main input: it runs after every shard is written, and runners that
+  # compute only what the last transform needs, or recompute each side
+  # input (Beam's DaskRunner), still run every branch, once.
+  summary = ((written,
+              planned['rejected'],
+              planned['planned'])
+             | 'AllResults' >> beam.Flatten()
+             | 'SummarizeRun' >> beam.CombineGlobally(
+                 stats_lib.SummarizeRun()))
   side = beam.pvalue
-  return (p
-          | 'Once' >> beam.Create([None])
+  return (summary
           | 'Finalize' >> beam.Map(
               finalize.finalize_dataset, config=config,
               files_seen=len(paths),
-              shard_stats=side.AsList(written['shards']),
-              stats=side.AsDict(example_stats),
-              rejects=side.AsList(rejected),
-              planned=side.AsList(planned['planned']),
               class_names=side.AsSingleton(class_names),
               sample_rate=side.AsSingleton(planned['rate']),
               layouts=side.AsSingleton(layouts)))

@@ -11,7 +11,7 @@ from pipeline import naming
 from pipeline import tfds_info
 from pipeline import tfx_schema
 from pipeline.config import PipelineConfig
-from transforms.stats import SplitSummary
+from transforms.stats import RunSummary, SplitSummary
 
 class IncompleteRun(RuntimeError):
   """The written shards do not account for every example produced."""
@@ -32,30 +32,29 @@ def default_input_key(features) -> str:
   return next((f for f in features if f != 'signal'), features[0])
 
 
-def finalize_dataset(_, *, config: PipelineConfig, files_seen: int,
-                     shard_stats, stats, rejects, planned, class_names,
-                     sample_rate, layouts, created=None) -> str:
+def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
+                     files_seen: int, class_names, sample_rate, layouts,
+                     created=None) -> str:
   """Checks the run's accounting, publishes the shards, writes metadata.
 
   Raises IncompleteRun (and publishes nothing) when a shard is missing or
   the counts do not add up.
   """
   out = config.dataset_dir
-  # set(): records repeated by a runner (see SplitByType) count once.
-  rejects = sorted(set(rejects),
+  rejects = sorted(summary.rejections,
                    key=lambda r: (r.path, r.frame_range or (0, 0)))
-  planned = set(planned)
   rejected_paths = {r.path for r in rejects}
-  ok_files = {path: split for path, split in planned
+  ok_files = {path: split for path, split in summary.planned.items()
               if path not in rejected_paths}
   if len(ok_files) + len(rejected_paths) != files_seen:
     raise IncompleteRun(
         f'{files_seen} files seen but {len(ok_files)} ok and '
         f'{len(rejected_paths)} rejected')
+  stats = summary.splits
   split_names = config.split_names or sorted(layouts)
   by_split = {name: {} for name in split_names}
-  for s in sorted(shard_stats, key=lambda s: s.path):
-    by_split[s.split].setdefault(s.shard, s)  # one attempt per shard
+  for (split, shard), s in summary.shards.items():
+    by_split[split][shard] = s
   renames, splits, schema = [], {}, None
   for name in split_names:
     shards = [by_split[name][k] for k in sorted(by_split[name])]

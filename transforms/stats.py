@@ -136,25 +136,75 @@ class SplitSummary:
     return total
 
 
-class MergeExampleStats(beam.CombineFn):
-  """ExampleStats per shard -> one SplitSummary per split."""
+@dataclasses.dataclass
+class PlannedFile:
+  path: str
+  split: str
+
+
+@dataclasses.dataclass
+class RunSummary:
+  """Everything the run reports, each record counted once (by identity)."""
+  shards: Dict[tuple, object] = dataclasses.field(default_factory=dict)
+  splits: Dict[str, SplitSummary] = dataclasses.field(default_factory=dict)
+  rejections: set = dataclasses.field(default_factory=set)
+  planned: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+  def add(self, record) -> None:
+    # Imported here: shards and wav_io import Beam file systems only.
+    from transforms.shards import ShardStats
+    from transforms.wav_io import Rejection
+    if isinstance(record, ShardStats):
+      key = (record.split, record.shard)
+      known = self.shards.get(key)
+      if known is None or record.path < known.path:  # one attempt per shard
+        self.shards[key] = record
+    elif isinstance(record, ExampleStats):
+      self.splits.setdefault(record.split,
+                             SplitSummary(split=record.split)).add(record)
+    elif isinstance(record, Rejection):
+      self.rejections.add(record)
+    elif isinstance(record, PlannedFile):
+      self.planned[record.path] = record.split
+    else:
+      raise TypeError(f'unexpected record {record!r}')
+
+  def merge(self, other: 'RunSummary') -> 'RunSummary':
+    for record in other.shards.values():
+      self.add(record)
+    for summary in other.splits.values():
+      for stats in summary.shards.values():
+        self.add(stats)
+    self.rejections |= other.rejections
+    self.planned.update(other.planned)
+    return self
+
+
+class SummarizeRun(beam.CombineFn):
+  """Shard results, per-shard stats, rejections, planned files -> RunSummary.
+
+  One CombineFn over one flattened stream, so the final step has a single
+  main input that depends on every write: runners that compute each side
+  input's graph again (Beam's DaskRunner) then write every shard once.
+  Raises SchemaError, naming the key, when shards disagree on a feature.
+  """
 
   def create_accumulator(self):
-    return SplitSummary()
+    return RunSummary()
 
-  def add_input(self, summary, stats):
-    summary.add(stats)
+  def add_input(self, summary, record):
+    summary.add(record)
     return summary
 
   def merge_accumulators(self, accumulators):
-    merged = SplitSummary()
+    merged = RunSummary()
     for summary in accumulators:
-      for stats in summary.shards.values():
-        merged.add(stats)
+      merged.merge(summary)
     return merged
 
   def extract_output(self, summary):
-    summary.schema  # pylint: disable=pointless-statement  # fail here if not
+    for split in summary.splits.values():
+      split.schema  # pylint: disable=pointless-statement  # raises if mixed
     return summary
 
 

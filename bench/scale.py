@@ -1,0 +1,120 @@
+"""Scaling benchmark: 1 vs 2 workers, locally and on a real Dask cluster.
+
+    .venv/bin/python -m bench.scale [--repeats 3]
+
+Corpora: the 4 h corpus of bench.run, and a "long file" corpus: one
+60-minute recording plus about an hour of 20-120 s files. For each, wall
+time (median, whole job) and peak memory summed over every process (the
+launcher, its workers, and the Dask scheduler and workers) with 1 and 2
+workers: local threads (the default), local worker processes
+(multi_processing) and a Dask cluster on 127.0.0.1 (one thread per worker,
+started before the timed runs, as a real cluster would be).
+"""
+
+import argparse
+import contextlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+from bench.procmon import run_measured
+from bench.run import ROOT, corpus_for
+from pipeline import example_corpus
+
+PY = sys.executable
+
+
+def long_file_corpus():
+  path = os.path.join(ROOT, 'corpus_longfile')
+  if not os.path.isdir(path):
+    example_corpus.write_corpus(path + '.tmp', 3600, min_seconds=3600,
+                                max_seconds=3600, seed=7, classes=('tone',))
+    example_corpus.write_corpus(path + '.tmp', 3600, seed=8)  # short files
+    os.rename(path + '.tmp', path)
+  return path
+
+
+@contextlib.contextmanager
+def dask_cluster(workers):
+  from distributed import Client
+  from tests.test_runners import _free_port
+  dask = os.path.join(os.path.dirname(PY), 'dask')
+  port = _free_port()
+  address = f'tcp://127.0.0.1:{port}'
+  procs = [subprocess.Popen([dask, 'scheduler', '--host', '127.0.0.1',
+                             '--port', str(port), '--no-dashboard'],
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)]
+  try:
+    for _ in range(workers):
+      procs.append(subprocess.Popen(
+          [dask, 'worker', address, '--nthreads', '1', '--no-dashboard',
+           '--host', '127.0.0.1'], stdout=subprocess.DEVNULL,
+          stderr=subprocess.DEVNULL))
+    with Client(address, timeout=60) as client:
+      client.wait_for_workers(workers, timeout=120)
+    yield address, [p.pid for p in procs]
+  finally:
+    for p in procs:
+      p.terminate()
+    for p in procs:
+      p.wait(timeout=30)
+
+
+def modes(workers):
+  return {
+      'threads': [f'--direct_num_workers={workers}'],
+      'processes': [f'--direct_num_workers={workers}',
+                    '--direct_running_mode=multi_processing'],
+  }
+
+
+def timed(corpus, extra, env, also=()):
+  out = os.path.join(ROOT, 'scale_out')
+  shutil.rmtree(out, ignore_errors=True)
+  os.sync()
+  time.sleep(1.0)
+  wall, peak, _ = run_measured(
+      [PY, '-m', 'pipeline.run', '--input_dir', corpus, '--output_dir', out,
+       '--overwrite', *extra], env=env, also=also)
+  return wall, peak
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument('--repeats', type=int, default=3)
+  args = parser.parse_args(argv)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  corpora = {'4 h': corpus_for(4.0)[0], 'one long file': long_file_corpus()}
+  results = {}
+  for name, corpus in corpora.items():
+    for mode in ('threads', 'processes'):
+      for _ in range(args.repeats):
+        for workers in (1, 2):  # interleaved
+          results.setdefault((name, mode, workers), []).append(
+              timed(corpus, modes(workers)[mode], env))
+    for workers in (1, 2):
+      with dask_cluster(workers) as (address, pids):
+        for _ in range(args.repeats):
+          results.setdefault((name, 'dask', workers), []).append(
+              timed(corpus, ['--runner', 'DaskRunner',
+                             '--dask_client_address', address], env, pids))
+  print('| corpus | mode | 1 worker: wall s | 2 workers: wall s | speed-up | '
+        'peak MB, 1 / 2 workers (all processes) |')
+  print('|---|---|---|---|---|---|')
+  for name in corpora:
+    for mode in ('threads', 'processes', 'dask'):
+      one, two = results[(name, mode, 1)], results[(name, mode, 2)]
+      w1 = statistics.median(r[0] for r in one)
+      w2 = statistics.median(r[0] for r in two)
+      m1 = statistics.median(r[1] for r in one) / 1e6
+      m2 = statistics.median(r[1] for r in two) / 1e6
+      print(f'| {name} | {mode} | {w1:.2f} | {w2:.2f} | {w1 / w2:.2f}x | '
+            f'{m1:.0f} / {m2:.0f} |')
+
+
+if __name__ == '__main__':
+  main()
