@@ -7,6 +7,7 @@ work like local folders; soundfile reads from the file object it returns.
 import collections
 import contextlib
 import dataclasses
+import io
 import re
 import struct
 from typing import List, Optional, Tuple
@@ -64,7 +65,15 @@ def open_binary(path: str):
 @contextlib.contextmanager
 def open_wav(path: str):
   with open_binary(path) as raw:
-    with sf.SoundFile(raw) as wav:
+    try:
+      # A local file: libsndfile reads the descriptor FileSystems opened,
+      # natively, with the GIL released. Other file systems (gs://) give a
+      # file object, read through Python callbacks.
+      source = raw.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+      source = raw
+    with sf.SoundFile(source, closefd=False) if isinstance(source, int) \
+        else sf.SoundFile(raw) as wav:
       yield wav
 
 
@@ -179,6 +188,7 @@ class OpenFiles:
 
 def _short(e: Exception) -> str:
   text = ' '.join(str(e).split())
-  # soundfile names the file object, not the path; the record has the path.
-  text = re.sub(r'^Error opening <[^>]*>: ', '', text)
+  # soundfile names the file object or descriptor (which differs between
+  # runs), not the path; the record has the path.
+  text = re.sub(r'^Error opening (<[^>]*>|\d+): ', '', text)
   return text[:300] or type(e).__name__
