@@ -14,7 +14,9 @@ started before the timed runs, as a real cluster would be).
 import argparse
 import contextlib
 import os
+import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -37,10 +39,15 @@ def long_file_corpus():
   return path
 
 
+def _free_port():
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
 @contextlib.contextmanager
 def dask_cluster(workers):
   from distributed import Client
-  from tests.test_runners import _free_port
   dask = os.path.join(os.path.dirname(PY), 'dask')
   port = _free_port()
   address = f'tcp://127.0.0.1:{port}'
@@ -77,10 +84,12 @@ def timed(corpus, extra, env, also=()):
   shutil.rmtree(out, ignore_errors=True)
   os.sync()
   time.sleep(1.0)
-  wall, peak, _ = run_measured(
+  wall, peak, stdout = run_measured(
       [PY, '-m', 'pipeline.run', '--input_dir', corpus, '--output_dir', out,
        '--overwrite', *extra], env=env, also=also)
-  return wall, peak
+  # The job's own time (after interpreter start-up and imports).
+  job = float(re.search(r' in ([0-9.]+) s;', stdout).group(1))
+  return wall, peak, job
 
 
 def main(argv=None):
@@ -102,8 +111,9 @@ def main(argv=None):
           results.setdefault((name, 'dask', workers), []).append(
               timed(corpus, ['--runner', 'DaskRunner',
                              '--dask_client_address', address], env, pids))
-  print('| corpus | mode | 1 worker: wall s | 2 workers: wall s | speed-up | '
-        'peak MB, 1 / 2 workers (all processes) |')
+  print('| corpus | mode | 1 worker: wall s (job s) | 2 workers: wall s '
+        '(job s) | speed-up, wall (job) | peak MB, 1 / 2 workers (all '
+        'processes) |')
   print('|---|---|---|---|---|---|')
   for name in corpora:
     for mode in ('threads', 'processes', 'dask'):
@@ -112,8 +122,10 @@ def main(argv=None):
       w2 = statistics.median(r[0] for r in two)
       m1 = statistics.median(r[1] for r in one) / 1e6
       m2 = statistics.median(r[1] for r in two) / 1e6
-      print(f'| {name} | {mode} | {w1:.2f} | {w2:.2f} | {w1 / w2:.2f}x | '
-            f'{m1:.0f} / {m2:.0f} |')
+      j1 = statistics.median(r[2] for r in one)
+      j2 = statistics.median(r[2] for r in two)
+      print(f'| {name} | {mode} | {w1:.2f} ({j1:.2f}) | {w2:.2f} ({j2:.2f}) '
+            f'| {w1 / w2:.2f}x ({j1 / j2:.2f}x) | {m1:.0f} / {m2:.0f} |')
 
 
 if __name__ == '__main__':

@@ -13,6 +13,7 @@ TestPipeline.
 """
 
 import dataclasses
+import json
 import logging
 from typing import List, Optional
 
@@ -229,6 +230,15 @@ def estimate_example_bytes(config: PipelineConfig,
              'num_classes': [0], 'target': [0], 'win_start_idx': [0],
              **arrays}
   return len(example_codec.encode_batch(columns, 1)[0]) + 16
+
+
+def read_metadata(dataset_dir: str):
+  """metadata.json of a dataset folder (any Beam file system), or None."""
+  path = naming.join(dataset_dir, naming.METADATA_FILE)
+  if not FileSystems.exists(path):
+    return None
+  with FileSystems.open(path) as f:
+    return json.loads(f.read().decode('utf-8'))
 
 
 def list_input(config: PipelineConfig) -> List[str]:

@@ -7,6 +7,7 @@ Flags this module does not know are Beam's (--runner, --direct_num_workers,
 import logging
 import os
 import sys
+import time
 from typing import Optional, Sequence
 
 # Before numpy is first imported (Beam imports it): the pipeline runs one
@@ -67,13 +68,32 @@ def run(argv: Optional[Sequence[str]] = None, extra_features=None):
   return result
 
 
+def summary(output_dir: str, seconds: float) -> str:
+  """One line on what a finished run wrote, from its metadata.json."""
+  from pipeline.graph import read_metadata  # pylint: disable=import-outside-toplevel
+  meta = read_metadata(output_dir)
+  if meta is None:
+    return f'wavbeam: no metadata.json in {output_dir} after {seconds:.1f} s'
+  shards = sum(len(e['shards']) for e in meta['splits'].values())
+  size = sum(e['num_bytes'] for e in meta['splits'].values())
+  counts = meta['counts']
+  return (f'wavbeam: {counts["examples"]} examples in {shards} shards '
+          f'({size / 1e6:.1f} MB) from {counts["files_ok"]} files written to '
+          f'{output_dir} in {seconds:.1f} s; {counts["files_rejected"]} files '
+          'rejected (rejects.jsonl)')
+
+
 def main(argv=None) -> int:
   logging.getLogger().setLevel(logging.INFO)
+  argv = sys.argv[1:] if argv is None else argv
+  start = time.perf_counter()
   try:
     run(argv)
   except config_lib.ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
+  config, _ = config_lib.parse_known_args(argv)
+  print(summary(config.dataset_dir, time.perf_counter() - start))
   return 0
 
 
