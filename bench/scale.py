@@ -8,20 +8,19 @@ time (median, whole job) and peak memory summed over every process (the
 launcher, its workers, and the Dask scheduler and workers) with 1 and 2
 workers: local threads (the default), local worker processes
 (multi_processing) and a Dask cluster on 127.0.0.1 (one thread per worker,
-started before the timed runs, as a real cluster would be).
+started before the timed runs, as a real cluster would be; one Dask
+partition per worker, see launch/dask).
 """
 
 import argparse
-import contextlib
 import os
 import re
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import time
 
+from bench.dask_local import dask_cluster
 from bench.procmon import run_measured
 from bench.run import ROOT, corpus_for
 from pipeline import example_corpus
@@ -37,38 +36,6 @@ def long_file_corpus():
     example_corpus.write_corpus(path + '.tmp', 3600, seed=8)  # short files
     os.rename(path + '.tmp', path)
   return path
-
-
-def _free_port():
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def dask_cluster(workers):
-  from distributed import Client
-  dask = os.path.join(os.path.dirname(PY), 'dask')
-  port = _free_port()
-  address = f'tcp://127.0.0.1:{port}'
-  procs = [subprocess.Popen([dask, 'scheduler', '--host', '127.0.0.1',
-                             '--port', str(port), '--no-dashboard'],
-                            stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)]
-  try:
-    for _ in range(workers):
-      procs.append(subprocess.Popen(
-          [dask, 'worker', address, '--nthreads', '1', '--no-dashboard',
-           '--host', '127.0.0.1'], stdout=subprocess.DEVNULL,
-          stderr=subprocess.DEVNULL))
-    with Client(address, timeout=60) as client:
-      client.wait_for_workers(workers, timeout=120)
-    yield address, [p.pid for p in procs]
-  finally:
-    for p in procs:
-      p.terminate()
-    for p in procs:
-      p.wait(timeout=30)
 
 
 def modes(workers):
@@ -110,7 +77,8 @@ def main(argv=None):
         for _ in range(args.repeats):
           results.setdefault((name, 'dask', workers), []).append(
               timed(corpus, ['--runner', 'DaskRunner',
-                             '--dask_client_address', address], env, pids))
+                             '--dask_client_address', address,
+                             f'--dask_npartitions={workers}'], env, pids))
   print('| corpus | mode | 1 worker: wall s (job s) | 2 workers: wall s '
         '(job s) | speed-up, wall (job) | peak MB, 1 / 2 workers (all '
         'processes) |')
