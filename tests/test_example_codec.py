@@ -75,3 +75,31 @@ def test_schema_json_round_trip_and_rules():
   with pytest.raises(schema_lib.SchemaError, match='keys'):
     schema.merge(schema_lib.Schema.of(
         {'index': schema_lib.FeatureSpec('int64', ())}))
+
+
+def test_decode_is_the_inverse_of_encode_and_checks_the_schema():
+  element = _element()
+  schema = example_codec.schema_of(element)
+  decoded = example_codec.decode_example(
+      example_codec.encode_example(element), schema)
+  assert decoded.keys() == element.keys()
+  for key, value in element.items():
+    if isinstance(value, str):
+      assert decoded[key] == value
+    else:
+      assert np.array_equal(decoded[key], value), key
+      assert decoded[key].dtype.name == np.asarray(
+          example_codec.to_array(value)).dtype.name, key
+  # TensorFlow's own serialization decodes too.
+  proto = tf.train.Example.FromString(example_codec.encode_example(element))
+  again = example_codec.decode_example(proto.SerializeToString(), schema)
+  assert np.array_equal(again['signal'], element['signal'])
+  short = dict(element, spectrogram=np.zeros((3, 4), np.float32))
+  with pytest.raises(schema_lib.SchemaError, match="'spectrogram': 48 bytes"):
+    example_codec.decode_example(
+        example_codec.encode_example(short), schema)
+  with pytest.raises(schema_lib.SchemaError, match=r"missing \['index'\]"):
+    example_codec.decode_example(example_codec.encode_example(
+        {k: v for k, v in element.items() if k != 'index'}), schema)
+  with pytest.raises(schema_lib.SchemaError, match='not a tf.train.Example'):
+    example_codec.decode_example(b'\x0a\xff\xff', schema)

@@ -169,3 +169,116 @@ def decode_raw(data: bytes, spec: schema_lib.FeatureSpec) -> np.ndarray:
   dtype = np.dtype(spec.dtype).newbyteorder('<')
   return np.frombuffer(data, dtype=dtype).reshape(spec.shape)
 
+
+
+# --- decoding ---------------------------------------------------------------
+
+
+def _read_varint(buf, pos):
+  result = shift = 0
+  while True:
+    if pos >= len(buf):
+      raise ValueError('truncated varint')
+    byte = buf[pos]
+    pos += 1
+    result |= (byte & 0x7f) << shift
+    if not byte & 0x80:
+      return result, pos
+    shift += 7
+    if shift > 63:
+      raise ValueError('varint too long')
+
+
+def _fields(buf):
+  """(field number, wire type, value) of one protobuf message."""
+  pos = 0
+  while pos < len(buf):
+    tag, pos = _read_varint(buf, pos)
+    number, wire = tag >> 3, tag & 7
+    if wire == 0:
+      value, pos = _read_varint(buf, pos)
+    elif wire == 2:
+      length, pos = _read_varint(buf, pos)
+      if pos + length > len(buf):
+        raise ValueError('truncated field')
+      value, pos = buf[pos:pos + length], pos + length
+    elif wire == 5:
+      value, pos = buf[pos:pos + 4], pos + 4
+    elif wire == 1:
+      value, pos = buf[pos:pos + 8], pos + 8
+    else:
+      raise ValueError(f'unsupported wire type {wire}')
+    yield number, wire, value
+
+
+def _int64s(payload):
+  values, pos = [], 0
+  while pos < len(payload):
+    v, pos = _read_varint(payload, pos)
+    values.append(v - (1 << 64) if v >= 1 << 63 else v)
+  return values
+
+
+def decode_example(data: bytes, schema: schema_lib.Schema) -> dict:
+  """Inverse of encode_example, checked against `schema` (numpy, no TF).
+
+  Raises SchemaError naming the key when a feature is missing, extra, of
+  the wrong kind or of the wrong size.
+  """
+  data = memoryview(data)
+  features = {}
+  try:
+    for number, wire, value in _fields(data):
+      if number != 1 or wire != 2:
+        continue
+      for n2, w2, entry in _fields(value):  # Features.feature map entries
+        if n2 != 1 or w2 != 2:
+          continue
+        key, feature = None, None
+        for n3, _, v3 in _fields(entry):
+          if n3 == 1:
+            key = bytes(v3).decode('utf-8')
+          elif n3 == 2:
+            feature = v3
+        features[key] = list(_fields(feature))
+  except ValueError as e:
+    raise schema_lib.SchemaError(f'not a tf.train.Example ({e})') from e
+  specs = schema.as_dict()
+  extra, missing = set(features) - set(specs), set(specs) - set(features)
+  if extra or missing:
+    raise schema_lib.SchemaError(
+        f'keys differ from the schema: missing {sorted(missing)}, '
+        f'extra {sorted(extra)}')
+  out = {}
+  for key, spec in specs.items():
+    kinds = features[key]
+    kind = kinds[0][0] if len(kinds) == 1 else None
+    expected = {schema_lib.RAW_BYTES: 1, schema_lib.BYTES_LIST: 1,
+                schema_lib.FLOAT_LIST: 2, schema_lib.INT64_LIST: 3}
+    if kind != expected[spec.encoding]:
+      raise schema_lib.SchemaError(f'feature {key!r}: stored kind {kind}, '
+                                   f'schema says {spec.encoding}')
+    items = [v for n, _, v in _fields(kinds[0][2]) if n == 1]
+    if spec.encoding in (schema_lib.RAW_BYTES, schema_lib.BYTES_LIST):
+      if len(items) != 1:
+        raise schema_lib.SchemaError(f'feature {key!r}: {len(items)} values')
+      if spec.encoding == schema_lib.BYTES_LIST:
+        out[key] = bytes(items[0]).decode('utf-8')
+        continue
+      size = np.dtype(spec.dtype).itemsize * int(np.prod(spec.shape))
+      if len(items[0]) != size:
+        raise schema_lib.SchemaError(
+            f'feature {key!r}: {len(items[0])} bytes, {spec.dtype}'
+            f'{list(spec.shape)} needs {size}')
+      out[key] = decode_raw(bytes(items[0]), spec)
+    elif spec.encoding == schema_lib.INT64_LIST:
+      values = _int64s(items[0]) if items else []
+      if len(values) != 1:
+        raise schema_lib.SchemaError(f'feature {key!r}: {len(values)} values')
+      out[key] = np.int64(values[0])
+    else:
+      raw = b''.join(bytes(i) for i in items)
+      if len(raw) != 4:
+        raise schema_lib.SchemaError(f'feature {key!r}: not one float32')
+      out[key] = np.frombuffer(raw, '<f4')[0]
+  return out

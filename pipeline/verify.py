@@ -1,0 +1,83 @@
+"""python -m pipeline.verify OUT: check a dataset before training on it.
+
+Re-reads every shard through Beam's FileSystems, checks each record's
+TFRecord CRCs, counts records per shard against metadata.json, and decodes
+every example against the schema. Exits 0 when all is well, 1 naming the
+first bad file and record, 2 for usage errors.
+"""
+
+import argparse
+import sys
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline import metadata as metadata_lib
+from pipeline import naming
+from pipeline.graph import read_metadata
+from transforms import example_codec
+from transforms import tfrecord
+
+
+class VerifyError(Exception):
+  """The dataset is not what metadata.json says; names file and record."""
+
+
+def verify(output_dir: str) -> str:
+  """Checks everything; returns a summary line or raises VerifyError."""
+  metadata = read_metadata(output_dir)
+  if metadata is None:
+    raise VerifyError(f'{naming.join(output_dir, naming.METADATA_FILE)} not '
+                      'found: no dataset, or its run did not finish')
+  try:
+    metadata = metadata_lib.parse(metadata_lib.dumps(metadata), output_dir)
+  except metadata_lib.MetadataError as e:
+    raise VerifyError(str(e)) from e
+  schema = metadata_lib.schema_of(metadata)
+  compression = (CompressionTypes.GZIP if metadata['compression'] == 'gzip'
+                 else CompressionTypes.UNCOMPRESSED)
+  shards = examples = 0
+  for split, entry in sorted(metadata['splits'].items()):
+    for shard in entry['shards']:
+      path = naming.join(output_dir, shard['file'])
+      if not FileSystems.exists(path):
+        raise VerifyError(f'{path}: listed in metadata.json but missing')
+      size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+      if size != shard['num_bytes']:
+        raise VerifyError(f'{path}: {size} bytes, metadata.json says '
+                          f'{shard["num_bytes"]}')
+      count = 0
+      with FileSystems.open(path, compression_type=compression) as f:
+        try:
+          for _, data in tfrecord.read_records(f, path, check_crc=True):
+            try:
+              example_codec.decode_example(data, schema)
+            except metadata_lib.schema_lib.SchemaError as e:
+              raise VerifyError(f'{path}: record {count}: {e}') from e
+            count += 1
+        except tfrecord.CorruptRecord as e:
+          raise VerifyError(str(e)) from e
+      if count != shard['num_examples']:
+        raise VerifyError(f'{path}: {count} records, metadata.json says '
+                          f'{shard["num_examples"]}')
+      shards += 1
+      examples += count
+  return (f'{output_dir}: OK, {examples} examples in {shards} shards match '
+          'metadata.json (CRCs, counts, schema)')
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(prog='python -m pipeline.verify',
+                                   description=__doc__.split('\n\n')[0])
+  parser.add_argument('output_dir', help='the dataset folder (or URI)')
+  args = parser.parse_args(argv)
+  try:
+    print(verify(args.output_dir))
+  except VerifyError as e:
+    print(f'verify failed: {e}', file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

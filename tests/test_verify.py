@@ -1,0 +1,85 @@
+"""pipeline.verify catches corrupt, cut, missing and miscounted shards."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests import helpers as H
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope='module')
+def dataset(tmp_path_factory):
+  d = tmp_path_factory.mktemp('verify')
+  for i in range(6):
+    H.write_wav(str(d / 'in' / 'c' / f'{i}.wav'), H.noise(4096, seed=i))
+  config = H.make_config(d / 'in', d / 'good', win_len=1024,
+                         max_examples_per_shard=8, n_fft=256, fft_hop=128)
+  meta = H.run_pipeline(config)
+  return d / 'good', meta
+
+
+def _verify(out):
+  return subprocess.run([sys.executable, '-m', 'pipeline.verify', str(out)],
+                        capture_output=True, text=True, cwd=ROOT)
+
+
+def _copy(dataset, tmp_path):
+  out = tmp_path / 'copy'
+  shutil.copytree(dataset[0], out)
+  return out, dataset[1]['splits']['train']['shards']
+
+
+def test_a_good_dataset_verifies(dataset):
+  proc = _verify(dataset[0])
+  assert proc.returncode == 0, proc.stderr
+  assert 'OK, 24 examples in 3 shards' in proc.stdout
+
+
+def test_a_flipped_byte_names_file_and_record(dataset, tmp_path):
+  out, shards = _copy(dataset, tmp_path)
+  path = out / shards[1]['file']
+  data = bytearray(path.read_bytes())
+  record_size = len(data) // shards[1]['num_examples']
+  data[record_size * 3 + 500] ^= 0x01  # inside the 4th record's data
+  path.write_bytes(bytes(data))
+  proc = _verify(out)
+  assert proc.returncode == 1
+  assert f'{path}: record 3 at byte' in proc.stderr
+  assert 'data CRC mismatch' in proc.stderr
+
+
+def test_a_truncated_shard_and_a_deleted_shard(dataset, tmp_path):
+  out, shards = _copy(dataset, tmp_path)
+  path = out / shards[0]['file']
+  path.write_bytes(path.read_bytes()[:-100])
+  proc = _verify(out)
+  assert proc.returncode == 1 and f'{path}:' in proc.stderr
+  assert 'metadata.json says' in proc.stderr
+  (out / shards[2]['file']).unlink()
+  path.write_bytes((dataset[0] / shards[0]['file']).read_bytes())
+  proc = _verify(out)
+  assert proc.returncode == 1
+  assert f'{out / shards[2]["file"]}: listed in metadata.json but missing' \
+      in proc.stderr
+
+
+def test_a_miscounted_shard_and_a_missing_metadata(dataset, tmp_path):
+  out, shards = _copy(dataset, tmp_path)
+  meta = json.load(open(out / 'metadata.json'))
+  first = meta['splits']['train']['shards'][0]
+  first['num_examples'] += 1
+  meta['splits']['train']['num_examples'] += 1
+  (out / 'metadata.json').write_text(json.dumps(meta))
+  proc = _verify(out)
+  assert proc.returncode == 1
+  assert (f'{out / first["file"]}: {first["num_examples"] - 1} records, '
+          f'metadata.json says {first["num_examples"]}') in proc.stderr
+  (out / 'metadata.json').unlink()
+  proc = _verify(out)
+  assert proc.returncode == 1 and 'did not finish' in proc.stderr
