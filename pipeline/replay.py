@@ -82,13 +82,13 @@ def _parse_spec(spec: schema_lib.FeatureSpec) -> tf.io.FixedLenFeature:
   return tf.io.FixedLenFeature([], storage)
 
 
-def _normalizers(metadata, keys, split, requested, output_dir):
+def _normalizers(metadata, normalize, split, keys_read, output_dir):
   """{feature: (mean, std)} from metadata's statistics of `split`."""
   scale = {}
-  for key in keys:
-    if key not in requested:
+  for key in normalize:
+    if key not in keys_read:
       raise DatasetError(f'cannot normalize {key!r}: it is not among the '
-                         f'features read ({sorted(requested)})')
+                         f'features read ({sorted(keys_read)})')
     stats = metadata['splits'].get(split, {}).get('statistics', {}).get(key)
     if not stats or not stats['count']:
       raise DatasetError(f'{output_dir} has no statistics for {key!r} in '

@@ -21,7 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from apache_beam.options.pipeline_options import StandardOptions  # noqa: E402
 
 from pipeline import config as config_lib  # noqa: E402
-from pipeline.graph import build_pipeline  # noqa: E402
+from pipeline.graph import build_pipeline, read_metadata  # noqa: E402
 
 
 # Beam 2.77's DirectRunner first tries Prism, which downloads a binary at run
@@ -60,8 +60,12 @@ def run(argv: Optional[Sequence[str]] = None, extra_features=None):
   """Builds and runs the job; returns the finished PipelineResult."""
   config, beam_args = config_lib.parse_known_args(
       sys.argv[1:] if argv is None else argv)
-  options = pipeline_options(beam_args)
-  p = beam.Pipeline(options=options)
+  return run_config(config, beam_args, extra_features)
+
+
+def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
+               extra_features=None):
+  p = beam.Pipeline(options=pipeline_options(beam_args))
   build_pipeline(p, config, extra_features)
   result = p.run()
   result.wait_until_finish()
@@ -70,7 +74,6 @@ def run(argv: Optional[Sequence[str]] = None, extra_features=None):
 
 def summary(output_dir: str, seconds: float) -> str:
   """One line on what a finished run wrote, from its metadata.json."""
-  from pipeline.graph import read_metadata  # pylint: disable=import-outside-toplevel
   meta = read_metadata(output_dir)
   if meta is None:
     return f'wavbeam: no metadata.json in {output_dir} after {seconds:.1f} s'
@@ -85,17 +88,16 @@ def summary(output_dir: str, seconds: float) -> str:
 
 def main(argv=None) -> int:
   logging.getLogger().setLevel(logging.INFO)
-  argv = sys.argv[1:] if argv is None else argv
   start = time.perf_counter()
   try:
-    run(argv)
+    config, beam_args = config_lib.parse_known_args(
+        sys.argv[1:] if argv is None else argv)
+    run_config(config, beam_args)
   except config_lib.ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
-  config, _ = config_lib.parse_known_args(argv)
   print(summary(config.dataset_dir, time.perf_counter() - start))
   return 0
-
 
 if __name__ == '__main__':
   sys.exit(main())

@@ -71,8 +71,8 @@ def files(metadata: Mapping) -> Tuple[List[Tuple[str, str]], List[str]]:
       'name': metadata['name'],
       'version': metadata['version'],
       'fileFormat': 'tfrecord',
-      'description': (f'Windows of WAV recordings written by wavbeam; see '
-                      f'metadata.json.'),
+      'description': ('Windows of WAV recordings written by wavbeam; see '
+                      'metadata.json.'),
       'splits': splits,
   }
   if num_classes > 0:

@@ -5,7 +5,6 @@ their scheme). Folders are path prefixes. Shared by every thread of the
 process, so it works with the in-process local runner.
 """
 
-import datetime
 import io
 import threading
 

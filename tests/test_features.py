@@ -132,25 +132,17 @@ def test_chunks_are_bounded_by_input_samples():
   from transforms import plan
   from transforms.wav_io import WavInfo
 
-  def chunks(rate, channels, frames, dataset_rate=16000):
-    info = WavInfo(0, 'x.wav', frames, rate, channels, 'PCM_16')
-    p = plan.FilePlan(info, 'train', 'a', dataset_rate, frames * dataset_rate // rate,
-                      frames * dataset_rate // rate // 1000)
-    return list(plan.split_into_chunks(p, 1000))
+  def per_chunk(rate, channels, hop=1000, dataset_rate=16000):
+    info = WavInfo(0, 'x.wav', 10**7, rate, channels, 'PCM_16')
+    p = plan.FilePlan(info, 'train', 'a', dataset_rate, 10**7, 10**4)
+    return plan.windows_per_chunk(p, hop)
 
-  mono = chunks(16000, 1, 16000 * 600)
-  assert {c.num_windows for c in mono[:-1]} == {plan.CHUNK_SAMPLES // 1000}
-  assert sum(c.num_windows for c in mono) == 9600
-  # 8 channels, or 3x the rate before resampling: chunks shrink to match.
-  assert chunks(16000, 8, 16000 * 600)[0].num_windows == \
-      plan.CHUNK_SAMPLES // 8000
-  assert chunks(48000, 1, 48000 * 600)[0].num_windows == \
-      plan.CHUNK_SAMPLES // 3000
-  # A window bigger than the budget still makes progress, one per chunk.
-  huge = plan.FilePlan(WavInfo(0, 'x', 10**7, 16000, 2, 'PCM_16'), 'train', 'a',
-                       16000, 10**7, 3)
-  assert [c.num_windows for c in plan.split_into_chunks(huge, 2**21)] == \
-      [1, 1, 1]
+  assert per_chunk(16000, 1) == plan.CHUNK_SAMPLES // 1000
+  # 8 channels, or 3x the rate before resampling: runs shrink to match.
+  assert per_chunk(16000, 8) == plan.CHUNK_SAMPLES // 8000
+  assert per_chunk(48000, 1) == plan.CHUNK_SAMPLES // 3000
+  # A window bigger than the budget still makes progress, one at a time.
+  assert per_chunk(16000, 2, hop=2**21) == 1
 
 
 @pytest.mark.parametrize('total', [1, 2, 3, 5, 17, 64, 1000, 4097])

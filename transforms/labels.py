@@ -2,6 +2,8 @@
 
 from typing import Iterable, List
 
+from transforms import splits
+
 NO_LABEL_TARGET = -1
 
 
@@ -30,7 +32,6 @@ def class_names(labels: Iterable[str]) -> List[str]:
 
 def file_label(path: str, config) -> str:
   """label_of for a listed path, below the split folder if there is one."""
-  from transforms import splits  # pylint: disable=import-outside-toplevel
   rel = splits.relative_path(path, config.input_dir)
   if config.split_from == 'subdir':
     rel = rel.partition('/')[2]

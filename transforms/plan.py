@@ -5,9 +5,8 @@ a long recording is shared by several workers and memory per worker is
 bounded whatever the file length.
 """
 
-import collections
 import dataclasses
-from typing import Dict, Iterable, Iterator, List, Tuple
+from typing import Dict, Iterable, Tuple
 
 from pipeline.config import PipelineConfig
 from transforms import audio
@@ -90,12 +89,6 @@ def windows_per_chunk(plan: FilePlan, hop_len: int) -> int:
   return max(1, CHUNK_SAMPLES // input_samples_per_hop)
 
 
-def split_into_chunks(plan: FilePlan, hop_len: int) -> Iterator[Chunk]:
-  per_chunk = windows_per_chunk(plan, hop_len)
-  for first in range(0, plan.num_windows, per_chunk):
-    yield Chunk(plan, first, min(per_chunk, plan.num_windows - first))
-
-
 def chunk_input_range(chunk: Chunk, win_len: int,
                       hop_len: int) -> Tuple[int, int]:
   """Input frames [start, stop) a chunk needs, resampling context included."""
@@ -113,6 +106,3 @@ def chunk_input_range(chunk: Chunk, win_len: int,
   stop = min(plan.info.frames, -(-out_stop * down // up) + ctx)
   return start, stop
 
-
-def count_by(items: Iterable) -> Dict:
-  return dict(collections.Counter(items))

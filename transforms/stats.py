@@ -9,6 +9,8 @@ import apache_beam as beam
 import numpy as np
 
 from pipeline import schema as schema_lib
+from transforms.shards import ShardStats
+from transforms.wav_io import Rejection
 
 
 @dataclasses.dataclass
@@ -151,9 +153,6 @@ class RunSummary:
   planned: Dict[str, str] = dataclasses.field(default_factory=dict)
 
   def add(self, record) -> None:
-    # Imported here: shards and wav_io import Beam file systems only.
-    from transforms.shards import ShardStats
-    from transforms.wav_io import Rejection
     if isinstance(record, ShardStats):
       key = (record.split, record.shard)
       known = self.shards.get(key)
