@@ -10,6 +10,12 @@ workers: local threads (the default), local worker processes
 (multi_processing) and a Dask cluster on 127.0.0.1 (one thread per worker,
 started before the timed runs, as a real cluster would be; one Dask
 partition per worker, see launch/dask).
+
+Three times per run: wall (the whole process), job (after start-up and
+imports, printed by the CLI) and write (from the first shard task started to
+the last one finished, from the job's Beam metrics: the phase that scales
+with workers, without the runner's fixed start-up and planning stages;
+Beam's DaskRunner keeps no metrics, so n/a there).
 """
 
 import argparse
@@ -54,9 +60,11 @@ def timed(corpus, extra, env, also=()):
   wall, peak, stdout = run_measured(
       [PY, '-m', 'pipeline.run', '--input_dir', corpus, '--output_dir', out,
        '--overwrite', *extra], env=env, also=also)
-  # The job's own time (after interpreter start-up and imports).
+  # The job's own time (after interpreter start-up and imports), and the
+  # shard-writing phase from the job's Beam metrics (none on Dask).
   job = float(re.search(r' in ([0-9.]+) s;', stdout).group(1))
-  return wall, peak, job
+  phase = re.search(r'shards written in ([0-9.]+) s', stdout)
+  return wall, peak, job, float(phase.group(1)) if phase else None
 
 
 def main(argv=None):
@@ -79,9 +87,9 @@ def main(argv=None):
               timed(corpus, ['--runner', 'DaskRunner',
                              '--dask_client_address', address,
                              f'--dask_npartitions={workers}'], env, pids))
-  print('| corpus | mode | 1 worker: wall s (job s) | 2 workers: wall s '
-        '(job s) | speed-up, wall (job) | peak MB, 1 / 2 workers (all '
-        'processes) |')
+  print('| corpus | mode | 1 worker: wall / job / write s | 2 workers: wall '
+        '/ job / write s | speed-up: wall / job / write | peak MB, 1 / 2 '
+        'workers (all processes) |')
   print('|---|---|---|---|---|---|')
   for name in corpora:
     for mode in ('threads', 'processes', 'dask'):
@@ -92,8 +100,15 @@ def main(argv=None):
       m2 = statistics.median(r[1] for r in two) / 1e6
       j1 = statistics.median(r[2] for r in one)
       j2 = statistics.median(r[2] for r in two)
-      print(f'| {name} | {mode} | {w1:.2f} ({j1:.2f}) | {w2:.2f} ({j2:.2f}) '
-            f'| {w1 / w2:.2f}x ({j1 / j2:.2f}x) | {m1:.0f} / {m2:.0f} |')
+      if one[0][3] is None:
+        p1 = p2 = ratio = 'n/a'
+      else:
+        p1 = statistics.median(r[3] for r in one)
+        p2 = statistics.median(r[3] for r in two)
+        p1, p2, ratio = f'{p1:.2f}', f'{p2:.2f}', f'{p1 / p2:.2f}x'
+      print(f'| {name} | {mode} | {w1:.2f} / {j1:.2f} / {p1} | {w2:.2f} / '
+            f'{j2:.2f} / {p2} | {w1 / w2:.2f}x / {j1 / j2:.2f}x / {ratio} | '
+            f'{m1:.0f} / {m2:.0f} |')
 
 
 if __name__ == '__main__':

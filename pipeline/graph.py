@@ -288,7 +288,11 @@ def prepare_output_dir(config: PipelineConfig) -> None:
         f'{existing[0]}); pass --overwrite to replace it')
   logging.info('--overwrite: removing %d files of the earlier dataset',
                len(existing))
-  FileSystems.delete(existing)
+  # metadata.json first: if this is interrupted, what is left is never
+  # taken for a complete dataset.
+  metadata = [p for p in existing if p.endswith('/' + naming.METADATA_FILE)]
+  FileSystems.delete(metadata)
+  FileSystems.delete([p for p in existing if p not in metadata])
 
 
 def _check_extra_features(config, extra_features):

@@ -20,8 +20,11 @@ from apache_beam.options.pipeline_options import DirectOptions  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from apache_beam.options.pipeline_options import StandardOptions  # noqa: E402
 
+from apache_beam.metrics.metric import MetricsFilter  # noqa: E402
+
 from pipeline import config as config_lib  # noqa: E402
 from pipeline.graph import build_pipeline, read_metadata  # noqa: E402
+from transforms import counters  # noqa: E402
 
 
 # Beam 2.77's DirectRunner first tries Prism, which downloads a binary at run
@@ -72,7 +75,40 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
   return result
 
 
-def summary(output_dir: str, seconds: float) -> str:
+def job_metrics(result) -> dict:
+  """wavbeam's Beam metrics of a finished run: {name: int or (min, max)}.
+
+  Empty where the runner keeps no metrics (Beam's DaskRunner).
+  """
+  try:
+    found = result.metrics().query(
+        MetricsFilter().with_namespace(counters.NAMESPACE))
+  except (AttributeError, NotImplementedError):
+    return {}
+  values = {}
+  for c in found.get('counters', []):
+    values[c.key.metric.name] = values.get(c.key.metric.name, 0) + c.committed
+  for d in found.get('distributions', []):
+    if d.committed and d.committed.count:
+      values[d.key.metric.name] = (d.committed.min, d.committed.max)
+  return values
+
+
+def write_phase(metrics: dict):
+  """(seconds, examples/s, MB/s) from the first shard started to the last
+  one finished, or None: the part of a run that scales with workers."""
+  try:
+    first = metrics[counters.SHARD_STARTED_MS][0]
+    last = metrics[counters.SHARD_FINISHED_MS][1]
+    examples = metrics[counters.EXAMPLES_WRITTEN]
+    num_bytes = metrics[counters.BYTES_WRITTEN]
+  except KeyError:
+    return None
+  seconds = max(last - first, 1) / 1000
+  return seconds, examples / seconds, num_bytes / seconds / 1e6
+
+
+def summary(output_dir: str, seconds: float, metrics=None) -> str:
   """One line on what a finished run wrote, from its metadata.json."""
   meta = read_metadata(output_dir)
   if meta is None:
@@ -83,7 +119,16 @@ def summary(output_dir: str, seconds: float) -> str:
   return (f'wavbeam: {counts["examples"]} examples in {shards} shards '
           f'({size / 1e6:.1f} MB) from {counts["files_ok"]} files written to '
           f'{output_dir} in {seconds:.1f} s; {counts["files_rejected"]} files '
-          'rejected (rejects.jsonl)')
+          'rejected (rejects.jsonl)' + _write_phase_text(metrics or {}))
+
+
+def _write_phase_text(metrics) -> str:
+  phase = write_phase(metrics)
+  if phase is None:
+    return ''
+  seconds, per_second, mb_per_second = phase
+  return (f'; shards written in {seconds:.2f} s ({per_second:.0f} '
+          f'examples/s, {mb_per_second:.0f} MB/s)')
 
 
 def main(argv=None) -> int:
@@ -92,11 +137,12 @@ def main(argv=None) -> int:
   try:
     config, beam_args = config_lib.parse_known_args(
         sys.argv[1:] if argv is None else argv)
-    run_config(config, beam_args)
+    result = run_config(config, beam_args)
   except config_lib.ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
-  print(summary(config.dataset_dir, time.perf_counter() - start))
+  print(summary(config.dataset_dir, time.perf_counter() - start,
+                job_metrics(result)))
   return 0
 
 if __name__ == '__main__':

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline import replay
+from pipeline import run as run_lib
 from tests import helpers as H
 
 RATE = 16000
@@ -268,3 +269,29 @@ def test_cli_multi_processing_workers(corpus, tmp_path):
                          features=('signal', 'log_mel'), signal_dtype='int16')
   H.assert_matches_reference(str(out), config, _paths(corpus),
                              ['bird', 'dog'], RATE)
+
+
+def test_beam_metrics_count_what_metadata_records(corpus, tmp_path):
+  d = tmp_path / 'in'
+  for name in ('bird/a.wav', 'dog/d.wav', 'dog/e.wav'):
+    (d / name).parent.mkdir(parents=True, exist_ok=True)
+    (d / name).write_bytes((corpus / name).read_bytes())
+  (d / 'dog/broken.wav').write_bytes(b'RIFF')
+  out = tmp_path / 'out'
+  result = run_lib.run(['--input_dir', str(d), '--output_dir', str(out),
+                        '--win_len', str(WIN), '--features', 'signal'])
+  metrics = run_lib.job_metrics(result)
+  meta = replay.load_metadata(str(out))
+  shards = meta['splits']['train']['shards']
+  assert metrics['files_probed'] == meta['counts']['files_seen'] == 4
+  assert metrics['files_rejected'] == meta['counts']['files_rejected'] == 1
+  assert metrics['examples_written'] == meta['counts']['examples'] > 0
+  assert metrics['shards_written'] == len(shards)
+  assert metrics['bytes_written'] == sum(
+      os.path.getsize(out / s['file']) for s in shards)
+  first_start, _ = metrics['shard_started_ms']
+  _, last_end = metrics['shard_finished_ms']
+  assert 0 <= last_end - first_start < 600_000
+  line = run_lib.summary(str(out), 1.0, metrics)
+  assert f'{meta["counts"]["examples"]} examples in {len(shards)} shards' in line
+  assert 'shards written in' in line

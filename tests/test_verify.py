@@ -83,3 +83,42 @@ def test_a_miscounted_shard_and_a_missing_metadata(dataset, tmp_path):
   (out / 'metadata.json').unlink()
   proc = _verify(out)
   assert proc.returncode == 1 and 'did not finish' in proc.stderr
+
+
+def _replay_error(out, **kw):
+  import tensorflow as tf
+  from pipeline import replay
+  with pytest.raises((tf.errors.OpError, replay.DatasetError)) as e:
+    for _ in replay.replay_dataset(str(out), 'train', **kw):
+      pass
+  return str(e.value)
+
+
+@pytest.mark.parametrize('batch_size', [None, 5])
+def test_replay_fails_on_a_corrupt_record(dataset, tmp_path, batch_size):
+  out, shards = _copy(dataset, tmp_path)
+  path = out / shards[1]['file']
+  data = bytearray(path.read_bytes())
+  data[len(data) // 2] ^= 0x01   # same size: only the CRC can tell
+  path.write_bytes(bytes(data))
+  message = _replay_error(out, batch_size=batch_size)
+  n = shards[1]['num_examples']
+  assert f'expected to contain {n} elements but contained only' in message
+
+
+def test_replay_fails_on_an_extra_or_a_missing_record(dataset, tmp_path):
+  out, shards = _copy(dataset, tmp_path)
+  meta = json.load(open(out / 'metadata.json'))
+  entry = meta['splits']['train']['shards'][2]
+  entry['num_examples'] -= 1     # the file now holds one record too many
+  meta['splits']['train']['num_examples'] -= 1
+  (out / 'metadata.json').write_text(json.dumps(meta))
+  message = _replay_error(out)
+  assert 'expected to contain' in message
+  # A shard cut short or replaced is caught, and named, from its size
+  # before reading.
+  out2, _ = _copy(dataset, tmp_path / 'b')
+  cut = out2 / shards[0]['file']
+  cut.write_bytes(cut.read_bytes()[:-100])
+  message = _replay_error(out2)
+  assert str(cut) in message and 'metadata.json says' in message

@@ -1,5 +1,6 @@
 """The pipeline's DoFns: small, stateless between elements, pickle-safe."""
 
+import time
 import uuid
 
 import apache_beam as beam
@@ -8,6 +9,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import naming
 from pipeline.config import PipelineConfig
+from transforms import counters
 from transforms import example_codec
 from transforms import labels
 from transforms import plan as plan_lib
@@ -31,9 +33,11 @@ class ProbeWav(beam.DoFn):
 
   def process(self, indexed_path):
     index, path = indexed_path
+    counters.counter(counters.FILES_PROBED).inc()
     try:
       yield wav_io.probe(index, path)
     except wav_io.BadWav as e:
+      counters.counter(counters.FILES_REJECTED).inc()
       yield wav_io.Rejection(path, str(e), 'probe')
 
 
@@ -47,6 +51,7 @@ class PlanWindows(beam.DoFn):
     try:
       yield plan_lib.plan_file(info, self.config, dataset_rate)
     except wav_io.BadWav as e:
+      counters.counter(counters.FILES_REJECTED).inc()
       yield wav_io.Rejection(info.path, str(e), 'plan')
 
 
@@ -68,8 +73,12 @@ class WriteShard(beam.DoFn):
 
   def setup(self):
     self._extractor = FeatureExtractor(self.config, self.extra_features)
+    self._examples = counters.counter(counters.EXAMPLES_WRITTEN)
+    self._bytes = counters.counter(counters.BYTES_WRITTEN)
+    self._windows_rejected = counters.counter(counters.WINDOWS_REJECTED)
 
   def process(self, keyed_refs, plans, class_names):
+    started_ms = int(time.time() * 1000)
     (split, shard), refs = keyed_refs
     # set(): a runner may deliver a reference twice (Beam's DaskRunner does).
     refs = sorted(set(map(tuple, refs)), key=lambda ref: ref[2])
@@ -86,6 +95,7 @@ class WriteShard(beam.DoFn):
         batch = [(i, w) for i, w, _ in refs[start:start + BATCH_WINDOWS]]
         windows, kept, rejections = read_windows(batch, plans, self.config,
                                                  files)
+        self._windows_rejected.inc(len(rejections))
         yield from rejections
         if not kept:
           continue
@@ -98,12 +108,17 @@ class WriteShard(beam.DoFn):
         stats.schema = stats.schema.merge(example_codec.batch_schema(columns))
         for ref, record in zip(kept_refs, example_codec.encode_batch(
             columns, len(kept_refs))):
-          tfrecord.write_record(f, record)
+          self._bytes.inc(tfrecord.write_record(f, record))
           stats.add(plans[ref[0]].label, len(record))
+        self._examples.inc(len(kept_refs))
     yield ShardStats(split, shard, path, stats.num_examples,
                      FileSystems.match([path])[0].metadata_list[0]
                      .size_in_bytes)
     yield stats
+    counters.counter(counters.SHARDS_WRITTEN).inc()
+    counters.distribution(counters.SHARD_STARTED_MS).update(started_ms)
+    counters.distribution(counters.SHARD_FINISHED_MS).update(
+        int(time.time() * 1000))
 
   def _columns(self, refs, plans, class_names):
     rows = [plans[index] for index, _ in refs]

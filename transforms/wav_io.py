@@ -8,6 +8,7 @@ import collections
 import contextlib
 import dataclasses
 import io
+import os
 import re
 import struct
 from typing import List, Optional, Tuple
@@ -16,6 +17,7 @@ import numpy as np
 import soundfile as sf
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.localfilesystem import LocalFileSystem
 
 # Errors that mean "this input is bad", as opposed to bugs in our code.
 INPUT_ERRORS = (sf.LibsndfileError, RuntimeError, OSError, ValueError,
@@ -51,11 +53,20 @@ class BadWav(Exception):
 
 
 def list_wav_files(input_dir: str) -> List[str]:
-  """All .wav files (any case) under input_dir, recursively, sorted."""
+  """All .wav files (any case) under input_dir, recursively, sorted.
+
+  Directories are searched, not listed, whatever their name. On a local
+  disk, names Beam's listing skips because they cannot be stat'ed (broken
+  symbolic links) are listed too, so that probing rejects them with a
+  reason instead of losing them silently.
+  """
   pattern = input_dir.rstrip('/') + '/**'
   result = FileSystems.match([pattern])[0]
-  return sorted(m.path for m in result.metadata_list
-                if m.path.lower().endswith('.wav'))
+  paths = {m.path for m in result.metadata_list}
+  if isinstance(FileSystems.get_filesystem(input_dir), LocalFileSystem):
+    paths.update(os.path.join(d, name)
+                 for d, _, names in os.walk(input_dir) for name in names)
+  return sorted(p for p in paths if p.lower().endswith('.wav'))
 
 
 def open_binary(path: str):

@@ -1,0 +1,119 @@
+"""Atomic completion: a run killed at any point never leaves something that
+looks like a dataset, and a rerun always succeeds with the same bytes."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipeline import naming
+from pipeline import replay
+from tests import helpers as H
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FLAGS = ['--win_len', '4096', '--features', 'signal,spectrogram,log_mel',
+         '--max_examples_per_shard', '60', '--splits', 'train=0.8,test=0.2']
+
+
+@pytest.fixture(scope='module')
+def corpus(tmp_path_factory):
+  d = tmp_path_factory.mktemp('kill_corpus')
+  for i in range(40):
+    H.write_wav(str(d / f'c{i % 3}/f{i:02d}.wav'),
+                H.noise(16000 * 8 + 97 * i, seed=i))
+  return d
+
+
+def _start(corpus, out, *extra):
+  return subprocess.Popen(
+      [sys.executable, '-m', 'pipeline.run', '--input_dir', str(corpus),
+       '--output_dir', str(out), *FLAGS, *extra], cwd=ROOT,
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _digest(out):
+  """Hashes of every file of a finished dataset; metadata without its
+  creation time, output folder and --overwrite."""
+  digests = {}
+  for name in sorted(os.listdir(out)):
+    with open(os.path.join(out, name), 'rb') as f:
+      data = f.read()
+    if name == naming.METADATA_FILE:
+      meta = json.loads(data)
+      meta.pop('created')
+      meta['config'].pop('output_dir')
+      meta['config'].pop('overwrite')
+      data = json.dumps(meta, sort_keys=True).encode()
+    digests[name] = hashlib.sha256(data).hexdigest()
+  return digests
+
+
+def _temp_files(out):
+  try:
+    return len(os.listdir(os.path.join(out, naming.TEMP_DIR)))
+  except FileNotFoundError:
+    return 0
+
+
+def _verify(out):
+  return subprocess.run([sys.executable, '-m', 'pipeline.verify', str(out)],
+                        cwd=ROOT, capture_output=True, text=True)
+
+
+# When to kill: a point in time, or the first moment the output shows a
+# stage of the run. A run that finishes first counts as "complete".
+KILL_POINTS = [
+    ('0.5 s after start', lambda out, t: t >= 0.5),
+    ('first shard file open', lambda out, t: _temp_files(out) >= 1),
+    ('a third of the shards', lambda out, t: _temp_files(out) >= 3),
+    ('most shards', lambda out, t: _temp_files(out) >= 6),
+    ('finalizing: first shard renamed', lambda out, t: os.path.isdir(out) and
+     any('.tfrecord-' in n for n in os.listdir(out))),
+    ('rejects.jsonl written', lambda out, t: os.path.exists(
+        os.path.join(out, naming.REJECTS_FILE))),
+]
+
+
+def test_sigkill_at_any_point_then_rerun(corpus, tmp_path):
+  clean = tmp_path / 'clean'
+  proc = _start(corpus, clean)
+  assert proc.wait() == 0, proc.stderr.read().decode()[-2000:]
+  expected = _digest(clean)
+  outcomes = {}
+  for i, (point, reached) in enumerate(KILL_POINTS):
+    out = tmp_path / f'killed{i}'
+    proc = _start(corpus, out)
+    start = time.monotonic()
+    while proc.poll() is None and not reached(str(out),
+                                              time.monotonic() - start):
+      time.sleep(0.002)
+    if proc.poll() is None:
+      os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    complete = os.path.exists(out / naming.METADATA_FILE)
+    outcomes[point] = 'complete' if complete else 'incomplete'
+    if complete:   # it finished before the kill: it must be whole
+      assert _verify(out).returncode == 0
+      assert _digest(out) == expected
+    else:
+      with pytest.raises(replay.DatasetError,
+                         match='incomplete dataset|no wavbeam dataset'):
+        replay.replay_dataset(str(out), 'train')
+      check = _verify(out)
+      assert check.returncode == 1 and 'not found' in check.stderr
+      if os.path.exists(out):   # leftovers are refused, not mixed in
+        again = _start(corpus, out)
+        assert again.wait() == 2
+        assert b'pass --overwrite' in again.stderr.read()
+    rerun = _start(corpus, out, '--overwrite')
+    assert rerun.wait() == 0, rerun.stderr.read().decode()[-2000:]
+    assert _verify(out).returncode == 0
+    assert _digest(out) == expected, point
+  print('kill outcomes:', outcomes)
+  # The kills landed inside the run, not only after it.
+  assert list(outcomes.values()).count('incomplete') >= 4, outcomes

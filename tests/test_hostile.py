@@ -1,0 +1,106 @@
+"""Hostile and odd inputs: every case processed as documented or rejected
+with its reason, and the counts add up (README, "Bad and odd input")."""
+
+import collections
+import ctypes
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from pipeline import replay
+from tests import helpers as H
+from tests import hostile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PR_CAPBSET_DROP = 24
+_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
+
+
+def _without_root_file_access():
+  """In the child before exec: root loses the capabilities that bypass
+  file permissions, so a mode-000 file is unreadable, as for any user."""
+  libc = ctypes.CDLL(None, use_errno=True)
+  for cap in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH):
+    if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+      raise OSError(ctypes.get_errno(), 'prctl(PR_CAPBSET_DROP) failed')
+
+
+def _run_cli(argv):
+  return subprocess.run(
+      [sys.executable, '-m', 'pipeline.run', *argv], cwd=ROOT,
+      capture_output=True, text=True,
+      preexec_fn=_without_root_file_access if os.geteuid() == 0 else None)
+
+
+def test_catalogue_of_hostile_inputs(tmp_path):
+  d = tmp_path / 'in'
+  cases = hostile.write_catalogue(str(d))
+  locked = str(d / 'x/unreadable.wav')
+  hostile._sf(hostile._pcm16(hostile.WIN * 2), 'PCM_16')(locked)
+  os.chmod(locked, 0)
+  cases.append(('x/unreadable.wav', None, ('rejected', 'unreadable')))
+  expected = {str(d / rel): outcome for rel, _, outcome in cases
+              if outcome[0] != 'dir'}   # a directory is searched, not a file
+  out = tmp_path / 'out'
+  proc = _run_cli(['--input_dir', str(d), '--output_dir', str(out),
+                   '--win_len', str(hostile.WIN),
+                   '--features', 'signal,spectrogram'])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+
+  meta = replay.load_metadata(str(out))
+  with open(out / 'rejects.jsonl', encoding='utf-8') as f:
+    rejects = [json.loads(line) for line in f]
+  reasons = collections.defaultdict(list)
+  for r in rejects:
+    reasons[r['path']].append(r['reason'])
+  got = H.replayed(str(out))
+  examples_of = collections.Counter(e['filepath'].decode() for e in got.values())
+
+  for path, (kind, value) in expected.items():
+    name = os.path.relpath(path, d)
+    if kind == 'rejected':
+      assert len(reasons[path]) == 1, (name, reasons[path])
+      assert reasons[path][0].startswith(value), (name, reasons[path])
+      assert examples_of[path] == 0, name
+    elif kind == 'partial':   # bad windows rejected, the others written
+      assert len(reasons[path]) == len(hostile._nan_inf()) // hostile.WIN \
+          - value, (name, reasons[path])
+      assert all(r.startswith('non-finite') for r in reasons[path]), name
+      assert examples_of[path] == value, name
+    else:
+      assert not reasons[path], (name, reasons[path])
+      assert examples_of[path] == value, name
+  assert set(reasons) <= set(expected), set(reasons) - set(expected)
+  assert set(examples_of) <= set(expected), set(examples_of) - set(expected)
+
+  counts = meta['counts']
+  assert counts['files_seen'] == len(expected)
+  assert counts['files_seen'] == counts['files_ok'] + counts['files_rejected']
+  assert counts['files_rejected'] == sum(
+      1 for kind, _ in expected.values() if kind in ('rejected', 'partial'))
+  assert counts['rejections'] == len(rejects)
+  shards = meta['splits']['train']['shards']
+  assert sum(s['num_examples'] for s in shards) == counts['examples'] == len(got)
+
+  # Every written example equals an independent whole-file read, bit for
+  # bit, and no feature holds NaN or Inf.
+  config = H.make_config(d, out, win_len=hostile.WIN,
+                         features=('signal', 'spectrogram'))
+  for path in examples_of:
+    starts, windows = H.reference_windows(path, config)
+    feats = H.reference_features(windows, config, hostile.RATE)
+    for i, start in enumerate(starts):
+      key = (next(e['index'] for e in got.values()
+                  if e['filepath'].decode() == path), start)
+      if key not in got:
+        continue   # a rejected window (nan_inf.wav)
+      for feature, value in feats.items():
+        assert np.array_equal(got[key][feature], value[i]), (path, feature)
+        assert np.isfinite(got[key][feature]).all(), (path, feature)
+  # Peaks above 1.0 saturate the integer signal, not the spectrogram.
+  hot = [e for e in got.values() if e['filepath'].endswith(b'hot_float.wav')]
+  assert max(np.abs(e['signal']).max() for e in hot) >= 2**31 - 1
+  assert any(e['spectrogram'].max() > 0 for e in hot)
