@@ -274,7 +274,23 @@ def dataset_files(config: PipelineConfig) -> List[str]:
 
 
 def prepare_output_dir(config: PipelineConfig) -> None:
-  """Refuses to mix with an earlier dataset unless --overwrite removes it."""
+  """Refuses to mix with an earlier dataset unless --overwrite removes it,
+  then checks that the output folder can be written."""
+  _remove_earlier_dataset(config)
+  # A marker in the temporary folder: fails now, not after the expensive
+  # part, when the location is read-only or cannot be reached; and it marks
+  # the folder as an unfinished run until the last step removes it.
+  marker = naming.join(naming.join(config.dataset_dir, naming.TEMP_DIR),
+                       naming.STARTED_FILE)
+  try:
+    FileSystems.create(marker).close()
+  except Exception as e:  # OSError locally, various for object stores
+    raise ConfigError('output_dir', config.output_dir,
+                      f'cannot be written ({" ".join(str(e).split())[:300]})'
+                      '; pick a writable location') from e
+
+
+def _remove_earlier_dataset(config: PipelineConfig) -> None:
   existing = dataset_files(config)
   if not existing:
     return

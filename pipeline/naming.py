@@ -3,6 +3,7 @@
 METADATA_FILE = 'metadata.json'
 REJECTS_FILE = 'rejects.jsonl'
 TEMP_DIR = '.wavbeam-incomplete'  # shards before the run succeeds
+STARTED_FILE = 'started'  # in TEMP_DIR: the run could write here
 
 
 def shard_name(dataset_name: str, split: str, shard: int,

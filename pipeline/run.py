@@ -24,6 +24,7 @@ from apache_beam.metrics.metric import MetricsFilter  # noqa: E402
 
 from pipeline import config as config_lib  # noqa: E402
 from pipeline.graph import build_pipeline, read_metadata  # noqa: E402
+from pipeline.naming import METADATA_FILE  # noqa: E402
 from transforms import counters  # noqa: E402
 
 
@@ -131,7 +132,18 @@ def _write_phase_text(metrics) -> str:
           f'examples/s, {mb_per_second:.0f} MB/s)')
 
 
+def root_cause(error: BaseException) -> str:
+  """The innermost error's last line: what actually went wrong on a worker,
+  without the runner's wrapping."""
+  while error.__cause__ is not None or error.__context__ is not None:
+    error = error.__cause__ or error.__context__
+  lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+  return (lines[-1] if lines else type(error).__name__)[:500]
+
+
 def main(argv=None) -> int:
+  """The CLI: exit 0 when the dataset is complete, 2 for a bad option or
+  input/output location (before anything runs), 1 when the run failed."""
   logging.getLogger().setLevel(logging.INFO)
   start = time.perf_counter()
   try:
@@ -141,9 +153,17 @@ def main(argv=None) -> int:
   except config_lib.ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
+  except Exception as e:  # the run failed: say why, then what to do
+    logging.exception('the run failed')
+    print(f'error: the run failed: {root_cause(e)}\n'
+          f'{config.dataset_dir} holds no complete dataset (no '
+          f'{METADATA_FILE}); fix the cause above, then rerun with '
+          '--overwrite', file=sys.stderr)
+    return 1
   print(summary(config.dataset_dir, time.perf_counter() - start,
                 job_metrics(result)))
   return 0
+
 
 if __name__ == '__main__':
   sys.exit(main())

@@ -117,3 +117,49 @@ def test_sigkill_at_any_point_then_rerun(corpus, tmp_path):
   print('kill outcomes:', outcomes)
   # The kills landed inside the run, not only after it.
   assert list(outcomes.values()).count('incomplete') >= 4, outcomes
+
+
+def _limits(file_size=None):
+  """For the child: no root bypass of permissions; files capped in size."""
+  from tests.test_hostile import _without_root_file_access
+
+  def apply():
+    if os.geteuid() == 0:
+      _without_root_file_access()
+    if file_size is not None:
+      import resource
+      signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # EFBIG, not a signal
+      resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+  return apply
+
+
+def _run_limited(corpus, out, limits):
+  return subprocess.run(
+      [sys.executable, '-m', 'pipeline.run', '--input_dir', str(corpus),
+       '--output_dir', str(out), *FLAGS], cwd=ROOT, capture_output=True,
+      text=True, preexec_fn=limits)
+
+
+def test_read_only_output_fails_before_running(corpus, tmp_path):
+  parent = tmp_path / 'locked'
+  parent.mkdir()
+  os.chmod(parent, 0o555)
+  proc = _run_limited(corpus, parent / 'out', _limits())
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert f"--output_dir='{parent / 'out'}': cannot be written" in proc.stderr
+  assert 'Permission denied' in proc.stderr
+  assert not os.path.exists(parent / 'out' / naming.METADATA_FILE)
+
+
+def test_full_disk_fails_clearly_and_leaves_no_metadata(corpus, tmp_path):
+  out = tmp_path / 'out'
+  # Every file may grow to 512 KB: the marker and the small files fit, the
+  # shards (about 2 MB each) do not, as on a disk that fills up mid-run.
+  proc = _run_limited(corpus, out, _limits(file_size=512 << 10))
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  last = proc.stderr.strip().splitlines()[-2:]
+  assert 'error: the run failed:' in last[0] and 'File too large' in last[0]
+  assert 'holds no complete dataset' in last[1] and '--overwrite' in last[1]
+  assert not os.path.exists(out / naming.METADATA_FILE)
+  with pytest.raises(replay.DatasetError, match='incomplete dataset'):
+    replay.load_metadata(str(out))
