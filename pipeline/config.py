@@ -268,5 +268,9 @@ def parse_known_args(
       'dataset. Flags not listed here (--runner, --direct_num_workers, ...) '
       "are passed to Beam's PipelineOptions.")
   add_arguments(parser)
+  # The launcher's own flag (pipeline.run reads it first); listed for --help.
+  parser.add_argument('--quiet', action='store_true',
+                      help='no progress display and no INFO logs; the final '
+                      'summary and errors are still printed')
   args, beam_args = parser.parse_known_args(argv)
   return from_args(args), beam_args

@@ -22,6 +22,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import naming
+from pipeline import progress
 from pipeline.config import ConfigError, PipelineConfig
 from transforms import dofns
 from transforms import finalize
@@ -195,7 +196,11 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   class_names = files | 'ClassNames' >> ClassNames(config)
   planned = files | 'ProbeAndPlan' >> ProbeAndPlan(config)
   plans = planned['plans']
-  layouts = plans | 'PlanLayout' >> PlanLayout(config, example_bytes)
+  layouts = (plans
+             | 'PlanLayout' >> PlanLayout(config, example_bytes)
+             | 'RecordPlan' >> beam.Map(
+                 progress.write_plan, dataset_dir=config.dataset_dir,
+                 files_seen=len(paths), example_bytes=example_bytes))
   written = ((plans, layouts, class_names)
              | 'WriteShards' >> WriteShards(config, extra_features))
   # Every result of the run goes through one combine into the final step's

@@ -4,6 +4,10 @@ Flags this module does not know are Beam's (--runner, --direct_num_workers,
 ...). Without --runner the job runs on the local DirectRunner.
 """
 
+import argparse
+import dataclasses
+import difflib
+import contextlib
 import logging
 import os
 import sys
@@ -23,6 +27,7 @@ from apache_beam.options.pipeline_options import StandardOptions  # noqa: E402
 from apache_beam.metrics.metric import MetricsFilter  # noqa: E402
 
 from pipeline import config as config_lib  # noqa: E402
+from pipeline import progress  # noqa: E402
 from pipeline.graph import build_pipeline, read_metadata  # noqa: E402
 from pipeline.naming import METADATA_FILE  # noqa: E402
 from transforms import counters  # noqa: E402
@@ -49,6 +54,21 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
   options = PipelineOptions(beam_args)
   standard = options.view_as(StandardOptions)
   standard.runner = _RUNNER_ALIASES.get(standard.runner, standard.runner)
+  if standard.runner == _RUNNER_ALIASES['DaskRunner']:
+    # Registers --dask_client_address and the other Dask options.
+    import apache_beam.runners.dask.dask_runner  # noqa: F401
+  # Beam drops flags it does not know with a warning; a mistyped wavbeam
+  # flag would then silently fall back to its default.
+  unknown = sorted(set(options.get_all_options(retain_unknown_options=True))
+                   - set(options.get_all_options()))
+  if unknown:
+    ours = [f.name for f in dataclasses.fields(config_lib.PipelineConfig)]
+    hints = [f'--{name} (did you mean --{close[0]}?)' if close else
+             f'--{name}' for name in unknown
+             for close in [difflib.get_close_matches(name, ours, 1)]]
+    raise config_lib.ConfigError(
+        'options', ' '.join(beam_args), f'unrecognized: {", ".join(hints)}; '
+        'see python -m pipeline.run --help')
   if standard.runner in _DIRECT_RUNNER_NAMES:
     standard.runner = LOCAL_RUNNER
   if standard.runner == LOCAL_RUNNER and not any(
@@ -68,11 +88,22 @@ def run(argv: Optional[Sequence[str]] = None, extra_features=None):
 
 
 def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
-               extra_features=None):
-  p = beam.Pipeline(options=pipeline_options(beam_args))
+               extra_features=None, show_progress: bool = False):
+  """Builds and runs; with show_progress, a local run reports on stderr
+  (remote runners have their own UIs, which show the Beam metrics)."""
+  options = pipeline_options(beam_args)
+  try:
+    p = beam.Pipeline(options=options)
+  except ValueError as e:  # an unknown --runner, or options it rejects
+    raise config_lib.ConfigError(
+        'runner', options.view_as(StandardOptions).runner,
+        f'{e} (see "Running at scale" in the README)') from e
   build_pipeline(p, config, extra_features)
-  result = p.run()
-  result.wait_until_finish()
+  local = options.view_as(StandardOptions).runner == LOCAL_RUNNER
+  with (progress.Progress(config.dataset_dir) if show_progress and local
+        else contextlib.nullcontext()):
+    result = p.run()
+    result.wait_until_finish()
   return result
 
 
@@ -144,12 +175,16 @@ def root_cause(error: BaseException) -> str:
 def main(argv=None) -> int:
   """The CLI: exit 0 when the dataset is complete, 2 for a bad option or
   input/output location (before anything runs), 1 when the run failed."""
-  logging.getLogger().setLevel(logging.INFO)
+  launcher = argparse.ArgumentParser(add_help=False)
+  launcher.add_argument('--quiet', action='store_true')
+  flags, rest = launcher.parse_known_args(sys.argv[1:] if argv is None
+                                          else argv)
+  logging.getLogger().setLevel(logging.WARNING if flags.quiet
+                               else logging.INFO)
   start = time.perf_counter()
   try:
-    config, beam_args = config_lib.parse_known_args(
-        sys.argv[1:] if argv is None else argv)
-    result = run_config(config, beam_args)
+    config, beam_args = config_lib.parse_known_args(rest)
+    result = run_config(config, beam_args, show_progress=not flags.quiet)
   except config_lib.ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2

@@ -1,0 +1,134 @@
+"""Progress of a local run, on stderr: files, examples, MB, speed, ETA.
+
+The launcher watches the output folder, never the workers: the pipeline
+writes its plan (files, examples, shards) into the temporary folder once
+the layout is known, and shards grow there until the last step. So it works
+the same for threads, worker processes and any Beam file system, and the
+DoFns keep no shared state. A bar when stderr is a terminal, plain lines
+every few seconds otherwise.
+"""
+
+import json
+import sys
+import threading
+import time
+from typing import Optional
+
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline import naming
+
+PLAN_FILE = 'plan.json'
+
+
+def plan_path(dataset_dir: str) -> str:
+  return naming.join(naming.join(dataset_dir, naming.TEMP_DIR), PLAN_FILE)
+
+
+def write_plan(layouts, *, dataset_dir: str, files_seen: int,
+               example_bytes: int):
+  """Records the run's plan for the progress display; returns `layouts`.
+
+  The same content on every attempt, so a retried step rewrites it safely.
+  """
+  plan = {'files_seen': files_seen,
+          'files_planned': sum(len(l.offsets) for l in layouts.values()),
+          'examples': sum(l.total for l in layouts.values()),
+          'shards': sum(l.num_shards for l in layouts.values()),
+          'example_bytes': example_bytes}
+  with FileSystems.create(plan_path(dataset_dir)) as f:
+    f.write(json.dumps(plan, sort_keys=True).encode('utf-8'))
+  return layouts
+
+
+def _read_plan(dataset_dir: str) -> Optional[dict]:
+  try:
+    with FileSystems.open(plan_path(dataset_dir)) as f:
+      return json.loads(f.read().decode('utf-8'))
+  except Exception:  # not written yet, or being written
+    return None
+
+
+def _bytes_written(dataset_dir: str) -> int:
+  pattern = naming.join(naming.join(dataset_dir, naming.TEMP_DIR), '*-*')
+  try:
+    return sum(m.size_in_bytes for m in
+               FileSystems.match([pattern])[0].metadata_list)
+  except Exception:  # the folder is gone: the run is finishing
+    return 0
+
+
+def _duration(seconds: float) -> str:
+  seconds = int(seconds + 0.5)
+  if seconds < 60:
+    return f'{seconds} s'
+  if seconds < 3600:
+    return f'{seconds // 60} min {seconds % 60:02d} s'
+  return f'{seconds // 3600} h {seconds % 3600 // 60:02d} min'
+
+
+def status_line(plan: Optional[dict], written: int, elapsed: float,
+                write_started: Optional[float], now: float,
+                width: int = 0) -> str:
+  """One progress line; pure, so it is tested directly."""
+  if plan is None:
+    return f'wavbeam: reading headers and planning... {_duration(elapsed)}'
+  total = plan['examples']
+  rejected = plan['files_seen'] - plan['files_planned']
+  done = min(total, written // max(1, plan['example_bytes']))
+  fraction = done / total if total else 1.0
+  mb = written / 1e6
+  rate = (written / (now - write_started) / 1e6
+          if write_started is not None and now > write_started else 0.0)
+  eta = ((total - done) * plan['example_bytes'] / 1e6 / rate
+         if rate > 0 and done else None)
+  bar = ''
+  if width:
+    filled = int(fraction * width)
+    bar = '[' + '#' * filled + '.' * (width - filled) + '] '
+  return (f'wavbeam: {bar}{plan["files_planned"]}/{plan["files_seen"]} files '
+          f'planned ({rejected} rejected), ~{done}/{total} examples '
+          f'({fraction:.0%}) in {plan["shards"]} shards, {mb:.0f} MB at '
+          f'{rate:.0f} MB/s, elapsed {_duration(elapsed)}, ETA '
+          f'{_duration(eta) if eta is not None else "..."}')
+
+
+class Progress(threading.Thread):
+  """Prints status lines until stopped; a context manager."""
+
+  def __init__(self, dataset_dir: str, stream=None, interval: float = None):
+    super().__init__(daemon=True)
+    self.dataset_dir = dataset_dir
+    self.stream = stream or sys.stderr
+    self.tty = hasattr(self.stream, 'isatty') and self.stream.isatty()
+    self.interval = interval or (0.5 if self.tty else 3.0)
+    self._finished = threading.Event()
+    self.lines = 0
+
+  def run(self):
+    start = time.monotonic()
+    plan, write_started = None, None
+    while not self._finished.wait(self.interval):
+      now = time.monotonic()
+      plan = plan or _read_plan(self.dataset_dir)
+      written = _bytes_written(self.dataset_dir) if plan else 0
+      if written and write_started is None:
+        write_started = now - self.interval / 2
+      line = status_line(plan, written, now - start, write_started, now,
+                         width=20 if self.tty else 0)
+      if self.tty:
+        self.stream.write('\r' + line[:200] + '\x1b[K')
+      else:
+        self.stream.write(line + '\n')
+      self.stream.flush()
+      self.lines += 1
+
+  def __enter__(self):
+    self.start()
+    return self
+
+  def __exit__(self, *exc):
+    self._finished.set()
+    self.join()
+    if self.tty and self.lines:
+      self.stream.write('\n')
