@@ -1,8 +1,8 @@
 """`make demo`: the whole job on a small built-in corpus, then a replay.
 
 Writes scratch/demo/corpus (13 files, one of them deliberately broken), runs
-the pipeline on the local runner into scratch/demo/dataset, and prints what it
-wrote and one replayed element.
+the pipeline on the local runner into scratch/demo/dataset, prints what it
+wrote and one replayed element, and draws scratch/demo/examples.png.
 """
 
 import json
@@ -14,6 +14,7 @@ import numpy as np
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from pipeline import example_corpus
+from pipeline import inspect as inspect_lib
 from pipeline import naming
 from pipeline import run as run_lib
 
@@ -49,6 +50,12 @@ def main() -> int:
     shown = v if v.ndim == 0 else f'{v.ravel()[:4]} ...'
     print(f'  {key:14s} {value.dtype.name:8s} {str(list(v.shape)):14s} '
           f'{shown}')
+  figure = os.path.join(ROOT, 'examples.png')
+  inspect_lib.plot(out, inspect_lib.load(out), 'train', 4, figure)
+  print(f'\n== a picture of 4 examples (waveform, spectrogram, log-mel) and '
+        f'the class counts: {os.path.abspath(figure)}')
+  print(f'   more: python -m pipeline.inspect {out} [--show 3] [--plot '
+        'FILE.png]')
   return 0
 
 

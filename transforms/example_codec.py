@@ -282,3 +282,41 @@ def decode_example(data: bytes, schema: schema_lib.Schema) -> dict:
         raise schema_lib.SchemaError(f'feature {key!r}: not one float32')
       out[key] = np.frombuffer(raw, '<f4')[0]
   return out
+
+
+_KINDS = {1: 'bytes_list', 2: 'float_list', 3: 'int64_list'}
+
+
+def describe_example(data: bytes) -> dict:
+  """Any serialized tf.train.Example -> {key: (kind, values, bytes of
+  data)}: values counts list items (a raw-bytes array is one item), bytes
+  are the values' own (8 per int64); no schema needed."""
+  out = {}
+  try:
+    for number, wire, value in _fields(memoryview(data)):
+      if number != 1 or wire != 2:
+        continue
+      for n2, w2, entry in _fields(value):
+        if n2 != 1 or w2 != 2:
+          continue
+        fields = dict((n, v) for n, _, v in _fields(entry))
+        key = bytes(fields.get(1, b'')).decode('utf-8', 'replace')
+        kinds = list(_fields(fields.get(2, b'')))
+        if not kinds:
+          out[key] = ('empty', 0, 0)
+          continue
+        kind_number, _, payload = kinds[0]
+        items = [v for n, _, v in _fields(payload) if n == 1]
+        if kind_number == 3:
+          count = len(_int64s(items[0])) if items else 0
+          size = 8 * count
+        elif kind_number == 2:
+          size = sum(len(i) for i in items)
+          count = size // 4
+        else:
+          count, size = len(items), sum(len(i) for i in items)
+        out[key] = (_KINDS.get(kind_number, f'kind {kind_number}'), count,
+                    size)
+  except ValueError as e:
+    raise schema_lib.SchemaError(f'not a tf.train.Example ({e})') from e
+  return out

@@ -1,0 +1,297 @@
+"""python -m pipeline.inspect: look at what a run wrote.
+
+    python -m pipeline.inspect OUT                     summary
+    python -m pipeline.inspect OUT --show 3 [--split test]
+    python -m pipeline.inspect OUT --plot figure.png [--n 4] [--split S]
+    python -m pipeline.inspect SHARD.tfrecord          any TFRecord file
+
+Reads through Beam's FileSystems with the numpy decoder (no TensorFlow), so
+it starts fast and works on gs:// too. Exit 0, 1 when the dataset or file
+cannot be read, 2 for usage errors.
+"""
+
+import argparse
+import collections
+import json
+import os
+import sys
+from typing import Dict, Iterator, List
+
+import numpy as np
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline import metadata as metadata_lib
+from pipeline import naming
+from pipeline.graph import read_metadata
+from transforms import example_codec
+from transforms import features as F
+from transforms import tfrecord
+
+
+class InspectError(Exception):
+  """What cannot be read, and where."""
+
+
+def load(output_dir: str) -> Dict:
+  metadata = read_metadata(output_dir)
+  if metadata is None:
+    raise InspectError(
+        f'{naming.join(output_dir, naming.METADATA_FILE)} not found: not a '
+        'wavbeam dataset, or its run did not finish (for a single TFRecord '
+        'file, pass the file)')
+  return metadata
+
+
+def rejects(output_dir: str) -> List[Dict]:
+  path = naming.join(output_dir, naming.REJECTS_FILE)
+  if not FileSystems.exists(path):
+    return []
+  with FileSystems.open(path) as f:
+    return [json.loads(line) for line in f.read().decode('utf-8').splitlines()
+            if line.strip()]
+
+
+def elements(output_dir: str, metadata: Dict, split: str,
+             n: int) -> Iterator[Dict]:
+  """The first n examples of a split, in shard order, as numpy."""
+  if split not in metadata['splits']:
+    raise InspectError(f'unknown split {split!r}; the dataset has '
+                       f'{sorted(metadata["splits"])}')
+  schema = metadata_lib.schema_of(metadata)
+  compression = (CompressionTypes.GZIP if metadata['compression'] == 'gzip'
+                 else CompressionTypes.UNCOMPRESSED)
+  left = n
+  for shard in metadata['splits'][split]['shards']:
+    path = naming.join(output_dir, shard['file'])
+    with FileSystems.open(path, compression_type=compression) as f:
+      for _, data in tfrecord.read_records(f, path):
+        if left <= 0:
+          return
+        yield example_codec.decode_example(data, schema)
+        left -= 1
+
+
+def _number(x) -> str:
+  return f'{x:.6g}' if isinstance(x, float) else str(x)
+
+
+def summary_text(output_dir: str, metadata: Dict) -> str:
+  m, c = metadata, metadata['counts']
+  lines = [
+      f'{output_dir}: wavbeam dataset {m["name"]!r} version {m["version"]} '
+      f'(format {m["format"]} v{m["format_version"]}), written {m["created"]}',
+      f'  {c["examples"]} examples from {c["files_ok"]} of {c["files_seen"]} '
+      f'files; {c["files_rejected"]} files rejected, {c["rejections"]} '
+      f'rejection records; sample rate {m["sample_rate"]} Hz; compression '
+      f'{m["compression"]}',
+      '', 'splits:']
+  for name, s in sorted(m['splits'].items()):
+    lines.append(f'  {name}: {s["num_examples"]} examples in '
+                 f'{len(s["shards"])} shards ({s["num_bytes"] / 1e6:.1f} MB), '
+                 f'{s["num_files"]} files')
+    for label, count in sorted(s['examples_per_class'].items()):
+      lines.append(f'    {label or "(no label)"}: {count}')
+  lines += ['', f'classes ({m["num_classes"]}): {", ".join(m["classes"])}',
+            f'input_key: {m["input_key"]}, label_key: {m["label_key"]}',
+            '', 'schema:']
+  for key, spec in sorted(m['schema'].items()):
+    shape = 'scalar' if not spec['shape'] else f'shape {spec["shape"]}'
+    lines.append(f'  {key}: {spec["dtype"]} {shape} ({spec["encoding"]})')
+  lines += ['', 'statistics (per split, over all values):']
+  for name, s in sorted(m['splits'].items()):
+    for key, st in sorted(s.get('statistics', {}).items()):
+      lines.append(f'  {name}/{key}: mean {_number(st["mean"])} std '
+                   f'{_number(st["std"])} min {_number(st["min"])} max '
+                   f'{_number(st["max"])} over {st["count"]} values')
+  found = rejects(output_dir)
+  lines += ['', f'rejects ({len(found)}, in {naming.REJECTS_FILE}):']
+  by_reason = collections.Counter(r['reason'].split(':')[0] for r in found)
+  for reason, count in by_reason.most_common():
+    example = next(r for r in found if r['reason'].split(':')[0] == reason)
+    lines.append(f'  {count} x {reason} (e.g. {example["path"]}: '
+                 f'{example["reason"]})')
+  lines += ['', 'options used:']
+  for key, value in sorted(m['config'].items()):
+    lines.append(f'  --{key}={value}')
+  lines.append(f'interop: {m["interop"]}')
+  return '\n'.join(lines)
+
+
+def _abbreviated(value) -> str:
+  if isinstance(value, np.ndarray) and value.ndim:
+    text = np.array2string(value, threshold=6, edgeitems=3, precision=4,
+                           max_line_width=100)
+    return f'{value.dtype} shape {list(value.shape)} {" ".join(text.split())}'
+  if isinstance(value, str):
+    return f'string {value!r}'
+  return f'{np.asarray(value).dtype} {value}'
+
+
+def show_text(output_dir: str, metadata: Dict, split: str, n: int) -> str:
+  blocks = []
+  for i, element in enumerate(elements(output_dir, metadata, split, n)):
+    lines = [f'{split}[{i}]:']
+    for key in sorted(element):
+      lines.append(f'  {key}: {_abbreviated(element[key])}')
+    blocks.append('\n'.join(lines))
+  return '\n'.join(blocks)
+
+
+def raw_text(path: str, n: int = 3) -> str:
+  """Any TFRecord file: record count, and the features of the first n."""
+  compression = (CompressionTypes.GZIP if path.endswith('.gz')
+                 else CompressionTypes.UNCOMPRESSED)
+  lines, count = [], 0
+  with FileSystems.open(path, compression_type=compression) as f:
+    for _, data in tfrecord.read_records(f, path):
+      if count < n:
+        lines.append(f'record {count}: {len(data)} bytes')
+        try:
+          described = example_codec.describe_example(data)
+        except metadata_lib.schema_lib.SchemaError as e:
+          lines.append(f'  {e}')
+          described = {}
+        for key, (kind, values, size) in sorted(described.items()):
+          lines.append(f'  {key}: {kind}, {values} value(s), {size} bytes')
+      count += 1
+  return '\n'.join([f'{path}: {count} records (CRCs checked)'] + lines)
+
+
+def plot(output_dir: str, metadata: Dict, split: str, n: int,
+         out_path: str) -> str:
+  """Waveform, spectrogram and log-mel of n examples, and class counts."""
+  import matplotlib
+  matplotlib.use('Agg')
+  from matplotlib import pyplot as plt
+
+  config, rate = metadata['config'], metadata['sample_rate']
+  shown = list(elements(output_dir, metadata, split, n))
+  if not shown:
+    raise InspectError(f'split {split!r} has no examples to plot')
+  fig, axes = plt.subplots(len(shown) + 1, 3, figsize=(15, 3 * (len(shown)
+                                                                 + 1)),
+                           squeeze=False)
+  for row, element in zip(axes, shown):
+    _plot_example(row, element, config, rate)
+  counts = metadata['splits'][split]['examples_per_class']
+  bars = axes[-1][0]
+  names = sorted(counts)
+  bars.bar(range(len(names)), [counts[k] for k in names], color='tab:blue')
+  bars.set_xticks(range(len(names)), [k or '(none)' for k in names],
+                  rotation=30, ha='right')
+  bars.set_ylabel('examples')
+  bars.set_title(f'examples per class ({split})')
+  for ax in axes[-1][1:]:
+    ax.axis('off')
+  fig.tight_layout()
+  fig.savefig(out_path, dpi=100)
+  plt.close(fig)
+  return out_path
+
+
+def _plot_example(row, element, config, rate):
+  signal = element.get('signal')
+  win_len = config['win_len']
+  seconds = win_len / rate
+  if signal is not None:
+    if np.issubdtype(signal.dtype, np.integer):
+      samples = signal / float(2 ** (8 * signal.dtype.itemsize - 1))
+    else:
+      samples = signal.astype(np.float64)
+  else:
+    samples = None
+  title = (f'{element.get("class", "") or "(no label)"} | '
+           f'{os.path.basename(element.get("filepath", ""))} @ '
+           f'{element.get("win_start_idx", 0) / rate:.2f} s')
+  wave, spec_ax, mel_ax = row
+  if samples is not None:
+    wave.plot(np.arange(len(samples)) / rate, samples, linewidth=0.5)
+    wave.set_xlim(0, seconds)
+  wave.set_title(title, fontsize=9)
+  wave.set_xlabel('time (s)')
+  wave.set_ylabel('amplitude (full scale)')
+  # Features the run did not store are computed from the signal, so the
+  # figure always shows both pictures.
+  if 'spectrogram' in element:
+    spec = element['spectrogram']
+    if config['spectrogram_scale'] != 'log':
+      spec = F.log_compress(spec)
+  elif samples is not None:
+    spec = F.log_compress(_magnitude(samples, config))
+  else:
+    spec = None
+  if spec is not None:
+    spec_ax.imshow(spec.T, origin='lower', aspect='auto', cmap='magma',
+                   extent=[0, seconds, 0, rate / 2])
+  spec_ax.set_title('log spectrogram', fontsize=9)
+  spec_ax.set_xlabel('time (s)')
+  spec_ax.set_ylabel('frequency (Hz)')
+  if 'log_mel' in element:
+    mel = element['log_mel']
+  elif samples is not None:
+    mel = F.log_compress(F.mel_spectrogram(
+        _magnitude(samples, config),
+        F.mel_filterbank(config['n_mels'], config['n_fft'], rate)))
+  else:
+    mel = None
+  if mel is not None:
+    bands = mel.shape[1]
+    mel_ax.imshow(mel.T, origin='lower', aspect='auto', cmap='viridis',
+                  extent=[0, seconds, 0, bands])
+    ticks = np.linspace(0, bands - 1, 5).round().astype(int)
+    top = F.hz_to_mel(rate / 2)
+    centres = 700.0 * np.expm1((ticks + 1) * top / (bands + 1) / 1127.0)
+    mel_ax.set_yticks(ticks + 0.5, [f'{hz:.0f}' for hz in centres])
+  mel_ax.set_title('log-mel', fontsize=9)
+  mel_ax.set_xlabel('time (s)')
+  mel_ax.set_ylabel('band centre (Hz, mel scale)')
+
+
+def _magnitude(samples, config):
+  window = F.window_function(config['fft_window'], config['n_fft'])
+  return F.stft_magnitude(samples.astype(np.float32)[None], config['n_fft'],
+                          config['fft_hop'], window)[0]
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(prog='python -m pipeline.inspect',
+                                   description=__doc__.split('\n\n')[0])
+  parser.add_argument('path', help='a dataset folder (or URI), or one '
+                      'TFRecord file')
+  parser.add_argument('--show', type=int, metavar='N',
+                      help='print the first N examples of --split')
+  parser.add_argument('--split', default='train')
+  parser.add_argument('--plot', metavar='FILE.png',
+                      help='write a figure of --n examples and the class '
+                      'counts of --split')
+  parser.add_argument('--n', type=int, default=4,
+                      help='examples in the figure (default 4)')
+  args = parser.parse_args(argv)
+  for flag in ('show', 'n'):
+    value = getattr(args, flag)
+    if value is not None and value < 1:
+      parser.error(f'--{flag}={value}: must be at least 1')
+  try:
+    if not FileSystems.exists(naming.join(args.path, naming.METADATA_FILE)) \
+        and '.tfrecord' in os.path.basename(args.path):
+      print(raw_text(args.path, args.show or 3))
+      return 0
+    metadata = load(args.path)
+    if args.show:
+      print(show_text(args.path, metadata, args.split, args.show))
+    if args.plot:
+      plot(args.path, metadata, args.split, args.n, args.plot)
+      print(f'wrote {args.plot}: waveform, spectrogram and log-mel of '
+            f'{args.n} {args.split} examples, and examples per class')
+    if not args.show and not args.plot:
+      print(summary_text(args.path, metadata))
+  except (InspectError, tfrecord.CorruptRecord, OSError,
+          metadata_lib.schema_lib.SchemaError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,87 @@
+"""python -m pipeline.inspect: summary, --show, --plot and raw TFRecords."""
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pipeline import inspect as inspect_lib
+from tests import helpers as H
+
+
+@pytest.fixture(scope='module')
+def dataset(tmp_path_factory):
+  d = tmp_path_factory.mktemp('inspect')
+  for i in range(3):
+    H.write_wav(str(d / f'in/bird/{i}.wav'), H.noise(4096, seed=i))
+  H.write_wav(str(d / 'in/dog/a.wav'), H.noise(8192, seed=9))
+  (d / 'in/dog/broken.wav').write_bytes(b'RIFF')
+  config = H.make_config(d / 'in', d / 'out', win_len=1024,
+                         features=('signal', 'log_mel'),
+                         max_examples_per_shard=5)
+  meta = H.run_pipeline(config)
+  return d / 'out', meta
+
+
+def _main(capsys, *argv):
+  code = inspect_lib.main([str(a) for a in argv])
+  out = capsys.readouterr()
+  return code, out.out, out.err
+
+
+def test_summary_has_the_numbers(dataset, capsys):
+  out, meta = dataset
+  code, text, _ = _main(capsys, out)
+  assert code == 0
+  assert '20 examples from 4 of 5 files; 1 files rejected' in text
+  assert 'train: 20 examples in 4 shards' in text
+  assert '    bird: 12' in text and '    dog: 8' in text
+  assert 'signal: int32 shape [1024] (raw_bytes)' in text
+  assert 'log_mel: float32 shape [3, 64] (raw_bytes)' in text
+  stats = meta['splits']['train']['statistics']['signal']
+  assert f'train/signal: mean {stats["mean"]:.6g}' in text
+  assert '1 x unreadable (e.g. ' in text and 'broken.wav' in text
+  assert '--win_len=1024' in text
+
+
+def test_show_prints_elements(dataset, capsys):
+  out, _ = dataset
+  code, text, _ = _main(capsys, out, '--show', 2)
+  assert code == 0
+  assert text.count('train[') == 2 and 'train[1]:' in text
+  assert 'signal: int32 shape [1024] [' in text
+  assert 'log_mel: float32 shape [3, 64]' in text
+  assert "class: string 'bird'" in text or "class: string 'dog'" in text
+
+
+def test_plot_writes_a_real_figure(dataset, capsys, tmp_path):
+  out, _ = dataset
+  png = tmp_path / 'figure.png'
+  code, text, _ = _main(capsys, out, '--plot', png, '--n', 3)
+  assert code == 0 and f'wrote {png}' in text
+  image = np.asarray(Image.open(png).convert('RGB'))
+  assert image.shape == (300 * 4, 1500, 3)   # 3 examples + the class bars
+  # Not blank: many colours (spectrogram colour maps), not one background.
+  colours = len(np.unique(image.reshape(-1, 3), axis=0))
+  assert colours > 500 and image.std() > 20
+
+
+def test_raw_tfrecord_without_metadata(dataset, capsys):
+  out, meta = dataset
+  shard = meta['splits']['train']['shards'][0]
+  code, text, _ = _main(capsys, out / shard['file'], '--show', 1)
+  assert code == 0
+  assert f'{shard["num_examples"]} records (CRCs checked)' in text
+  assert 'signal: bytes_list, 1 value(s), 4096 bytes' in text
+  assert 'target: int64_list, 1 value(s)' in text
+
+
+def test_inspect_errors(dataset, capsys, tmp_path):
+  code, _, err = _main(capsys, tmp_path / 'nothing')
+  assert code == 1 and 'not a wavbeam dataset' in err
+  code, _, err = _main(capsys, dataset[0], '--show', 1, '--split', 'nope')
+  assert code == 1 and "unknown split 'nope'" in err
+  with pytest.raises(SystemExit) as e:
+    inspect_lib.main([str(dataset[0]), '--show', '0'])
+  assert e.value.code == 2
