@@ -259,6 +259,28 @@ def from_args(args: argparse.Namespace) -> PipelineConfig:
   return PipelineConfig(**{n: getattr(args, n) for n in names})
 
 
+def options_markdown() -> str:
+  """The README's option table, from the same fields as --help."""
+  rows = ['| option | default | what it does |', '|---|---|---|']
+  for field in dataclasses.fields(PipelineConfig):
+    meta = field.metadata
+    if meta.get('required'):
+      default = 'required'
+    elif field.type is bool:
+      default = 'off'
+    elif field.name == 'splits':
+      default = ','.join(f'{n}={f:g}' for n, f in field.default)
+    elif isinstance(field.default, tuple):
+      default = ','.join(field.default)
+    else:
+      default = 'unset' if field.default is None else str(field.default)
+    text = meta['help']
+    if 'choices' in meta:
+      text += f' ({" / ".join(meta["choices"])})'
+    rows.append(f'| `--{field.name}` | {default} | {text} |')
+  return '\n'.join(rows)
+
+
 def parse_known_args(
     argv: Sequence[str]) -> Tuple[PipelineConfig, Sequence[str]]:
   """Our flags -> PipelineConfig; the rest is left for Beam's options."""

@@ -94,3 +94,11 @@ def test_cli_errors_name_the_option_and_exit_2(small_input, argv, code,
   assert proc.returncode == code, proc.stderr[-1500:]
   assert message.format(d=d) in proc.stderr, proc.stderr[-1500:]
   assert not os.path.exists(f'{d}/new/metadata.json')
+
+
+def test_readme_lists_every_option_as_help_does():
+  from pipeline import config as config_lib
+  with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
+    readme = f.read()
+  assert config_lib.options_markdown() in readme
+  assert '`--quiet`' in readme
