@@ -102,3 +102,22 @@ def test_readme_lists_every_option_as_help_does():
     readme = f.read()
   assert config_lib.options_markdown() in readme
   assert '`--quiet`' in readme
+
+
+@pytest.mark.parametrize('launcher,args', [
+    ('local', ['in', 'out']), ('dask', ['in', 'out', 'tcp://127.0.0.1:8786']),
+    ('dataflow', ['gs://b/in', 'gs://b/out']), ('flink', ['in', 'out'])])
+def test_every_launcher_passes_only_known_flags(launcher, args):
+  """Unknown flags are errors now; each launcher's command must pass."""
+  import shlex
+  from pipeline import config as config_lib
+  from pipeline import run as run_lib
+  env = dict(os.environ, PRINT_ONLY='1', PROJECT='p', BUCKET='b',
+             FLINK_MASTER='localhost:8081', WORKERS='2')
+  proc = subprocess.run([os.path.join(ROOT, 'launch', launcher), *args],
+                        cwd=ROOT, env=env, capture_output=True, text=True)
+  assert proc.returncode == 0, proc.stderr
+  argv = shlex.split(proc.stdout.strip().splitlines()[-1])
+  argv = argv[argv.index('pipeline.run') + 1:]
+  _, beam_args = config_lib.parse_known_args(argv)
+  run_lib.pipeline_options(beam_args)   # raises ConfigError on unknown flags
