@@ -23,7 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import metadata as metadata_lib
 from pipeline import naming
-from pipeline.graph import read_metadata
+from pipeline.graph import read_metadata, resolve_dataset_dir
 from transforms import example_codec
 from transforms import features as F
 from transforms import tfrecord
@@ -277,6 +277,7 @@ def main(argv=None) -> int:
         and '.tfrecord' in os.path.basename(args.path):
       print(raw_text(args.path, args.show or 3))
       return 0
+    args.path = resolve_dataset_dir(args.path)
     metadata = load(args.path)
     if args.show:
       print(show_text(args.path, metadata, args.split, args.show))

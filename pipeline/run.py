@@ -57,18 +57,7 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
   if standard.runner == _RUNNER_ALIASES['DaskRunner']:
     # Registers --dask_client_address and the other Dask options.
     import apache_beam.runners.dask.dask_runner  # noqa: F401
-  # Beam drops flags it does not know with a warning; a mistyped wavbeam
-  # flag would then silently fall back to its default.
-  unknown = sorted(set(options.get_all_options(retain_unknown_options=True))
-                   - set(options.get_all_options()))
-  if unknown:
-    ours = [f.name for f in dataclasses.fields(config_lib.PipelineConfig)]
-    hints = [f'--{name} (did you mean --{close[0]}?)' if close else
-             f'--{name}' for name in unknown
-             for close in [difflib.get_close_matches(name, ours, 1)]]
-    raise config_lib.ConfigError(
-        'options', ' '.join(beam_args), f'unrecognized: {", ".join(hints)}; '
-        'see python -m pipeline.run --help')
+  _reject_unknown_flags(options, beam_args)
   if standard.runner in _DIRECT_RUNNER_NAMES:
     standard.runner = LOCAL_RUNNER
   if standard.runner == LOCAL_RUNNER and not any(
@@ -78,6 +67,24 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     direct.direct_num_workers = os.cpu_count() or 1
     direct.direct_running_mode = 'multi_threading'
   return options
+
+
+def _reject_unknown_flags(options: PipelineOptions,
+                          beam_args: Sequence[str]) -> None:
+  """Beam drops flags it does not know with a warning: a mistyped wavbeam
+  flag would silently fall back to its default. Raises ConfigError with
+  the closest wavbeam flag instead."""
+  unknown = sorted(set(options.get_all_options(retain_unknown_options=True))
+                   - set(options.get_all_options()))
+  if not unknown:
+    return
+  ours = [f.name for f in dataclasses.fields(config_lib.PipelineConfig)]
+  hints = [f'--{name} (did you mean --{close[0]}?)' if close else
+           f'--{name}' for name in unknown
+           for close in [difflib.get_close_matches(name, ours, 1)]]
+  raise config_lib.ConfigError(
+      'options', ' '.join(beam_args), f'unrecognized: {", ".join(hints)}; '
+      'see python -m pipeline.run --help')
 
 
 def run(argv: Optional[Sequence[str]] = None, extra_features=None):

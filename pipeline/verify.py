@@ -14,7 +14,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import metadata as metadata_lib
 from pipeline import naming
-from pipeline.graph import read_metadata
+from pipeline.graph import read_metadata, resolve_dataset_dir
 from transforms import example_codec
 from transforms import tfrecord
 
@@ -25,6 +25,7 @@ class VerifyError(Exception):
 
 def verify(output_dir: str) -> str:
   """Checks everything; returns a summary line or raises VerifyError."""
+  output_dir = resolve_dataset_dir(output_dir)
   metadata = read_metadata(output_dir)
   if metadata is None:
     raise VerifyError(f'{naming.join(output_dir, naming.METADATA_FILE)} not '

@@ -91,6 +91,13 @@ def test_tfds_load_with_tfds_layout(dataset, tmp_path):
   # replay_dataset finds the nested dataset from the top folder too.
   assert replay.replay_dataset(str(tmp_path)).cardinality().numpy() == \
       meta['splits']['train']['num_examples']
+  # So do verify and inspect.
+  from pipeline import inspect as inspect_lib
+  from pipeline import verify
+  n = meta['splits']['train']['num_examples']
+  assert f'OK, {n} examples' in verify.verify(str(tmp_path))
+  nested = str(tmp_path / 'vehicles' / '1.0.0')
+  assert inspect_lib.resolve_dataset_dir(str(tmp_path)) == nested
 
 
 def test_tfds_metadata_is_skipped_where_it_cannot_work(dataset, tmp_path):
