@@ -238,16 +238,11 @@ def estimate_example_bytes(config: PipelineConfig,
 
 
 def resolve_dataset_dir(output_dir: str) -> str:
-  """output_dir, or the one OUT/{name}/{version} inside it (--tfds_layout);
-  the Beam-side twin of replay.dataset_dir."""
-  if FileSystems.exists(naming.join(output_dir, naming.METADATA_FILE)):
-    return output_dir
-  nested = [m.path for m in FileSystems.match(
-      [naming.join(output_dir, '*/*/' + naming.METADATA_FILE)])[0]
-            .metadata_list]
-  if len(nested) == 1:
-    return nested[0][:-len(naming.METADATA_FILE) - 1]
-  return output_dir
+  """naming.find_dataset_dir through Beam's FileSystems."""
+  return naming.find_dataset_dir(
+      output_dir, FileSystems.exists,
+      lambda pattern: [m.path for m in
+                       FileSystems.match([pattern])[0].metadata_list])
 
 
 def read_metadata(dataset_dir: str):

@@ -213,14 +213,14 @@ def _plot_example(row, element, config, rate):
   wave.set_ylabel('amplitude (full scale)')
   # Features the run did not store are computed from the signal, so the
   # figure always shows both pictures.
+  magnitude = (_magnitude(samples, config) if samples is not None and (
+      'spectrogram' not in element or 'log_mel' not in element) else None)
   if 'spectrogram' in element:
     spec = element['spectrogram']
     if config['spectrogram_scale'] != 'log':
       spec = F.log_compress(spec)
-  elif samples is not None:
-    spec = F.log_compress(_magnitude(samples, config))
   else:
-    spec = None
+    spec = None if magnitude is None else F.log_compress(magnitude)
   if spec is not None:
     spec_ax.imshow(spec.T, origin='lower', aspect='auto', cmap='magma',
                    extent=[0, seconds, 0, rate / 2])
@@ -229,10 +229,9 @@ def _plot_example(row, element, config, rate):
   spec_ax.set_ylabel('frequency (Hz)')
   if 'log_mel' in element:
     mel = element['log_mel']
-  elif samples is not None:
+  elif magnitude is not None:
     mel = F.log_compress(F.mel_spectrogram(
-        _magnitude(samples, config),
-        F.mel_filterbank(config['n_mels'], config['n_fft'], rate)))
+        magnitude, F.mel_filterbank(config['n_mels'], config['n_fft'], rate)))
   else:
     mel = None
   if mel is not None:

@@ -19,3 +19,17 @@ def shard_prefix(dataset_name: str, split: str) -> str:
 def join(directory: str, name: str) -> str:
   """Joins for local paths and URIs (gs://...) alike."""
   return directory.rstrip('/') + '/' + name
+
+
+def find_dataset_dir(output_dir: str, exists, glob) -> str:
+  """output_dir, or the one OUT/{name}/{version} inside it (--tfds_layout).
+
+  `exists` and `glob` are the caller's file system calls: the reader uses
+  tf.io.gfile (no Beam), the pipeline's tools Beam's FileSystems.
+  """
+  if exists(join(output_dir, METADATA_FILE)):
+    return output_dir
+  nested = glob(join(output_dir, '*/*/' + METADATA_FILE))
+  if len(nested) == 1:
+    return nested[0][:-len(METADATA_FILE) - 1]
+  return output_dir

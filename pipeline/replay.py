@@ -25,14 +25,9 @@ class DatasetError(ValueError):
 
 
 def dataset_dir(output_dir: str) -> str:
-  """output_dir, or the one OUT/{name}/{version} inside it (--tfds_layout)."""
-  if tf.io.gfile.exists(naming.join(output_dir, naming.METADATA_FILE)):
-    return output_dir
-  nested = tf.io.gfile.glob(naming.join(output_dir,
-                                        '*/*/' + naming.METADATA_FILE))
-  if len(nested) == 1:
-    return nested[0][:-len(naming.METADATA_FILE) - 1]
-  return output_dir
+  """naming.find_dataset_dir through tf.io.gfile."""
+  return naming.find_dataset_dir(output_dir, tf.io.gfile.exists,
+                                 tf.io.gfile.glob)
 
 
 def load_metadata(output_dir: str) -> Dict:

@@ -5,9 +5,9 @@ Flags this module does not know are Beam's (--runner, --direct_num_workers,
 """
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
-import contextlib
 import logging
 import os
 import sys
@@ -20,11 +20,10 @@ from typing import Optional, Sequence
 os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
 
 import apache_beam as beam  # noqa: E402
+from apache_beam.metrics.metric import MetricsFilter  # noqa: E402
 from apache_beam.options.pipeline_options import DirectOptions  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from apache_beam.options.pipeline_options import StandardOptions  # noqa: E402
-
-from apache_beam.metrics.metric import MetricsFilter  # noqa: E402
 
 from pipeline import config as config_lib  # noqa: E402
 from pipeline import progress  # noqa: E402

@@ -5,6 +5,7 @@ plain Python loop, then applies the pure numpy feature functions: it shares
 no code with the pipeline's block reading, chunking or encoding.
 """
 
+import ctypes
 import os
 
 import apache_beam as beam
@@ -116,3 +117,16 @@ def assert_matches_reference(output_dir, config, paths, classes, rate):
         assert np.array_equal(e[name], value[i]), (path, name, start)
   assert set(got) == expected_keys
   return got
+
+
+_PR_CAPBSET_DROP = 24
+_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
+
+
+def without_root_file_access():
+  """In the child before exec: root loses the capabilities that bypass
+  file permissions, so a mode-000 file is unreadable, as for any user."""
+  libc = ctypes.CDLL(None, use_errno=True)
+  for cap in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH):
+    if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+      raise OSError(ctypes.get_errno(), 'prctl(PR_CAPBSET_DROP) failed')

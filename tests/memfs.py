@@ -13,6 +13,7 @@ from apache_beam.io.filesystem import (BeamIOError, CompressedFile,
                                        FileSystem)
 
 _FILES = {}
+DELETED = []  # every path deleted, in order, for tests of ordering
 _LOCK = threading.Lock()
 
 
@@ -109,6 +110,7 @@ class InMemoryFileSystem(FileSystem):
         prefix = path.rstrip('/') + '/'
         for p in [p for p in _FILES if p == path or p.startswith(prefix)]:
           del _FILES[p]
+          DELETED.append(p)
 
 
 def put(path, data: bytes):

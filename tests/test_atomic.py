@@ -121,11 +121,9 @@ def test_sigkill_at_any_point_then_rerun(corpus, tmp_path):
 
 def _limits(file_size=None):
   """For the child: no root bypass of permissions; files capped in size."""
-  from tests.test_hostile import _without_root_file_access
-
   def apply():
     if os.geteuid() == 0:
-      _without_root_file_access()
+      H.without_root_file_access()
     if file_size is not None:
       import resource
       signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # EFBIG, not a signal
@@ -163,3 +161,22 @@ def test_full_disk_fails_clearly_and_leaves_no_metadata(corpus, tmp_path):
   assert not os.path.exists(out / naming.METADATA_FILE)
   with pytest.raises(replay.DatasetError, match='incomplete dataset'):
     replay.load_metadata(str(out))
+
+
+def test_overwrite_deletes_metadata_before_anything_else():
+  """An --overwrite interrupted while deleting never leaves metadata.json
+  beside missing shards (on a Beam file system that logs deletions)."""
+  from pipeline import graph
+  from tests import memfs
+  names = ['wavbeam-train.tfrecord-00000-of-00002',
+           'wavbeam-train.tfrecord-00001-of-00002', naming.REJECTS_FILE,
+           'dataset_info.json', naming.METADATA_FILE]
+  for name in names:
+    memfs.put(f'mem://earlier/{name}', b'x')
+  config = H.make_config('mem://corpus', 'mem://earlier', overwrite=True)
+  del memfs.DELETED[:]
+  graph.prepare_output_dir(config)
+  assert memfs.DELETED[0] == f'mem://earlier/{naming.METADATA_FILE}'
+  assert sorted(memfs.DELETED) == sorted(f'mem://earlier/{n}' for n in names)
+  assert memfs.listing('mem://earlier/') == [
+      f'mem://earlier/{naming.TEMP_DIR}/{naming.STARTED_FILE}']

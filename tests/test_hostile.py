@@ -2,7 +2,6 @@
 with its reason, and the counts add up (README, "Bad and odd input")."""
 
 import collections
-import ctypes
 import json
 import os
 import subprocess
@@ -15,24 +14,11 @@ from tests import helpers as H
 from tests import hostile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_PR_CAPBSET_DROP = 24
-_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
-
-
-def _without_root_file_access():
-  """In the child before exec: root loses the capabilities that bypass
-  file permissions, so a mode-000 file is unreadable, as for any user."""
-  libc = ctypes.CDLL(None, use_errno=True)
-  for cap in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH):
-    if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-      raise OSError(ctypes.get_errno(), 'prctl(PR_CAPBSET_DROP) failed')
-
-
 def _run_cli(argv):
   return subprocess.run(
       [sys.executable, '-m', 'pipeline.run', *argv], cwd=ROOT,
       capture_output=True, text=True,
-      preexec_fn=_without_root_file_access if os.geteuid() == 0 else None)
+      preexec_fn=H.without_root_file_access if os.geteuid() == 0 else None)
 
 
 def test_catalogue_of_hostile_inputs(tmp_path):
