@@ -94,31 +94,51 @@ def _replay_error(out, **kw):
   return str(e.value)
 
 
-@pytest.mark.parametrize('batch_size', [None, 5])
-def test_replay_fails_on_a_corrupt_record(dataset, tmp_path, batch_size):
+@pytest.mark.parametrize('batch_size,features,where', [
+    (None, None, 'data'), (5, None, 'data'), (5, ['target'], 'data'),
+    (None, None, 'header'), (3, ['index'], 'header')])
+def test_replay_names_the_shard_with_a_corrupt_record(dataset, tmp_path,
+                                                      batch_size, features,
+                                                      where):
   out, shards = _copy(dataset, tmp_path)
   path = out / shards[1]['file']
   data = bytearray(path.read_bytes())
-  data[len(data) // 2] ^= 0x01   # same size: only the CRC can tell
+  record_size = len(data) // shards[1]['num_examples']
+  # Same size, so only the CRCs can tell: a payload byte of the 6th record,
+  # or the length field of the 3rd.
+  offset = record_size * 5 + 300 if where == 'data' else record_size * 2 + 1
+  data[offset] ^= 0x01
   path.write_bytes(bytes(data))
-  message = _replay_error(out, batch_size=batch_size)
-  n = shards[1]['num_examples']
-  assert f'expected to contain {n} elements but contained only' in message
+  message = _replay_error(out, batch_size=batch_size, features=features)
+  assert f'wavbeam: shard {path} holds fewer records than metadata.json ' \
+      'says' in message
 
 
-def test_replay_fails_on_an_extra_or_a_missing_record(dataset, tmp_path):
+def test_replay_names_a_shard_with_more_or_fewer_records_than_listed(
+    dataset, tmp_path):
+  for delta, says in ((-1, 'more'), (+1, 'fewer')):
+    out, shards = _copy(dataset, tmp_path / says)
+    meta = json.load(open(out / 'metadata.json'))
+    entry = meta['splits']['train']['shards'][2]
+    entry['num_examples'] += delta
+    meta['splits']['train']['num_examples'] += delta
+    (out / 'metadata.json').write_text(json.dumps(meta))
+    message = _replay_error(out, shuffle=True, seed=1)
+    assert (f'wavbeam: shard {out / entry["file"]} holds {says} records '
+            'than') in message
+
+
+def test_replay_names_a_cut_shard_before_reading(dataset, tmp_path):
   out, shards = _copy(dataset, tmp_path)
-  meta = json.load(open(out / 'metadata.json'))
-  entry = meta['splits']['train']['shards'][2]
-  entry['num_examples'] -= 1     # the file now holds one record too many
-  meta['splits']['train']['num_examples'] -= 1
-  (out / 'metadata.json').write_text(json.dumps(meta))
-  message = _replay_error(out)
-  assert 'expected to contain' in message
-  # A shard cut short or replaced is caught, and named, from its size
-  # before reading.
-  out2, _ = _copy(dataset, tmp_path / 'b')
-  cut = out2 / shards[0]['file']
+  cut = out / shards[0]['file']
   cut.write_bytes(cut.read_bytes()[:-100])
-  message = _replay_error(out2)
+  message = _replay_error(out)
   assert str(cut) in message and 'metadata.json says' in message
+
+
+def test_replay_of_a_good_dataset_reads_each_example_once(dataset):
+  from pipeline import replay
+  keys = [(e['filepath'].numpy(), int(e['win_start_idx'])) for e in
+          replay.replay_dataset(str(dataset[0]), 'train', shuffle=True,
+                                seed=3, features=['filepath', 'win_start_idx'])]
+  assert len(keys) == len(set(keys)) == 24
