@@ -15,7 +15,9 @@ Three times per run: wall (the whole process), job (after start-up and
 imports, printed by the CLI) and write (from the first shard task started to
 the last one finished, from the job's Beam metrics: the phase that scales
 with workers, without the runner's fixed start-up and planning stages;
-Beam's DaskRunner keeps no metrics, so n/a there).
+Beam's DaskRunner keeps no metrics, so n/a there). Between runs it
+measures what two processes can gain over one on this machine at that time
+(bench/ceiling.py), since on a shared VM that moves too.
 """
 
 import argparse
@@ -26,6 +28,7 @@ import statistics
 import sys
 import time
 
+from bench import ceiling
 from bench.dask_local import dask_cluster
 from bench.procmon import run_measured
 from bench.run import ROOT, corpus_for
@@ -70,17 +73,22 @@ def timed(corpus, extra, env, also=()):
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__)
   parser.add_argument('--repeats', type=int, default=3)
+  parser.add_argument('--modes', default='threads,processes,dask',
+                      help='comma-separated subset of threads,processes,dask')
   args = parser.parse_args(argv)
+  chosen = args.modes.split(',')
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   corpora = {'4 h': corpus_for(4.0)[0], 'one long file': long_file_corpus()}
   results = {}
+  ceilings = []
   for name, corpus in corpora.items():
-    for mode in ('threads', 'processes'):
+    for mode in [m for m in ('threads', 'processes') if m in chosen]:
       for _ in range(args.repeats):
         for workers in (1, 2):  # interleaved
           results.setdefault((name, mode, workers), []).append(
               timed(corpus, modes(workers)[mode], env))
-    for workers in (1, 2):
+        ceilings.append(ceiling.measure(1))
+    for workers in (1, 2) if 'dask' in chosen else ():
       with dask_cluster(workers) as (address, pids):
         for _ in range(args.repeats):
           results.setdefault((name, 'dask', workers), []).append(
@@ -92,7 +100,7 @@ def main(argv=None):
         'workers (all processes) |')
   print('|---|---|---|---|---|---|')
   for name in corpora:
-    for mode in ('threads', 'processes', 'dask'):
+    for mode in [m for m in ('threads', 'processes', 'dask') if m in chosen]:
       one, two = results[(name, mode, 1)], results[(name, mode, 2)]
       w1 = statistics.median(r[0] for r in one)
       w2 = statistics.median(r[0] for r in two)
@@ -109,6 +117,12 @@ def main(argv=None):
       print(f'| {name} | {mode} | {w1:.2f} / {j1:.2f} / {p1} | {w2:.2f} / '
             f'{j2:.2f} / {p2} | {w1 / w2:.2f}x / {j1 / j2:.2f}x / {ratio} | '
             f'{m1:.0f} / {m2:.0f} |')
+  if ceilings:
+    print('\nMachine ceiling, 2 processes vs 1 on the same work, measured '
+          f'between the runs above ({len(ceilings)} times), median: pure '
+          f'Python {statistics.median(c["python"] for c in ceilings):.2f}x, '
+          f'numpy STFT {statistics.median(c["stft"] for c in ceilings):.2f}x '
+          '(bench/ceiling.py)')
 
 
 if __name__ == '__main__':

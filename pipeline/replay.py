@@ -76,8 +76,8 @@ def _checked_shard(path, num_examples, compression) -> tf.data.Dataset:
   """A shard's records: exactly `num_examples` of them, or an error that
   names the shard.
 
-  The checks must not cost a function call per record (that costs 15-35%
-  of reading speed here), so they are built from native ops only:
+  The checks are native tf.data ops (a per-record `filter` or `scan` cost
+  15-35% of reading speed here; this costs 0-3%, BENCHMARKS.md):
   - more records: the records are zipped with positions 0..n-1 followed by
     a dataset that fails; zip reads a record before its position, so the
     failure is reached only when record n exists.
@@ -107,8 +107,7 @@ def _checked_shard(path, num_examples, compression) -> tf.data.Dataset:
           tf.data.Dataset.from_tensors(num_examples).map(fail))))
   topped_up = at_most_n.concatenate(
       tf.data.Dataset.from_tensors((marker, num_examples)).repeat())
-  # One projection per record, measured cheaper than carrying the
-  # positions through batching.
+  # Dropping the positions here measured cheaper than batching them.
   return tf.data.Dataset.zip((topped_up, positions)).map(
       lambda record_and_position, _: record_and_position[0])
 

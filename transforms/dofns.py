@@ -9,6 +9,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import naming
 from pipeline.config import PipelineConfig
+from transforms import allocator
 from transforms import counters
 from transforms import example_codec
 from transforms import labels
@@ -72,6 +73,7 @@ class WriteShard(beam.DoFn):
     self.extra_features = extra_features
 
   def setup(self):
+    allocator.keep_freed_memory()  # per worker process; see allocator.py
     self._extractor = FeatureExtractor(self.config, self.extra_features)
     self._examples = counters.counter(counters.EXAMPLES_WRITTEN)
     self._bytes = counters.counter(counters.BYTES_WRITTEN)
