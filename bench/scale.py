@@ -117,6 +117,11 @@ def main(argv=None):
       print(f'| {name} | {mode} | {w1:.2f} / {j1:.2f} / {p1} | {w2:.2f} / '
             f'{j2:.2f} / {p2} | {w1 / w2:.2f}x / {j1 / j2:.2f}x / {ratio} | '
             f'{m1:.0f} / {m2:.0f} |')
+  print('\nShard-writing phase of every run, s (1 worker | 2 workers):')
+  for (name, mode, workers), runs in sorted(results.items()):
+    if workers == 1 and runs[0][3] is not None:
+      print(f'- {name}, {mode}: {[r[3] for r in runs]} | '
+            f'{[r[3] for r in results[(name, mode, 2)]]}')
   if ceilings:
     print('\nMachine ceiling, 2 processes vs 1 on the same work, measured '
           f'between the runs above ({len(ceilings)} times), median: pure '

@@ -20,8 +20,14 @@ from transforms.extract import FeatureExtractor, read_windows
 from transforms.shards import ShardStats
 from transforms.stats import ExampleStats
 
-# Windows computed together: enough to vectorize the FFT, a few tens of MB.
+# Windows read together. The grouping decides where reads seek, and a
+# compressed stream (MP3 content named .wav) decodes differently after a
+# seek, so it stays fixed: the hostile-input test checks those bytes.
 BATCH_WINDOWS = 32
+# Windows computed together: 8 x 127 STFT frames vectorize the FFT, and the
+# arrays (~2 MB each) stay in cache; computing all 32 at once measured
+# 12-17% slower in the shard phase (BENCHMARKS.md).
+COMPUTE_WINDOWS = 8
 
 
 # DoFns with several kinds of output yield them all on the main output, as
@@ -102,17 +108,11 @@ class WriteShard(beam.DoFn):
         if not kept:
           continue
         kept_refs = [batch[i] for i in kept]
-        columns = self._columns(kept_refs, plans, class_names)
-        rate = plans[kept_refs[0][0]].sample_rate
-        arrays = self._extractor.compute(windows, rate)
-        stats.add_moments(arrays)
-        columns.update(arrays)
-        stats.schema = stats.schema.merge(example_codec.batch_schema(columns))
-        for ref, record in zip(kept_refs, example_codec.encode_batch(
-            columns, len(kept_refs))):
-          self._bytes.inc(tfrecord.write_record(f, record))
-          stats.add(plans[ref[0]].label, len(record))
-        self._examples.inc(len(kept_refs))
+        for part in range(0, len(kept_refs), COMPUTE_WINDOWS):
+          part_refs = kept_refs[part:part + COMPUTE_WINDOWS]
+          self._write_examples(
+              f, stats, part_refs, windows[part:part + COMPUTE_WINDOWS],
+              plans, class_names)
     yield ShardStats(split, shard, path, stats.num_examples,
                      FileSystems.match([path])[0].metadata_list[0]
                      .size_in_bytes)
@@ -121,6 +121,18 @@ class WriteShard(beam.DoFn):
     counters.distribution(counters.SHARD_STARTED_MS).update(started_ms)
     counters.distribution(counters.SHARD_FINISHED_MS).update(
         int(time.time() * 1000))
+
+  def _write_examples(self, f, stats, refs, windows, plans, class_names):
+    columns = self._columns(refs, plans, class_names)
+    arrays = self._extractor.compute(windows, plans[refs[0][0]].sample_rate)
+    stats.add_moments(arrays)
+    columns.update(arrays)
+    stats.schema = stats.schema.merge(example_codec.batch_schema(columns))
+    for ref, record in zip(refs, example_codec.encode_batch(columns,
+                                                            len(refs))):
+      self._bytes.inc(tfrecord.write_record(f, record))
+      stats.add(plans[ref[0]].label, len(record))
+    self._examples.inc(len(refs))
 
   def _columns(self, refs, plans, class_names):
     rows = [plans[index] for index, _ in refs]
