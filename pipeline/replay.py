@@ -88,15 +88,17 @@ def _checked_shard(path, num_examples, compression) -> tf.data.Dataset:
     parsing it fails with TensorFlow's "Could not parse example input,
     value: '<marker>'", and the marker's text names the shard.
   """
+  shard = tf.strings.join(['wavbeam: shard ', path])
+
   def fail(_):
     message = tf.strings.join([
-        'wavbeam: shard ', path, ' holds more records than the ',
+        shard, ' holds more records than the ',
         tf.strings.as_string(num_examples), ' metadata.json says'])
     with tf.control_dependencies([tf.debugging.Assert(False, [message])]):
       return tf.constant(-1, tf.int64)
 
   marker = tf.strings.join([
-      'wavbeam: shard ', path, ' holds fewer records than metadata.json says'
+      shard, ' holds fewer records than metadata.json says'
       ' (a record is corrupt or missing); run python -m pipeline.verify on'
       ' the dataset to find it'])
   positions = tf.data.Dataset.range(num_examples)

@@ -9,7 +9,7 @@ import numpy as np
 from transforms import allocator
 if sys.argv[1] == 'keep':
   assert allocator.keep_freed_memory()
-def batch():  # the shape of one WriteShard batch: a few arrays of ~8 MB
+def batch():  # a few arrays of ~8 MB, as in a 32-window batch
   frames = np.ones((32, 127, 512), np.float32)
   spectrum = np.abs(np.fft.rfft(frames, axis=-1))
   return float(spectrum.astype(np.float64).sum())
