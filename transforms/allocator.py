@@ -6,7 +6,7 @@ With glibc's defaults the freed top of the heap is trimmed back to the OS
 and the next batch faults those pages in again. Raising the trim threshold
 (and fixing the mmap threshold, which glibc otherwise adjusts) keeps them.
 Measured on the benchmark corpora: with 32-window compute batches 185,000
--> 49,000 page faults and a 12% faster shard phase; with today's 8-window
+-> 49,000 page faults and a 12% faster shard phase; with 8-window
 compute batches 75,000 -> 49,500 faults, 4% faster with 2 worker
 processes (2.08 -> 2.00 s on 4 h, 5 interleaved pairs), no difference with
 one; peak memory the same either way.

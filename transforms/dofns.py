@@ -24,10 +24,13 @@ from transforms.stats import ExampleStats
 # compressed stream (MP3 content named .wav) decodes differently after a
 # seek, so it stays fixed: the hostile-input test checks those bytes.
 BATCH_WINDOWS = 32
-# Windows computed together: 8 x 127 STFT frames vectorize the FFT, and the
-# arrays (~2 MB each) stay in cache; computing all 32 at once measured
-# 12-17% slower in the shard phase (BENCHMARKS.md).
-COMPUTE_WINDOWS = 8
+# Windows computed together: 4 x 127 STFT frames still vectorize the FFT,
+# and each array (~0.5-1 MB) fits a core's own 1 MB L2 cache, so two worker
+# processes do not evict each other's data from the shared L3. Against 8
+# windows: shard phase 4% faster with 1 worker process, 18% with 2 (1.89x
+# instead of 1.65x the 1-worker rate); 32 at once was slower still
+# (BENCHMARKS.md).
+COMPUTE_WINDOWS = 4
 
 
 # DoFns with several kinds of output yield them all on the main output, as
