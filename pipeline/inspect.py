@@ -18,12 +18,12 @@ import sys
 from typing import Dict, Iterator, List
 
 import numpy as np
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import metadata as metadata_lib
 from pipeline import naming
 from pipeline.graph import read_metadata, resolve_dataset_dir
+from transforms import audio
 from transforms import example_codec
 from transforms import features as F
 from transforms import tfrecord
@@ -59,8 +59,7 @@ def elements(output_dir: str, metadata: Dict, split: str,
     raise InspectError(f'unknown split {split!r}; the dataset has '
                        f'{sorted(metadata["splits"])}')
   schema = metadata_lib.schema_of(metadata)
-  compression = (CompressionTypes.GZIP if metadata['compression'] == 'gzip'
-                 else CompressionTypes.UNCOMPRESSED)
+  compression = tfrecord.beam_compression(metadata['compression'])
   left = n
   for shard in metadata['splits'][split]['shards']:
     path = naming.join(output_dir, shard['file'])
@@ -140,8 +139,8 @@ def show_text(output_dir: str, metadata: Dict, split: str, n: int) -> str:
 
 def raw_text(path: str, n: int = 3) -> str:
   """Any TFRecord file: record count, and the features of the first n."""
-  compression = (CompressionTypes.GZIP if path.endswith('.gz')
-                 else CompressionTypes.UNCOMPRESSED)
+  compression = tfrecord.beam_compression(
+      'gzip' if path.endswith('.gz') else 'none')
   lines, count = [], 0
   with FileSystems.open(path, compression_type=compression) as f:
     for _, data in tfrecord.read_records(f, path):
@@ -194,13 +193,7 @@ def _plot_example(row, element, config, rate):
   signal = element.get('signal')
   win_len = config['win_len']
   seconds = win_len / rate
-  if signal is not None:
-    if np.issubdtype(signal.dtype, np.integer):
-      samples = signal / float(2 ** (8 * signal.dtype.itemsize - 1))
-    else:
-      samples = signal.astype(np.float64)
-  else:
-    samples = None
+  samples = None if signal is None else audio.from_signal_dtype(signal)
   title = (f'{element.get("class", "") or "(no label)"} | '
            f'{os.path.basename(element.get("filepath", ""))} @ '
            f'{element.get("win_start_idx", 0) / rate:.2f} s')

@@ -9,7 +9,6 @@ first bad file and record, 2 for usage errors.
 import argparse
 import sys
 
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import metadata as metadata_lib
@@ -35,8 +34,7 @@ def verify(output_dir: str) -> str:
   except metadata_lib.MetadataError as e:
     raise VerifyError(str(e)) from e
   schema = metadata_lib.schema_of(metadata)
-  compression = (CompressionTypes.GZIP if metadata['compression'] == 'gzip'
-                 else CompressionTypes.UNCOMPRESSED)
+  compression = tfrecord.beam_compression(metadata['compression'])
   shards = examples = 0
   for split, entry in sorted(metadata['splits'].items()):
     for shard in entry['shards']:

@@ -75,6 +75,14 @@ def to_signal_dtype(samples: np.ndarray, dtype: str) -> np.ndarray:
   return scaled.astype(target)
 
 
+def from_signal_dtype(signal: np.ndarray) -> np.ndarray:
+  """A stored signal back to full-scale float64 samples (to_signal_dtype's
+  inverse, up to its rounding and clipping)."""
+  if np.issubdtype(signal.dtype, np.integer):
+    return signal / float(2 ** (np.iinfo(signal.dtype).bits - 1))
+  return signal.astype(np.float64)
+
+
 # --- resampling -------------------------------------------------------------
 # A Kaiser-windowed sinc interpolator evaluated at each output sample from the
 # input samples around it. Each output sample depends only on the input, never

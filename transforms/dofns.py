@@ -4,7 +4,6 @@ import time
 import uuid
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import naming
@@ -97,8 +96,7 @@ class WriteShard(beam.DoFn):
     # DaskRunner recomputing a branch) never write into the same file.
     path = naming.join(temp_dir(self.config),
                        f'{split}-{shard:05d}-{uuid.uuid4().hex}')
-    compression = (CompressionTypes.GZIP if self.config.compression == 'gzip'
-                   else CompressionTypes.UNCOMPRESSED)
+    compression = tfrecord.beam_compression(self.config.compression)
     stats = ExampleStats(split=split, shard=shard)
     with FileSystems.create(path, compression_type=compression) as f, \
         wav_io.OpenFiles() as files:

@@ -8,6 +8,7 @@ import struct
 from typing import BinaryIO, Iterator, Tuple
 
 import google_crc32c
+from apache_beam.io.filesystem import CompressionTypes
 
 _MASK_DELTA = 0xA282EAD8
 
@@ -25,6 +26,12 @@ def write_record(f: BinaryIO, data: bytes) -> int:
   f.write(data)
   f.write(struct.pack('<I', masked_crc(data)))
   return len(data) + 16
+
+
+def beam_compression(compression: str) -> str:
+  """The --compression name ('none' or 'gzip') as Beam's CompressionTypes."""
+  return (CompressionTypes.GZIP if compression == 'gzip'
+          else CompressionTypes.UNCOMPRESSED)
 
 
 class CorruptRecord(ValueError):
