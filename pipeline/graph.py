@@ -20,10 +20,12 @@ from typing import List, Optional
 import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import StandardOptions
 
 from pipeline import naming
 from pipeline import progress
 from pipeline.config import ConfigError, PipelineConfig
+from transforms import balance
 from transforms import dofns
 from transforms import finalize
 from transforms import labels
@@ -51,6 +53,32 @@ class SplitByType(beam.PTransform):
     return {name: mixed | f'Only{name.title()}' >> beam.Filter(
         lambda record, cls: isinstance(record, cls), cls)
             for name, cls in self.types.items()}
+
+
+class ListWavFiles(beam.PTransform):
+  """The input files as (index, path).
+
+  On Beam's DaskRunner, in exactly `dask_partitions` Dask partitions, which
+  every later step keeps up to the shard grouping (see transforms/balance):
+  `Create` of n elements makes ceil(n / floor(n / partitions)) of them, so
+  201 files in 2 partitions became 3. Created as that many lists instead,
+  then flattened.
+  """
+
+  def __init__(self, paths: List[str], dask_partitions: Optional[int] = None):
+    super().__init__()
+    self.paths = paths
+    self.dask_partitions = dask_partitions
+
+  def expand(self, root):
+    indexed = list(enumerate(self.paths))
+    if not self.dask_partitions:
+      return root | 'Create' >> beam.Create(indexed)
+    n = self.dask_partitions
+    return (root
+            | 'CreateOnePerPartition' >> beam.Create(
+                [indexed[i::n] for i in range(n)])
+            | 'OneFilePerElement' >> beam.FlatMap(lambda files: files))
 
 
 class ProbeAndPlan(beam.PTransform):
@@ -155,20 +183,27 @@ class WriteShards(beam.PTransform):
   task then reads its windows, computes features and writes its file.
   """
 
-  def __init__(self, config: PipelineConfig, extra_features=None):
+  def __init__(self, config: PipelineConfig, extra_features=None,
+               dask_partitions: Optional[int] = None):
     super().__init__()
     self.config = config
     self.extra_features = extra_features
+    self.dask_partitions = dask_partitions
 
   def expand(self, inputs):
     plans, layouts, class_names = inputs
     c = self.config
+    group_keys = layouts | 'ChooseGroupKeys' >> beam.Map(
+        balance.dask_group_keys, self.dask_partitions)
     return (plans
             | 'AssignWindowsToShards' >> beam.FlatMap(
-                lambda p, layouts: layout_lib.window_refs(
-                    p.info.index, p.split, p.num_windows, layouts[p.split],
-                    shuffle=not c.no_shuffle, seed=c.shuffle_seed),
-                beam.pvalue.AsSingleton(layouts))
+                lambda p, layouts, keys: (
+                    (keys[shard], ref) for shard, ref in layout_lib.window_refs(
+                        p.info.index, p.split, p.num_windows,
+                        layouts[p.split], shuffle=not c.no_shuffle,
+                        seed=c.shuffle_seed)),
+                beam.pvalue.AsSingleton(layouts),
+                beam.pvalue.AsSingleton(group_keys))
             | 'GroupByShard' >> beam.GroupByKey()
             | 'ComputeAndWrite' >> beam.ParDo(
                 dofns.WriteShard(c, self.extra_features),
@@ -192,7 +227,8 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   example_bytes = estimate_example_bytes(config, extra_features)
   prepare_output_dir(config)
 
-  files = p | 'ListWavFiles' >> beam.Create(list(enumerate(paths)))
+  dask_partitions = _dask_partitions(p.options)
+  files = p | 'ListWavFiles' >> ListWavFiles(paths, dask_partitions)
   class_names = files | 'ClassNames' >> ClassNames(config)
   planned = files | 'ProbeAndPlan' >> ProbeAndPlan(config)
   plans = planned['plans']
@@ -202,7 +238,8 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
                  progress.write_plan, dataset_dir=config.dataset_dir,
                  files_seen=len(paths), example_bytes=example_bytes))
   written = ((plans, layouts, class_names)
-             | 'WriteShards' >> WriteShards(config, extra_features))
+             | 'WriteShards' >> WriteShards(config, extra_features,
+                                            dask_partitions))
   # Every result of the run goes through one combine into the final step's
   # main input: it runs after every shard is written, and runners that
   # compute only what the last transform needs, or recompute each side
@@ -221,6 +258,13 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
               class_names=side.AsSingleton(class_names),
               sample_rate=side.AsSingleton(planned['rate']),
               layouts=side.AsSingleton(layouts)))
+
+
+def _dask_partitions(options) -> Optional[int]:
+  """--dask_npartitions when the job runs on Beam's DaskRunner, else None."""
+  if not str(options.view_as(StandardOptions).runner).endswith('DaskRunner'):
+    return None
+  return options.get_all_options().get('npartitions')
 
 
 def estimate_example_bytes(config: PipelineConfig,

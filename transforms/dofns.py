@@ -89,7 +89,7 @@ class WriteShard(beam.DoFn):
 
   def process(self, keyed_refs, plans, class_names):
     started_ms = int(time.time() * 1000)
-    (split, shard), refs = keyed_refs
+    (split, shard, _), refs = keyed_refs  # _: transforms/balance.py's salt
     # set(): a runner may deliver a reference twice (Beam's DaskRunner does).
     refs = sorted(set(map(tuple, refs)), key=lambda ref: ref[2])
     # A fresh name per attempt: two attempts at one shard (retries, or
