@@ -13,9 +13,9 @@ partition per worker, see launch/dask).
 
 Three times per run: wall (the whole process), job (after start-up and
 imports, printed by the CLI) and write (from the first shard task started to
-the last one finished, from the job's Beam metrics: the phase that scales
-with workers, without the runner's fixed start-up and planning stages;
-Beam's DaskRunner keeps no metrics, so n/a there). Between runs it
+the last one finished, as metadata.json records it on every runner: the
+phase that scales with workers, without the runner's fixed start-up and
+planning stages). Between runs it
 measures what two processes can gain over one on this machine at that time
 (bench/ceiling.py), since on a shared VM that moves too.
 """
@@ -64,7 +64,7 @@ def timed(corpus, extra, env, also=()):
       [PY, '-m', 'pipeline.run', '--input_dir', corpus, '--output_dir', out,
        '--overwrite', *extra], env=env, also=also)
   # The job's own time (after interpreter start-up and imports), and the
-  # shard-writing phase from the job's Beam metrics (none on Dask).
+  # shard-writing phase (from metadata.json's shards_written).
   job = float(re.search(r' in ([0-9.]+) s;', stdout).group(1))
   phase = re.search(r'shards written in ([0-9.]+) s', stdout)
   return wall, peak, job, float(phase.group(1)) if phase else None

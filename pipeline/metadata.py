@@ -4,8 +4,9 @@ The final pipeline step builds it (`build`); the reader checks it (`parse`).
 A dataset is complete exactly when this file exists.
 """
 
+import datetime
 import json
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from pipeline import schema as schema_lib
 
@@ -17,16 +18,24 @@ class MetadataError(ValueError):
   """metadata.json is missing, unreadable or inconsistent."""
 
 
+# What differs between two runs of the same job on the same input.
+RUN_KEYS = ('created', 'shards_written')
+
+
 def build(*, name: str, version: str, created: str, config: Mapping, sample_rate: int,
           class_names: Sequence[str], schema: schema_lib.Schema,
           input_key: str, splits: Mapping[str, Mapping],
-          counts: Mapping[str, int], compression: str) -> Dict:
+          counts: Mapping[str, int], compression: str,
+          shards_written: Optional[Mapping] = None) -> Dict:
+  """shards_written: shards_written_entry(...), or None if none were."""
   return {
       'format': FORMAT,
       'format_version': FORMAT_VERSION,
       'name': name,
       'version': version,
       'created': created,
+      'shards_written': None if shards_written is None
+                        else dict(shards_written),
       'sample_rate': sample_rate,
       'classes': list(class_names),
       'num_classes': len(class_names),
@@ -51,6 +60,24 @@ def split_entry(shards: Sequence[Mapping], example_bytes: int,
       'examples_per_class': dict(sorted(examples_per_class.items())),
       'shards': list(shards),
   }
+
+
+def shards_written_entry(first_started_ms: int, last_finished_ms: int
+                         ) -> Dict:
+  """When shard writing ran, from the first shard task's start to the last
+  one's end, on every runner: the phase whose speed scales with workers,
+  without the runner's start-up and planning."""
+  def iso(ms):
+    return datetime.datetime.fromtimestamp(
+        ms / 1000, datetime.timezone.utc).isoformat(timespec='milliseconds')
+  return {'first_started': iso(first_started_ms),
+          'last_finished': iso(last_finished_ms),
+          'seconds': round((last_finished_ms - first_started_ms) / 1000, 3)}
+
+
+def content(metadata: Mapping) -> Dict:
+  """metadata without RUN_KEYS: equal for two runs of one job."""
+  return {k: v for k, v in metadata.items() if k not in RUN_KEYS}
 
 
 def dumps(metadata: Mapping) -> str:

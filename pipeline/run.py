@@ -114,7 +114,7 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
 
 
 def job_metrics(result) -> dict:
-  """wavbeam's Beam metrics of a finished run: {name: int or (min, max)}.
+  """wavbeam's Beam counters of a finished run: {name: int}.
 
   Empty where the runner keeps no metrics (Beam's DaskRunner).
   """
@@ -126,27 +126,21 @@ def job_metrics(result) -> dict:
   values = {}
   for c in found.get('counters', []):
     values[c.key.metric.name] = values.get(c.key.metric.name, 0) + c.committed
-  for d in found.get('distributions', []):
-    if d.committed and d.committed.count:
-      values[d.key.metric.name] = (d.committed.min, d.committed.max)
   return values
 
 
-def write_phase(metrics: dict):
-  """(seconds, examples/s, MB/s) from the first shard started to the last
-  one finished, or None: the part of a run that scales with workers."""
-  try:
-    first = metrics[counters.SHARD_STARTED_MS][0]
-    last = metrics[counters.SHARD_FINISHED_MS][1]
-    examples = metrics[counters.EXAMPLES_WRITTEN]
-    num_bytes = metrics[counters.BYTES_WRITTEN]
-  except KeyError:
+def write_phase(meta: dict):
+  """(seconds, examples/s, MB/s) of the shard-writing phase recorded in
+  metadata.json (first shard started to last finished), or None."""
+  written = meta.get('shards_written')
+  if not written:
     return None
-  seconds = max(last - first, 1) / 1000
-  return seconds, examples / seconds, num_bytes / seconds / 1e6
+  seconds = max(written['seconds'], 0.001)
+  size = sum(e['num_bytes'] for e in meta['splits'].values())
+  return seconds, meta['counts']['examples'] / seconds, size / seconds / 1e6
 
 
-def summary(output_dir: str, seconds: float, metrics=None) -> str:
+def summary(output_dir: str, seconds: float) -> str:
   """One line on what a finished run wrote, from its metadata.json."""
   meta = read_metadata(output_dir)
   if meta is None:
@@ -154,18 +148,15 @@ def summary(output_dir: str, seconds: float, metrics=None) -> str:
   shards = sum(len(e['shards']) for e in meta['splits'].values())
   size = sum(e['num_bytes'] for e in meta['splits'].values())
   counts = meta['counts']
-  return (f'wavbeam: {counts["examples"]} examples in {shards} shards '
+  line = (f'wavbeam: {counts["examples"]} examples in {shards} shards '
           f'({size / 1e6:.1f} MB) from {counts["files_ok"]} files written to '
           f'{output_dir} in {seconds:.1f} s; {counts["files_rejected"]} files '
-          'rejected (rejects.jsonl)' + _write_phase_text(metrics or {}))
-
-
-def _write_phase_text(metrics) -> str:
-  phase = write_phase(metrics)
+          'rejected (rejects.jsonl)')
+  phase = write_phase(meta)
   if phase is None:
-    return ''
+    return line
   seconds, per_second, mb_per_second = phase
-  return (f'; shards written in {seconds:.2f} s ({per_second:.0f} '
+  return (line + f'; shards written in {seconds:.2f} s ({per_second:.0f} '
           f'examples/s, {mb_per_second:.0f} MB/s)')
 
 
@@ -190,7 +181,7 @@ def main(argv=None) -> int:
   start = time.perf_counter()
   try:
     config, beam_args = config_lib.parse_known_args(rest)
-    result = run_config(config, beam_args, show_progress=not flags.quiet)
+    run_config(config, beam_args, show_progress=not flags.quiet)
   except config_lib.ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
@@ -201,8 +192,7 @@ def main(argv=None) -> int:
           f'{METADATA_FILE}); fix the cause above, then rerun with '
           '--overwrite', file=sys.stderr)
     return 1
-  print(summary(config.dataset_dir, time.perf_counter() - start,
-                job_metrics(result)))
+  print(summary(config.dataset_dir, time.perf_counter() - start))
   return 0
 
 

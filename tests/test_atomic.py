@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from pipeline import metadata
 from pipeline import naming
 from pipeline import replay
 from tests import helpers as H
@@ -44,8 +45,7 @@ def _digest(out):
     with open(os.path.join(out, name), 'rb') as f:
       data = f.read()
     if name == naming.METADATA_FILE:
-      meta = json.loads(data)
-      meta.pop('created')
+      meta = metadata.content(json.loads(data))
       meta['config'].pop('output_dir')
       meta['config'].pop('overwrite')
       data = json.dumps(meta, sort_keys=True).encode()

@@ -116,12 +116,9 @@ class WriteShard(beam.DoFn):
               plans, class_names)
     yield ShardStats(split, shard, path, stats.num_examples,
                      FileSystems.match([path])[0].metadata_list[0]
-                     .size_in_bytes)
+                     .size_in_bytes, started_ms, int(time.time() * 1000))
     yield stats
     counters.counter(counters.SHARDS_WRITTEN).inc()
-    counters.distribution(counters.SHARD_STARTED_MS).update(started_ms)
-    counters.distribution(counters.SHARD_FINISHED_MS).update(
-        int(time.time() * 1000))
 
   def _write_examples(self, f, stats, refs, windows, plans, class_names):
     columns = self._columns(refs, plans, class_names)

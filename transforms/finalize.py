@@ -101,7 +101,11 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
       counts={'files_seen': files_seen, 'files_ok': len(ok_files),
               'files_rejected': len(rejected_paths),
               'rejections': len(rejects), 'examples': examples},
-      compression=config.compression)
+      compression=config.compression,
+      shards_written=metadata_lib.shards_written_entry(
+          min(s.started_ms for s in summary.shards.values()),
+          max(s.finished_ms for s in summary.shards.values()))
+      if summary.shards else None)
   metadata['interop'] = write_interop_files(out, metadata)
   path = naming.join(out, naming.METADATA_FILE)
   write_text(path, metadata_lib.dumps(metadata))

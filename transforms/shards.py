@@ -11,4 +11,8 @@ class ShardStats:
   path: str          # where it was written (a temp name until finalized)
   num_examples: int
   num_bytes: int     # file size on disk
+  # When this attempt started and finished (ms since the epoch): the first
+  # start and last finish bound the phase that scales with workers.
+  started_ms: int = 0
+  finished_ms: int = 0
 
