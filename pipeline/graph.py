@@ -2,7 +2,7 @@
 
     wav paths -> probe headers -> plan windows (split, label, count)
       -> layout (per split: shard count, window positions; counts only)
-      -> (split, shard) <- window refs -> GroupByKey
+      -> (split, shard, salt) <- window refs -> GroupByKey (salt: see balance)
       -> per shard: read windows + features + encode + write (temp name)
     side outputs: per-shard stats (schema, counts), rejections
     final step (after every shard is written): rename shards into place,

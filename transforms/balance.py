@@ -53,7 +53,8 @@ def group_keys(layouts: Mapping[str, SplitLayout],
     salt = next((salt for salt in range(_TRIES_PER_PARTITION * partitions)
                  if partition_of((split, shard, salt)) == target), 0)
     keys[(split, shard)] = (split, shard, salt)
-    load[partition_of(keys[(split, shard)])] += size  # target, unless no salt hit
+    # The target, unless no salt reached it.
+    load[partition_of(keys[(split, shard)])] += size
   return keys
 
 

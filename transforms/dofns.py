@@ -69,7 +69,7 @@ def temp_dir(config: PipelineConfig) -> str:
 
 
 class WriteShard(beam.DoFn):
-  """((split, shard), window refs) -> one shard file, under a temp name.
+  """((split, shard, salt), window refs) -> one shard file, under a temp name.
 
   Reads the shard's windows in their sort-key order, computes features a
   batch at a time, encodes and appends the records. Emits a ShardStats, one
