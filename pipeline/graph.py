@@ -20,7 +20,6 @@ from typing import List, Optional
 import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import StandardOptions
 
 from pipeline import naming
 from pipeline import progress
@@ -227,7 +226,7 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   example_bytes = estimate_example_bytes(config, extra_features)
   prepare_output_dir(config)
 
-  dask_partitions = _dask_partitions(p.options)
+  dask_partitions = _dask_partitions(p)
   files = p | 'ListWavFiles' >> ListWavFiles(paths, dask_partitions)
   class_names = files | 'ClassNames' >> ClassNames(config)
   planned = files | 'ProbeAndPlan' >> ProbeAndPlan(config)
@@ -260,11 +259,11 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
               layouts=side.AsSingleton(layouts)))
 
 
-def _dask_partitions(options) -> Optional[int]:
+def _dask_partitions(p: beam.Pipeline) -> Optional[int]:
   """--dask_npartitions when the job runs on Beam's DaskRunner, else None."""
-  if not str(options.view_as(StandardOptions).runner).endswith('DaskRunner'):
+  if type(p.runner).__name__ != 'DaskRunner':
     return None
-  return options.get_all_options().get('npartitions')
+  return p.options.get_all_options().get('npartitions')
 
 
 def estimate_example_bytes(config: PipelineConfig,

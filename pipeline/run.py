@@ -129,19 +129,9 @@ def job_metrics(result) -> dict:
   return values
 
 
-def write_phase(meta: dict):
-  """(seconds, examples/s, MB/s) of the shard-writing phase recorded in
-  metadata.json (first shard started to last finished), or None."""
-  written = meta.get('shards_written')
-  if not written:
-    return None
-  seconds = max(written['seconds'], 0.001)
-  size = sum(e['num_bytes'] for e in meta['splits'].values())
-  return seconds, meta['counts']['examples'] / seconds, size / seconds / 1e6
-
-
 def summary(output_dir: str, seconds: float) -> str:
-  """One line on what a finished run wrote, from its metadata.json."""
+  """One line on what a finished run wrote, from its metadata.json, with
+  the shard-writing phase's throughput where it records one."""
   meta = read_metadata(output_dir)
   if meta is None:
     return f'wavbeam: no metadata.json in {output_dir} after {seconds:.1f} s'
@@ -152,12 +142,13 @@ def summary(output_dir: str, seconds: float) -> str:
           f'({size / 1e6:.1f} MB) from {counts["files_ok"]} files written to '
           f'{output_dir} in {seconds:.1f} s; {counts["files_rejected"]} files '
           'rejected (rejects.jsonl)')
-  phase = write_phase(meta)
-  if phase is None:
+  written = meta.get('shards_written')
+  if not written:
     return line
-  seconds, per_second, mb_per_second = phase
-  return (line + f'; shards written in {seconds:.2f} s ({per_second:.0f} '
-          f'examples/s, {mb_per_second:.0f} MB/s)')
+  phase = max(written['seconds'], 0.001)
+  return (line + f'; shards written in {phase:.2f} s '
+          f'({counts["examples"] / phase:.0f} examples/s, '
+          f'{size / phase / 1e6:.0f} MB/s)')
 
 
 def root_cause(error: BaseException) -> str:

@@ -13,6 +13,6 @@ class ShardStats:
   num_bytes: int     # file size on disk
   # When this attempt started and finished (ms since the epoch): the first
   # start and last finish bound the phase that scales with workers.
-  started_ms: int = 0
-  finished_ms: int = 0
+  started_ms: int
+  finished_ms: int
 
