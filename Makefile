@@ -6,9 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test bench clean
 
-$(STAMP): requirements.txt requirements-test.txt setup.py
+$(STAMP): requirements.txt requirements-tf.txt requirements-inspect.txt \
+          requirements-test.txt setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -r requirements.txt -r requirements-test.txt
+	$(BIN)/pip install --quiet -r requirements-test.txt
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 

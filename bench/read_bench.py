@@ -24,7 +24,8 @@ def hand_written(output_dir):
   files = [os.path.join(output_dir, s['file'])
            for s in meta['splits']['train']['shards']]
   spec = {'signal': tf.io.FixedLenFeature([], tf.string),
-          'spectrogram': tf.io.FixedLenFeature([], tf.string),
+          'spectrogram': tf.io.FixedLenFeature(
+              meta['schema']['spectrogram']['shape'], tf.float32),
           'class': tf.io.FixedLenFeature([], tf.string),
           'filepath': tf.io.FixedLenFeature([], tf.string),
           'index': tf.io.FixedLenFeature([], tf.int64),
@@ -37,9 +38,6 @@ def hand_written(output_dir):
     d = tf.io.parse_example(batch, spec)
     d['signal'] = tf.reshape(tf.io.decode_raw(d['signal'], tf.int32),
                              [-1, *shapes['signal']])
-    d['spectrogram'] = tf.reshape(
-        tf.io.decode_raw(d['spectrogram'], tf.float32),
-        [-1, *shapes['spectrogram']])
     return d
 
   return (tf.data.TFRecordDataset(files, num_parallel_reads=tf.data.AUTOTUNE)

@@ -11,7 +11,10 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from pipeline import schema as schema_lib
 
 FORMAT = 'wavbeam'
-FORMAT_VERSION = 1
+# 2: float32 arrays are packed FloatLists (1 stored them as raw bytes; the
+# schema of each dataset says which, so readers take both).
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 class MetadataError(ValueError):
@@ -92,10 +95,10 @@ def parse(text: str, where: str) -> Dict:
     raise MetadataError(f'{where}: not valid JSON ({e})') from e
   if not isinstance(obj, dict) or obj.get('format') != FORMAT:
     raise MetadataError(f'{where}: not a wavbeam metadata file')
-  if obj.get('format_version') != FORMAT_VERSION:
+  if obj.get('format_version') not in READABLE_VERSIONS:
     raise MetadataError(
         f'{where}: format version {obj.get("format_version")} is not '
-        f'supported by this reader (expects {FORMAT_VERSION})')
+        f'supported by this reader (reads {list(READABLE_VERSIONS)})')
   try:
     schema_lib.Schema.from_json(obj['schema'])
     for split, entry in obj['splits'].items():

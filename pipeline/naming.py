@@ -6,6 +6,10 @@ TEMP_DIR = '.wavbeam-incomplete'  # shards before the run succeeds
 STARTED_FILE = 'started'  # in TEMP_DIR: the run could write here
 
 
+# shard_name in TFDS's template language (dataset_info.json).
+TFDS_FILEPATH_TEMPLATE = '{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}'
+
+
 def shard_name(dataset_name: str, split: str, shard: int,
                num_shards: int) -> str:
   return f'{shard_prefix(dataset_name, split)}-{shard:05d}-of-{num_shards:05d}'

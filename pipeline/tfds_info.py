@@ -10,6 +10,7 @@ import json
 import re
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from pipeline import naming
 from pipeline import schema as schema_lib
 
 _TENSOR = 'tensorflow_datasets.core.features.tensor_feature.Tensor'
@@ -19,6 +20,10 @@ _CLASS_LABEL = ('tensorflow_datasets.core.features.class_label_feature.'
 _FEATURES_DICT = ('tensorflow_datasets.core.features.features_dict.'
                   'FeaturesDict')
 LABEL_KEY = 'target'
+
+
+def _dumps(obj) -> str:
+  return json.dumps(obj, indent=2, sort_keys=True) + '\n'
 
 
 def skip_reason(name: str, compression: str,
@@ -64,6 +69,7 @@ def files(metadata: Mapping) -> Tuple[List[Tuple[str, str]], List[str]]:
       continue
     splits.append({
         'name': name,
+        'filepathTemplate': naming.TFDS_FILEPATH_TEMPLATE,
         'shardLengths': [str(s['num_examples']) for s in entry['shards']],
         # TFDS counts serialized example bytes, without record framing.
         'numBytes': str(entry['example_bytes'])})
@@ -76,10 +82,10 @@ def files(metadata: Mapping) -> Tuple[List[Tuple[str, str]], List[str]]:
       'splits': splits,
   }
   if num_classes > 0:
-    info['supervisedKeys'] = {'input': metadata['input_key'],
-                              'output': LABEL_KEY}
-  out = [('dataset_info.json', json.dumps(info, indent=2) + '\n'),
-         ('features.json', json.dumps(features, indent=2) + '\n')]
+    # TFDS's current form; its proto marks `input`/`output` deprecated.
+    info['supervisedKeys'] = {'tuple': {'items': [
+        {'featureKey': metadata['input_key']}, {'featureKey': LABEL_KEY}]}}
+  out = [('dataset_info.json', _dumps(info)), ('features.json', _dumps(features))]
   if num_classes > 0:
     out.append((f'{LABEL_KEY}.labels.txt',
                 ''.join(c + '\n' for c in metadata['classes'])))

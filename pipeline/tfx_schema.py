@@ -1,37 +1,50 @@
-"""schema.pbtxt: a tensorflow_metadata Schema for TFX tooling (TFXIO).
+"""schema.pbtxt: a tensorflow_metadata Schema for TFX tooling (TFXIO, TFDV).
 
-Raw-bytes arrays are BYTES features: the schema cannot state their decoded
-dtype and shape, so annotations carry them (tags `wavbeam.dtype:int32`,
-`wavbeam.shape:127,257`, `wavbeam.encoding:raw_bytes_little_endian`).
-Written as protobuf text by hand so the pipeline needs no TFX package.
+float32 arrays are FLOAT features with their shape, so TFX and TFDV see
+numbers. Raw-bytes arrays (integer and float64) are BYTES features: the
+schema cannot state their decoded dtype and shape, so annotations carry them
+(tags `wavbeam.dtype:int32`, `wavbeam.shape:32768`,
+`wavbeam.encoding:raw_bytes_little_endian`). Built as the Schema proto and
+printed by protobuf's text_format, which escapes any feature key; the
+tensorflow-metadata package is protobuf only (no TensorFlow).
 """
 
-from typing import List, Mapping
+from typing import Mapping
+
+from google.protobuf import text_format
+from tensorflow_metadata.proto.v0 import schema_pb2
 
 from pipeline import schema as schema_lib
 
 FILE_NAME = 'schema.pbtxt'
-_TYPES = {schema_lib.RAW_BYTES: 'BYTES', schema_lib.BYTES_LIST: 'BYTES',
-          schema_lib.INT64_LIST: 'INT', schema_lib.FLOAT_LIST: 'FLOAT'}
+LABEL_KEY = 'target'
+_TYPES = {schema_lib.RAW_BYTES: schema_pb2.BYTES,
+          schema_lib.BYTES_LIST: schema_pb2.BYTES,
+          schema_lib.INT64_LIST: schema_pb2.INT,
+          schema_lib.FLOAT_LIST: schema_pb2.FLOAT}
+
+
+def proto(metadata: Mapping) -> schema_pb2.Schema:
+  schema = schema_lib.Schema.from_json(metadata['schema'])
+  out = schema_pb2.Schema()
+  for key, spec in schema.features:
+    feature = out.feature.add(name=key, type=_TYPES[spec.encoding])
+    if key == LABEL_KEY and metadata['num_classes'] > 0:
+      feature.int_domain.min = 0
+      feature.int_domain.max = metadata['num_classes'] - 1
+      feature.int_domain.is_categorical = True
+    feature.presence.min_fraction = 1.0
+    feature.shape.SetInParent()  # a scalar, or one value per example
+    if spec.encoding == schema_lib.FLOAT_LIST:
+      for size in spec.shape:
+        feature.shape.dim.add(size=size)
+    if spec.encoding == schema_lib.RAW_BYTES:
+      feature.annotation.tag.extend([
+          f'wavbeam.dtype:{spec.dtype}',
+          f'wavbeam.shape:{",".join(map(str, spec.shape))}',
+          'wavbeam.encoding:raw_bytes_little_endian'])
+  return out
 
 
 def text(metadata: Mapping) -> str:
-  schema = schema_lib.Schema.from_json(metadata['schema'])
-  lines: List[str] = []
-  for key, spec in schema.features:
-    lines += ['feature {', f'  name: "{key}"',
-              f'  type: {_TYPES[spec.encoding]}']
-    if key == 'target' and metadata['num_classes'] > 0:
-      lines += ['  int_domain {', '    min: 0',
-                f'    max: {metadata["num_classes"] - 1}',
-                '    is_categorical: true', '  }']
-    lines += ['  presence {', '    min_fraction: 1.0', '  }', '  shape {',
-              '  }']
-    if spec.encoding == schema_lib.RAW_BYTES:
-      lines += ['  annotation {',
-                f'    tag: "wavbeam.dtype:{spec.dtype}"',
-                f'    tag: "wavbeam.shape:{",".join(map(str, spec.shape))}"',
-                '    tag: "wavbeam.encoding:raw_bytes_little_endian"',
-                '  }']
-    lines.append('}')
-  return '\n'.join(lines) + '\n'
+  return text_format.MessageToString(proto(metadata), as_utf8=True)

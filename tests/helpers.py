@@ -6,7 +6,9 @@ no code with the pipeline's block reading, chunking or encoding.
 """
 
 import ctypes
+import json
 import os
+import shutil
 
 import apache_beam as beam
 import numpy as np
@@ -14,10 +16,14 @@ import soundfile as sf
 
 from pipeline import config as config_lib
 from pipeline import graph
+from pipeline import metadata as metadata_lib
 from pipeline import replay
 from pipeline import run as run_lib
+from pipeline import schema as schema_lib
 from transforms import audio
+from transforms import example_codec
 from transforms import features as F
+from transforms import tfrecord
 
 
 def write_wav(path, data, rate=16000, subtype='PCM_16', fmt='WAV'):
@@ -130,3 +136,30 @@ def without_root_file_access():
   for cap in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH):
     if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
       raise OSError(ctypes.get_errno(), 'prctl(PR_CAPBSET_DROP) failed')
+
+
+def to_format_1(src: str, dst: str) -> None:
+  """A copy of dataset `src` with float32 arrays stored as raw bytes."""
+  shutil.rmtree(dst, ignore_errors=True)
+  shutil.copytree(src, dst)
+  meta = json.load(open(os.path.join(src, 'metadata.json')))
+  schema = metadata_lib.schema_of(meta)
+  arrays = [k for k, s in schema.features
+            if s.encoding == schema_lib.FLOAT_LIST and s.shape]
+  for entry in meta['splits'].values():
+    for shard in entry['shards']:
+      with open(os.path.join(src, shard['file']), 'rb') as f:
+        records = [data for _, data in tfrecord.read_records(f)]
+      with open(os.path.join(dst, shard['file']), 'wb') as f:
+        for record in records:
+          element = example_codec.decode_example(record, schema)
+          for key in arrays:  # raw bytes, as a uint8 view: version 1's bytes
+            element[key] = np.ascontiguousarray(element[key]).view(np.uint8)
+          tfrecord.write_record(f, example_codec.encode_example(element))
+      shard['num_bytes'] = os.path.getsize(os.path.join(dst, shard['file']))
+    entry['num_bytes'] = sum(s['num_bytes'] for s in entry['shards'])
+  for key in arrays:
+    meta['schema'][key]['encoding'] = schema_lib.RAW_BYTES
+  meta['format_version'] = 1
+  with open(os.path.join(dst, 'metadata.json'), 'w') as f:
+    f.write(metadata_lib.dumps(meta))

@@ -32,7 +32,15 @@ def test_tensorflow_parses_every_encoding_exactly():
   assert f['negative'].int64_list.value == [-123456789012]
   assert f['gain'].float_list.value == [0.25]
   assert f['class'].bytes_list.value == ['passenger ✓'.encode()]
-  for key in ('signal', 'spectrogram', 'big_endian', 'f64_scalar', 'empty'):
+  for key in ('spectrogram', 'empty'):
+    # float32 arrays: a packed FloatList, row-major, parsed natively.
+    assert schema[key].encoding == schema_lib.FLOAT_LIST
+    assert np.array_equal(np.array(f[key].float_list.value, np.float32),
+                          element[key].ravel()), key
+    parsed = tf.io.parse_single_example(data, {key: tf.io.FixedLenFeature(
+        element[key].shape, tf.float32)})[key].numpy()
+    assert np.array_equal(parsed, element[key]), key
+  for key in ('signal', 'big_endian', 'f64_scalar'):
     spec = schema[key]
     assert spec.encoding == schema_lib.RAW_BYTES
     raw = f[key].bytes_list.value[0]
@@ -95,7 +103,8 @@ def test_decode_is_the_inverse_of_encode_and_checks_the_schema():
   again = example_codec.decode_example(proto.SerializeToString(), schema)
   assert np.array_equal(again['signal'], element['signal'])
   short = dict(element, spectrogram=np.zeros((3, 4), np.float32))
-  with pytest.raises(schema_lib.SchemaError, match="'spectrogram': 48 bytes"):
+  with pytest.raises(schema_lib.SchemaError,
+                     match=r"'spectrogram': 12 float32 values, \[3, 5\] needs 15"):
     example_codec.decode_example(
         example_codec.encode_example(short), schema)
   with pytest.raises(schema_lib.SchemaError, match=r"missing \['index'\]"):
@@ -103,3 +112,24 @@ def test_decode_is_the_inverse_of_encode_and_checks_the_schema():
         {k: v for k, v in element.items() if k != 'index'}), schema)
   with pytest.raises(schema_lib.SchemaError, match='not a tf.train.Example'):
     example_codec.decode_example(b'\x0a\xff\xff', schema)
+
+
+def test_format_1_float_arrays_as_raw_bytes_still_decode():
+  """Datasets of format version 1 stored float32 arrays as raw bytes; their
+  schema says so, and the decoder follows it."""
+  spectrogram = np.random.default_rng(1).standard_normal((3, 5)).astype(
+      np.float32)
+  legacy = schema_lib.Schema.of({'spectrogram': schema_lib.FeatureSpec(
+      'float32', (3, 5), schema_lib.RAW_BYTES)})
+  assert schema_lib.Schema.from_json(legacy.to_json()) == legacy
+  # The same bytes version 1 wrote: the array's bytes in one BytesList item.
+  data = example_codec.encode_example(
+      {'spectrogram': spectrogram.view(np.uint8)})
+  decoded = example_codec.decode_example(data, legacy)['spectrogram']
+  assert decoded.dtype == np.float32
+  assert np.array_equal(decoded, spectrogram)
+  with pytest.raises(schema_lib.SchemaError, match='stored kind'):
+    example_codec.decode_example(
+        example_codec.encode_example({'spectrogram': spectrogram}), legacy)
+  with pytest.raises(schema_lib.SchemaError, match='encoding'):
+    schema_lib.FeatureSpec('float64', (3,), schema_lib.FLOAT_LIST)

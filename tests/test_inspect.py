@@ -38,7 +38,7 @@ def test_summary_has_the_numbers(dataset, capsys):
   assert 'train: 20 examples in 4 shards' in text
   assert '    bird: 12' in text and '    dog: 8' in text
   assert 'signal: int32 shape [1024] (raw_bytes)' in text
-  assert 'log_mel: float32 shape [3, 64] (raw_bytes)' in text
+  assert 'log_mel: float32 shape [3, 64] (float_list)' in text
   stats = meta['splits']['train']['statistics']['signal']
   assert f'train/signal: mean {stats["mean"]:.6g}' in text
   assert '1 x unreadable (e.g. ' in text and 'broken.wav' in text

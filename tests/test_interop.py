@@ -78,6 +78,52 @@ def test_tfds_loads_every_split_with_exact_values_and_slicing(dataset):
   assert len(got) == n - start
 
 
+def _tfds_features(meta):
+  """The dataset's features built with TFDS's own classes from the schema."""
+  import tensorflow_datasets as tfds
+  out = {}
+  for key, spec in meta['schema'].items():
+    if key == 'target':
+      out[key] = tfds.features.ClassLabel(names=meta['classes'])
+    elif spec['dtype'] == 'string':
+      out[key] = tfds.features.Text()
+    else:
+      out[key] = tfds.features.Tensor(
+          shape=tuple(spec['shape']), dtype=np.dtype(spec['dtype']),
+          encoding='bytes' if spec['encoding'] == 'raw_bytes' else 'none')
+  return out
+
+
+def test_tfds_files_equal_what_tfds_itself_writes(dataset, tmp_path):
+  """dataset_info.json and features.json against TFDS's write_metadata for
+  the same shards, features and splits (compared as JSON: key order and
+  indentation are free)."""
+  import json
+  import shutil
+  import tensorflow_datasets as tfds
+  out, meta = dataset
+  for entry in meta['splits'].values():
+    for shard in entry['shards']:
+      shutil.copy(out / shard['file'], tmp_path / shard['file'])
+  splits = [tfds.core.SplitInfo(
+      name=name, shard_lengths=[s['num_examples'] for s in entry['shards']],
+      num_bytes=entry['example_bytes'])
+      for name, entry in meta['splits'].items()]
+  ours_info = json.loads((out / 'dataset_info.json').read_text())
+  tfds.folder_dataset.write_metadata(
+      data_dir=tmp_path, features=_tfds_features(meta), split_infos=splits,
+      supervised_keys=(meta['input_key'], 'target'),
+      description=ours_info['description'], check_data=True)
+  for name in ('dataset_info.json', 'features.json', 'target.labels.txt'):
+    theirs = (tmp_path / name).read_text()
+    ours = (out / name).read_text()
+    if name.endswith('.json'):
+      theirs, ours = json.loads(theirs), json.loads(ours)
+      if name == 'dataset_info.json':
+        theirs['splits'].sort(key=lambda split: split['name'])
+    assert ours == theirs, name
+
+
 def test_tfds_load_with_tfds_layout(dataset, tmp_path):
   import tensorflow_datasets as tfds
   out, _ = dataset
@@ -126,6 +172,10 @@ def test_tfxio_reads_the_shards_into_record_batches(dataset):
   assert 'wavbeam.dtype:int32' in signal.annotation.tag
   target = [f for f in schema.feature if f.name == 'target'][0]
   assert target.int_domain.max == len(CLASSES) - 1
+  spectrogram = [f for f in schema.feature if f.name == 'spectrogram'][0]
+  assert spectrogram.type == schema_pb2.FLOAT
+  assert [d.size for d in spectrogram.shape.dim] == \
+      meta['schema']['spectrogram']['shape']
   source = tfxio.TFExampleRecord(
       file_pattern=[str(out / s['file'])
                     for s in meta['splits']['test']['shards']],
@@ -141,6 +191,8 @@ def test_tfxio_reads_the_shards_into_record_batches(dataset):
         raw = batch.column('signal')[i][0].as_py()
         assert np.array_equal(np.frombuffer(raw, '<i4'),
                               expected[key]['signal'])
+        floats = np.array(batch.column('spectrogram')[i].as_py(), np.float32)
+        assert np.array_equal(floats, expected[key]['spectrogram'].ravel())
         rows += 1
     assert rows == len(expected)
 
@@ -149,7 +201,21 @@ def test_tfxio_reads_the_shards_into_record_batches(dataset):
     assert_that(batches | beam.combiners.ToList(),
                 lambda lists: [check(lists[0])])
   adapter = source.TensorAdapter()
-  assert 'spectrogram' in adapter.TypeSpecs()
+  assert adapter.TypeSpecs()['spectrogram'].shape.as_list() == [
+      None, *meta['schema']['spectrogram']['shape']]
+  assert adapter.TypeSpecs()['spectrogram'].dtype == tf.float32
+
+
+def test_schema_pbtxt_escapes_any_feature_key(dataset):
+  from google.protobuf import text_format
+  from tensorflow_metadata.proto.v0 import schema_pb2
+  from pipeline import tfx_schema
+  _, meta = dataset
+  key = 'quote" back\\slash \\" ünï ✓'
+  odd = dict(meta, schema=dict(meta['schema'], **{key: meta['schema']['index']}))
+  parsed = text_format.Parse(tfx_schema.text(odd), schema_pb2.Schema())
+  assert key in [f.name for f in parsed.feature]
+  assert len(parsed.feature) == len(odd['schema'])
 
 
 def test_keras_example_trains_one_epoch(dataset):

@@ -197,6 +197,37 @@ def test_dataflow_job_builds_offline(corpus, tmp_path, monkeypatch):
   assert not os.path.exists(tmp_path / 'out' / 'metadata.json')
 
 
+def test_worker_package_needs_no_tensorflow_and_carries_its_pins(tmp_path):
+  """The sdist Beam stages for --setup_file (built the way Beam's stager
+  builds it): its requirement files travel with it, and what a worker
+  installs is the runtime alone."""
+  import tarfile
+  subprocess.run([sys.executable, 'setup.py', '-q', 'sdist', '--dist-dir',
+                  str(tmp_path)], cwd=ROOT, check=True, capture_output=True)
+  (sdist,) = tmp_path.glob('wavbeam-*.tar.gz')
+  with tarfile.open(sdist) as tar:
+    names = {n.split('/', 1)[1] for n in tar.getnames() if '/' in n}
+    assert {'requirements.txt', 'requirements-tf.txt',
+            'requirements-inspect.txt', 'requirements-test.txt'} <= names
+    requires = tar.extractfile(next(
+        m for m in tar.getmembers()
+        if m.name.endswith('.egg-info/requires.txt'))).read().decode()
+  # requires.txt: the core requirements, then one [extra] section each.
+  sections, current = {}, ''
+  for line in requires.splitlines():
+    if line.startswith('['):
+      current = line.strip('[]')
+    elif line:
+      sections.setdefault(current, []).append(line)
+  core = sections['']
+  assert 'apache-beam==2.77.0' in core and 'soxr==1.1.0' in core
+  assert not any(r.startswith(('tensorflow==', 'tensorflow-datasets',
+                               'pytest', 'matplotlib', 'hypothesis'))
+                 for r in core), core
+  assert sections['tf'] == ['tensorflow==2.21.0']
+  assert sections['dask'] == ['apache-beam[dask]==2.77.0']
+
+
 def test_flink_pipeline_converts_to_its_portable_form(corpus, tmp_path):
   from apache_beam.options.pipeline_options import (FlinkRunnerOptions,
                                                     PortableOptions)

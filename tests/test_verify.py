@@ -142,3 +142,28 @@ def test_replay_of_a_good_dataset_reads_each_example_once(dataset):
           replay.replay_dataset(str(dataset[0]), 'train', shuffle=True,
                                 seed=3, features=['filepath', 'win_start_idx'])]
   assert len(keys) == len(set(keys)) == 24
+
+
+def test_a_format_1_dataset_reads_the_same_everywhere(dataset, tmp_path):
+  """Version 1 stored float32 arrays as raw bytes: replay_dataset, verify
+  and inspect read such a dataset to the same values."""
+  import numpy as np
+  from pipeline import inspect as inspect_lib
+  from pipeline import verify
+  out, meta = dataset
+  old = tmp_path / 'v1'
+  H.to_format_1(str(out), str(old))
+  assert json.load(open(old / 'metadata.json'))['schema']['spectrogram'][
+      'encoding'] == 'raw_bytes'
+  assert (old / meta['splits']['train']['shards'][0]['file']).read_bytes() != \
+      (out / meta['splits']['train']['shards'][0]['file']).read_bytes()
+  new_elements, old_elements = H.replayed(str(out)), H.replayed(str(old))
+  assert sorted(new_elements) == sorted(old_elements)
+  for key, element in new_elements.items():
+    for name, value in element.items():
+      assert np.array_equal(old_elements[key][name], value), (key, name)
+  n = meta['splits']['train']['num_examples']
+  assert f'OK, {n} examples' in verify.verify(str(old))
+  metadata = inspect_lib.load(str(old))
+  assert '(raw_bytes)' in inspect_lib.summary_text(str(old), metadata)
+  assert 'spectrogram' in inspect_lib.show_text(str(old), metadata, 'train', 1)

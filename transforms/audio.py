@@ -1,13 +1,16 @@
-"""Pure numpy: window arithmetic, channel mixing, sample conversion, resampling.
+"""Pure numpy: window arithmetic, channel mixing, sample conversion; resampling
+with soxr.
 
 Everything here is a function of its arguments, so a chunk of a file computed
 on one worker equals the same windows computed from the whole file.
 """
 
 import math
+import threading
 from typing import Tuple
 
 import numpy as np
+import soxr
 
 
 def window_count(frames: int, win_len: int, hop_len: int, pad: bool) -> int:
@@ -84,13 +87,34 @@ def from_signal_dtype(signal: np.ndarray) -> np.ndarray:
 
 
 # --- resampling -------------------------------------------------------------
-# A Kaiser-windowed sinc interpolator evaluated at each output sample from the
-# input samples around it. Each output sample depends only on the input, never
-# on how the signal was chunked, so chunks resampled on different workers join
-# exactly.
+# soxr's VHQ resampler (28-bit precision, computed in float64): pass band flat
+# to 0.91 of the lower Nyquist, -3 dB at 0.95, stop band from the Nyquist on,
+# at least 150 dB down (measured in tests/test_features.py). soxr filters a
+# stream in blocks of its own, so a range resampled on its own would differ
+# from the same range inside a whole-file pass in its last bits. Here the
+# resampled signal is defined block by block instead: output block b is
+# soxr's output for a fixed input segment around it (the block's input plus
+# RESAMPLE_CONTEXT zeros-outside-the-file samples each side). Every block is
+# computed from the same samples whoever computes it, so a chunk read on one
+# worker equals the same samples of a whole-file pass, bit for bit, and both
+# stay within 1e-8 of soxr's own one-pass output.
 
-RESAMPLE_HALF_WIDTH = 32  # input-rate zero crossings on each side
-_KAISER_BETA = 8.6
+RESAMPLE_QUALITY = 'VHQ'
+_BLOCK_TARGET = 32768    # output samples per block, rounded to the period
+_CONTEXT_MIN = 1024      # input samples each side of a block, at least
+
+
+_streams = threading.local()
+
+
+def _resampler(rate_in: int, rate_out: int) -> soxr.ResampleStream:
+  """A soxr stream for this rate pair, reused by this thread: designing
+  soxr's filter costs about as much as resampling a second of audio."""
+  cache = _streams.__dict__.setdefault('by_rates', {})
+  if (rate_in, rate_out) not in cache:
+    cache[(rate_in, rate_out)] = soxr.ResampleStream(
+        rate_in, rate_out, 1, dtype='float64', quality=RESAMPLE_QUALITY)
+  return cache[(rate_in, rate_out)]
 
 
 def resample_ratio(rate_in: int, rate_out: int) -> Tuple[int, int]:
@@ -103,60 +127,66 @@ def resampled_length(frames: int, rate_in: int, rate_out: int) -> int:
   return -(-frames * up // down)
 
 
-def resample_context(rate_in: int, rate_out: int) -> int:
-  """Input samples needed on each side of an output range."""
+def resample_blocks(rate_in: int, rate_out: int) -> Tuple[int, int, int]:
+  """(output samples, input samples, input context) of a resampling block.
+
+  A block starts on a multiple of `down` input samples, where input and
+  output sample times coincide; the context grows with the decimation
+  factor, which sets soxr's filter length in input samples.
+  """
   up, down = resample_ratio(rate_in, rate_out)
-  return RESAMPLE_HALF_WIDTH * max(1, -(-down // up)) + 1
+  periods = max(1, -(-_BLOCK_TARGET // up))
+  context = max(_CONTEXT_MIN, 256 * -(-down // up))
+  return periods * up, periods * down, -(-context // down) * down
 
 
-def resample_kernel(rate_in: int, rate_out: int) -> np.ndarray:
-  """(up, 2*half) interpolation taps, one row per output phase."""
-  up, down = resample_ratio(rate_in, rate_out)
-  half = resample_context(rate_in, rate_out) - 1
-  cutoff = min(1.0, up / down)  # the lower Nyquist, in input-sample units
-  taps = np.arange(-half + 1, half + 1, dtype=np.float64)
-  frac = np.arange(up, dtype=np.float64) / up  # output time - base sample
-  dist = taps[None, :] - frac[:, None]
-  ratio = np.clip(dist / half, -1.0, 1.0)
-  window = np.i0(_KAISER_BETA * np.sqrt(1.0 - ratio * ratio)) / np.i0(
-      _KAISER_BETA)
-  return cutoff * np.sinc(cutoff * dist) * window
+def resample_input_range(frames: int, rate_in: int, rate_out: int,
+                         out_start: int, out_stop: int) -> Tuple[int, int]:
+  """Input frames [start, stop) that output samples [out_start, out_stop)
+  are computed from (their blocks with context, within the file)."""
+  block_out, block_in, context = resample_blocks(rate_in, rate_out)
+  first = out_start // block_out
+  last = -(-out_stop // block_out)  # exclusive
+  return (max(0, first * block_in - context),
+          min(frames, last * block_in + context))
 
 
 def resample_range(x: np.ndarray, x_offset: int, frames: int, rate_in: int,
-                   rate_out: int, out_start: int, out_len: int,
-                   kernel: np.ndarray = None) -> np.ndarray:
+                   rate_out: int, out_start: int, out_len: int) -> np.ndarray:
   """Output samples [out_start, out_start + out_len) of the resampled signal.
 
   `x` (float64) holds input samples [x_offset, x_offset + len(x)) of a signal
   of `frames` samples, which is zero outside [0, frames). `x` must cover
-  `resample_context` samples around the range, or reach the signal's ends.
+  `resample_input_range` of the output range.
   """
   up, down = resample_ratio(rate_in, rate_out)
   if up == down:
     return x[out_start - x_offset:out_start - x_offset + out_len].copy()
-  if kernel is None:
-    kernel = resample_kernel(rate_in, rate_out)
-  half = kernel.shape[1] // 2
   out = np.empty(out_len, np.float64)
   if out_len == 0:
     return out
-  first = (out_start * down) // up - half + 1
-  last = ((out_start + out_len - 1) * down) // up + half  # inclusive
-  lo, hi = max(first, 0), min(last + 1, frames)
+  lo, hi = resample_input_range(frames, rate_in, rate_out, out_start,
+                                out_start + out_len)
   if lo < x_offset or hi > x_offset + x.shape[0]:
     raise ValueError(
         f'resample_range needs input [{lo}, {hi}), got [{x_offset}, '
         f'{x_offset + x.shape[0]})')
-  ext = np.zeros(last + 1 - first, np.float64)
-  ext[lo - first:hi - first] = x[lo - x_offset:hi - x_offset]
-  taps = np.arange(-half + 1, half + 1, dtype=np.int64)
-  block = 4096  # bounds the (block, taps) gather to a few MB
-  for b in range(0, out_len, block):
-    j = np.arange(out_start + b, out_start + min(b + block, out_len),
-                  dtype=np.int64)
-    base = (j * down) // up
-    phase = j * down - base * up
-    values = ext[(base - first)[:, None] + taps[None, :]]
-    out[b:b + j.size] = np.einsum('ij,ij->i', values, kernel[phase])
+  block_out, block_in, context = resample_blocks(rate_in, rate_out)
+  stream = _resampler(rate_in, rate_out)
+  for b in range(out_start // block_out,
+                 -(-(out_start + out_len) // block_out)):
+    # soxr's own start is kept (it differs from zeros before the file);
+    # past the end the signal is zeros, so every later segment has one length.
+    seg_start = max(0, b * block_in - context)
+    seg_stop = (b + 1) * block_in + context
+    segment = np.zeros(seg_stop - seg_start, np.float64)
+    have = max(seg_start, min(seg_stop, frames))
+    segment[:have - seg_start] = x[seg_start - x_offset:have - x_offset]
+    skip = (b * block_in - seg_start) * up // down
+    stream.clear()  # as fresh as soxr.resample, bit for bit (tested)
+    block = stream.resample_chunk(segment, last=True)[skip:skip + block_out]
+    o_lo = max(out_start, b * block_out)
+    o_hi = min(out_start + out_len, (b + 1) * block_out)
+    out[o_lo - out_start:o_hi - out_start] = block[o_lo - b * block_out:
+                                                   o_hi - b * block_out]
   return out

@@ -84,10 +84,15 @@ def _entry_head(key: bytes, encoding: str, payload_len: int) -> bytes:
           kind_head)
 
 
-def _raw_head(key: bytes, num_bytes: int) -> bytes:
-  """Everything before a raw array's bytes; fixed for a fixed shape."""
-  inner = _LEN1 + _varint(num_bytes)
-  return _entry_head(key, schema_lib.RAW_BYTES, len(inner) + num_bytes) + inner
+def _array_head(key: bytes, encoding: str, num_bytes: int) -> bytes:
+  """Everything before an array's bytes, for raw bytes (one BytesList item)
+  and float32 (a packed FloatList): the same framing under another kind
+  tag. Fixed for a fixed shape."""
+  if encoding == schema_lib.FLOAT_LIST and num_bytes == 0:
+    inner = b''  # protobuf writes no field for an empty packed list
+  else:
+    inner = _LEN1 + _varint(num_bytes)
+  return _entry_head(key, encoding, len(inner) + num_bytes) + inner
 
 
 def _row_spec(column) -> schema_lib.FeatureSpec:
@@ -106,8 +111,9 @@ def encode_batch(columns: Mapping[str, Any], n: int) -> List[bytes]:
 
   A column is a numpy array whose first axis is the example (one array per
   example, e.g. a batch of spectrograms) or a sequence of n values (scalars
-  or strings). Keys are written in sorted order; arrays as little-endian raw
-  bytes, sliced from the batch without copying.
+  or strings). Keys are written in sorted order; arrays as little-endian
+  bytes (raw, or a packed FloatList for float32), sliced from the batch
+  without copying.
   """
   writers = []
   for key in sorted(columns):
@@ -116,10 +122,11 @@ def encode_batch(columns: Mapping[str, Any], n: int) -> List[bytes]:
       raise ValueError(f'column {key!r} has {column.shape[0]} rows, not {n}')
     spec = _row_spec(column)
     encoding = spec.encoding
-    if encoding == schema_lib.RAW_BYTES:
+    if encoding == schema_lib.RAW_BYTES or (
+        encoding == schema_lib.FLOAT_LIST and isinstance(column, np.ndarray)):
       batch = np.ascontiguousarray(column, column.dtype.newbyteorder('<'))
       rows = batch.reshape(n, -1).view(np.uint8)
-      head = _raw_head(key_bytes, rows.shape[1])
+      head = _array_head(key_bytes, encoding, rows.shape[1])
       writers.append((True, head, rows))
     else:
       values = [to_array(v) for v in column]
@@ -155,13 +162,14 @@ def encode_example(element: Mapping[str, Any],
       if schema[key] != spec:
         raise schema_lib.SchemaError(
             f'feature {key!r}: expected {schema[key]}, got {spec}')
-  columns = {k: to_array(v)[None] if _is_raw(v) else [v]
+  columns = {k: to_array(v)[None] if _is_array(v) else [v]
              for k, v in element.items()}
   return encode_batch(columns, 1)[0]
 
 
-def _is_raw(value) -> bool:
-  return spec_of(value).encoding == schema_lib.RAW_BYTES
+def _is_array(value) -> bool:
+  return spec_of(value).encoding in (schema_lib.RAW_BYTES,
+                                     schema_lib.FLOAT_LIST)
 
 
 def decode_raw(data: bytes, spec: schema_lib.FeatureSpec) -> np.ndarray:
@@ -277,10 +285,15 @@ def decode_example(data: bytes, schema: schema_lib.Schema) -> dict:
         raise schema_lib.SchemaError(f'feature {key!r}: {len(values)} values')
       out[key] = np.int64(values[0])
     else:
+      # Packed (one item) or, from other writers, one 4-byte item per value.
       raw = b''.join(bytes(i) for i in items)
-      if len(raw) != 4:
-        raise schema_lib.SchemaError(f'feature {key!r}: not one float32')
-      out[key] = np.frombuffer(raw, '<f4')[0]
+      size = 4 * int(np.prod(spec.shape))
+      if len(raw) != size:
+        raise schema_lib.SchemaError(
+            f'feature {key!r}: {len(raw) // 4} float32 values, '
+            f'{list(spec.shape)} needs {size // 4}')
+      values = np.frombuffer(raw, '<f4').reshape(spec.shape)
+      out[key] = values[()] if spec.shape == () else values
   return out
 
 

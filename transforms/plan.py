@@ -100,9 +100,5 @@ def chunk_input_range(chunk: Chunk, win_len: int,
   rate_in, rate_out = plan.info.sample_rate, plan.sample_rate
   if rate_in == rate_out:
     return out_start, out_stop
-  up, down = audio.resample_ratio(rate_in, rate_out)
-  ctx = audio.resample_context(rate_in, rate_out)
-  start = max(0, out_start * down // up - ctx)
-  stop = min(plan.info.frames, -(-out_stop * down // up) + ctx)
-  return start, stop
-
+  return audio.resample_input_range(plan.info.frames, rate_in, rate_out,
+                                    out_start, out_stop)
