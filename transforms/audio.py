@@ -105,6 +105,7 @@ _CONTEXT_MIN = 1024      # input samples each side of a block, at least
 
 
 _streams = threading.local()
+_EMPTY = np.zeros(0, np.float64)
 
 
 def _resampler(rate_in: int, rate_out: int) -> soxr.ResampleStream:
@@ -179,12 +180,21 @@ def resample_range(x: np.ndarray, x_offset: int, frames: int, rate_in: int,
     # past the end the signal is zeros, so every later segment has one length.
     seg_start = max(0, b * block_in - context)
     seg_stop = (b + 1) * block_in + context
-    segment = np.zeros(seg_stop - seg_start, np.float64)
-    have = max(seg_start, min(seg_stop, frames))
-    segment[:have - seg_start] = x[seg_start - x_offset:have - x_offset]
+    if seg_stop <= frames:
+      segment = np.ascontiguousarray(
+          x[seg_start - x_offset:seg_stop - x_offset], np.float64)
+    else:
+      segment = np.zeros(seg_stop - seg_start, np.float64)
+      have = max(seg_start, frames)
+      segment[:have - seg_start] = x[seg_start - x_offset:have - x_offset]
     skip = (b * block_in - seg_start) * up // down
-    stream.clear()  # as fresh as soxr.resample, bit for bit (tested)
-    block = stream.resample_chunk(segment, last=True)[skip:skip + block_out]
+    stream.clear()  # the same bits as a new stream, without its set-up
+    # soxr emits outputs as soon as they are final: the block is usually
+    # out before the flush, which would only compute outputs dropped here.
+    block = stream.resample_chunk(segment, last=False)
+    if block.shape[0] < skip + block_out:
+      block = np.concatenate([block, stream.resample_chunk(_EMPTY, last=True)])
+    block = block[skip:skip + block_out]
     o_lo = max(out_start, b * block_out)
     o_hi = min(out_start + out_len, (b + 1) * block_out)
     out[o_lo - out_start:o_hi - out_start] = block[o_lo - b * block_out:
