@@ -15,7 +15,7 @@ TestPipeline.
 import dataclasses
 import json
 import logging
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -26,6 +26,7 @@ from pipeline import progress
 from pipeline.config import ConfigError, PipelineConfig
 from transforms import balance
 from transforms import dofns
+from transforms import filesystem
 from transforms import finalize
 from transforms import labels
 from transforms import example_codec
@@ -64,13 +65,14 @@ class ListWavFiles(beam.PTransform):
   then flattened.
   """
 
-  def __init__(self, paths: List[str], dask_partitions: Optional[int] = None):
+  def __init__(self, indexed: List[Tuple[int, str]],
+               dask_partitions: Optional[int] = None):
     super().__init__()
-    self.paths = paths
+    self.indexed = indexed
     self.dask_partitions = dask_partitions
 
   def expand(self, root):
-    indexed = list(enumerate(self.paths))
+    indexed = self.indexed
     if not self.dask_partitions:
       return root | 'Create' >> beam.Create(indexed)
     n = self.dask_partitions
@@ -227,7 +229,8 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   prepare_output_dir(config)
 
   dask_partitions = _dask_partitions(p)
-  files = p | 'ListWavFiles' >> ListWavFiles(paths, dask_partitions)
+  indexed, unnamed = _usable_names(paths)
+  files = p | 'ListWavFiles' >> ListWavFiles(indexed, dask_partitions)
   class_names = files | 'ClassNames' >> ClassNames(config)
   planned = files | 'ProbeAndPlan' >> ProbeAndPlan(config)
   plans = planned['plans']
@@ -243,9 +246,10 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   # main input: it runs after every shard is written, and runners that
   # compute only what the last transform needs, or recompute each side
   # input (Beam's DaskRunner), still run every branch, once.
-  summary = ((written,
-              planned['rejected'],
-              planned['planned'])
+  results = [written, planned['rejected'], planned['planned']]
+  if unnamed:
+    results.append(p | 'UndecodableNames' >> beam.Create(unnamed))
+  summary = (results
              | 'AllResults' >> beam.Flatten()
              | 'SummarizeRun' >> beam.CombineGlobally(
                  stats_lib.SummarizeRun()))
@@ -257,6 +261,25 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
               class_names=side.AsSingleton(class_names),
               sample_rate=side.AsSingleton(planned['rate']),
               layouts=side.AsSingleton(layouts)))
+
+
+def _usable_names(paths: List[str]):
+  """([(index, path)] to process, [Rejection] for names that are not UTF-8).
+
+  A name that is not valid UTF-8 cannot be written in an example, a
+  rejection or a Beam coder's string; it is rejected here, shown with its
+  bytes as \\xNN, and counted like any other file.
+  """
+  indexed, unnamed = [], []
+  for index, path in enumerate(paths):
+    shown = wav_io.undecodable_name(path)
+    if shown is None:
+      indexed.append((index, path))
+    else:
+      unnamed.append(wav_io.Rejection(
+          shown, 'file name is not valid UTF-8 (shown with its bytes as '
+          '\\xNN): rename the file', 'list'))
+  return indexed, unnamed
 
 
 def _dask_partitions(p: beam.Pipeline) -> Optional[int]:
@@ -316,15 +339,13 @@ def dataset_files(config: PipelineConfig) -> List[str]:
   out = config.dataset_dir
   if not FileSystems.exists(out):
     return []
-  patterns = [naming.join(out, naming.METADATA_FILE),
-              naming.join(out, naming.REJECTS_FILE),
-              naming.join(out, 'dataset_info.json'),
-              naming.join(out, 'features.json'),
-              naming.join(out, '*.labels.txt'),
-              naming.join(out, 'schema.pbtxt'),
-              naming.join(out, f'{config.dataset_name}-*.tfrecord-*')]
-  found = sorted(m.path for r in FileSystems.match(patterns)
-                 for m in r.metadata_list)
+  names = [naming.METADATA_FILE, naming.REJECTS_FILE, 'dataset_info.json',
+           'features.json', '*.labels.txt', 'schema.pbtxt',
+           f'{naming.escape_pattern(config.dataset_name)}-*.tfrecord-*']
+  found = sorted(naming.within(out, [
+      m.path for r in FileSystems.match(
+          [naming.pattern_under(out, name) for name in names])
+      for m in r.metadata_list]))
   temp = naming.join(out, naming.TEMP_DIR)
   return found + [temp] if FileSystems.exists(temp) else found
 
@@ -363,8 +384,8 @@ def _remove_earlier_dataset(config: PipelineConfig) -> None:
   # metadata.json first: if this is interrupted, what is left is never
   # taken for a complete dataset.
   metadata = [p for p in existing if p.endswith('/' + naming.METADATA_FILE)]
-  FileSystems.delete(metadata)
-  FileSystems.delete([p for p in existing if p not in metadata])
+  filesystem.delete(metadata)
+  filesystem.delete([p for p in existing if p not in metadata])
 
 
 def _check_extra_features(config, extra_features):

@@ -1,5 +1,7 @@
 """Names of the files a dataset is made of (shards, metadata, rejects)."""
 
+import re
+
 METADATA_FILE = 'metadata.json'
 REJECTS_FILE = 'rejects.jsonl'
 TEMP_DIR = '.wavbeam-incomplete'  # shards before the run succeeds
@@ -20,6 +22,26 @@ def shard_prefix(dataset_name: str, split: str) -> str:
   return f'{dataset_name}-{split}.tfrecord'
 
 
+def escape_pattern(path: str) -> str:
+  """`path` as a Beam file pattern that matches it literally: [, *, ? are
+  glob characters there. Beam's patterns cannot quote, so [ becomes the
+  class [\\[], which also matches a backslash: callers keep only results
+  under the exact folder they asked for (`within`)."""
+  return re.sub(r'([*?])', r'[\1]', path.replace('[', '[\\[]'))
+
+
+def pattern_under(folder: str, pattern: str) -> str:
+  """A glob pattern for names under `folder`, the folder's own name taken
+  literally."""
+  return escape_pattern(folder.rstrip('/')) + '/' + pattern
+
+
+def within(folder: str, paths):
+  """The paths that lie under `folder`, compared as strings."""
+  prefix = folder.rstrip('/') + '/'
+  return [p for p in paths if p.startswith(prefix)]
+
+
 def join(directory: str, name: str) -> str:
   """Joins for local paths and URIs (gs://...) alike."""
   return directory.rstrip('/') + '/' + name
@@ -33,7 +55,8 @@ def find_dataset_dir(output_dir: str, exists, glob) -> str:
   """
   if exists(join(output_dir, METADATA_FILE)):
     return output_dir
-  nested = glob(join(output_dir, '*/*/' + METADATA_FILE))
+  nested = within(output_dir,
+                  glob(pattern_under(output_dir, '*/*/' + METADATA_FILE)))
   if len(nested) == 1:
     return nested[0][:-len(METADATA_FILE) - 1]
   return output_dir

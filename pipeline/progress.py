@@ -50,10 +50,11 @@ def _read_plan(dataset_dir: str) -> Optional[dict]:
 
 
 def _bytes_written(dataset_dir: str) -> int:
-  pattern = naming.join(naming.join(dataset_dir, naming.TEMP_DIR), '*-*')
+  temp = naming.join(dataset_dir, naming.TEMP_DIR)
   try:
-    return sum(m.size_in_bytes for m in
-               FileSystems.match([pattern])[0].metadata_list)
+    found = FileSystems.match([naming.pattern_under(temp, '*-*')])[0]
+    return sum(m.size_in_bytes for m in found.metadata_list
+               if naming.within(temp, [m.path]))
   except Exception:  # the folder is gone: the run is finishing
     return 0
 

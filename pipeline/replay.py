@@ -37,7 +37,8 @@ def load_metadata(output_dir: str) -> Dict:
   path = naming.join(output_dir, naming.METADATA_FILE)
   if not tf.io.gfile.exists(path):
     if tf.io.gfile.exists(output_dir) and (
-        tf.io.gfile.glob(naming.join(output_dir, '*.tfrecord-*')) or
+        naming.within(output_dir, tf.io.gfile.glob(
+            naming.pattern_under(output_dir, '*.tfrecord-*'))) or
         tf.io.gfile.exists(naming.join(output_dir, naming.TEMP_DIR))):
       raise DatasetError(
           f'{output_dir} is an incomplete dataset (no {naming.METADATA_FILE}):'

@@ -16,6 +16,7 @@ from pipeline import naming
 from pipeline.graph import read_metadata, resolve_dataset_dir
 from transforms import example_codec
 from transforms import tfrecord
+from transforms import filesystem
 
 
 class VerifyError(Exception):
@@ -41,7 +42,7 @@ def verify(output_dir: str) -> str:
       path = naming.join(output_dir, shard['file'])
       if not FileSystems.exists(path):
         raise VerifyError(f'{path}: listed in metadata.json but missing')
-      size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+      size = filesystem.metadata(path).size_in_bytes
       if size != shard['num_bytes']:
         raise VerifyError(f'{path}: {size} bytes, metadata.json says '
                           f'{shard["num_bytes"]}')

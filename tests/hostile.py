@@ -134,7 +134,34 @@ def catalogue():
       ('x/comma,name.wav', _sf(_pcm16(WIN, 21), 'PCM_16'), ('ok', 1)),
       ('x/ünïcödé 音.wav', _sf(_pcm16(WIN, 22), 'PCM_16'), ('ok', 1)),
       ('x/UPPER.WAV', _sf(_pcm16(WIN, 23), 'PCM_16'), ('ok', 1)),
+      # Glob characters are plain characters in a path: rec[1].wav is not
+      # rec1.wav (a pattern [1] matches "1"), nor is a folder bracket[1].
+      ('x/take[1].wav', _sf(_pcm16(WIN, 24), 'PCM_16'), ('ok', 1)),
+      ('x/rec1.wav', _sf(_pcm16(WIN, 25), 'PCM_16'), ('ok', 1)),
+      ('x/rec[1].wav', _sf(_pcm16(WIN * 3, 26), 'PCM_16'), ('ok', 3)),
+      ('x/star*.wav', _sf(_pcm16(WIN, 27), 'PCM_16'), ('ok', 1)),
+      ('x/what?.wav', _sf(_pcm16(WIN, 28), 'PCM_16'), ('ok', 1)),
+      ('bracket[1]/inside.wav', _sf(_pcm16(WIN * 2, 29), 'PCM_16'),
+       ('ok', 2)),
+      # Bytes that are not UTF-8 in a name (the OS hands them over as lone
+      # surrogates): rejected, shown as \xNN.
+      ('x/\udcff\udcfe.wav', _bytes(wav_bytes(_pcm16(WIN, 30))),
+       ('rejected', 'file name is not valid UTF-8')),
+      # Data sizes streaming writers leave in the header.
+      ('x/stream_7ffff000.wav',
+       _bytes(wav_bytes(_pcm16(WIN * 2, 31), data_size=0x7FFFF000)),
+       ('ok', 2)),
+      ('x/stream_ffffffff.wav',
+       _bytes(wav_bytes(_pcm16(WIN * 2, 32), data_size=0xFFFFFFFF)),
+       ('ok', 2)),
+      ('x/stream_zero.wav',
+       _bytes(wav_bytes(_pcm16(WIN * 2, 33), data_size=0)),
+       ('rejected', 'empty: header declares 0 data bytes')),
   ]
+
+
+# Files used with a remark in rejects.jsonl: {relative path: note prefix}.
+NOTES = {'x/stream_7ffff000.wav': 'data size unknown'}
 
 
 def write_catalogue(root):

@@ -11,6 +11,7 @@ from pipeline.config import PipelineConfig
 from transforms import allocator
 from transforms import counters
 from transforms import example_codec
+from transforms import filesystem
 from transforms import labels
 from transforms import plan as plan_lib
 from transforms import tfrecord
@@ -44,7 +45,10 @@ class ProbeWav(beam.DoFn):
     index, path = indexed_path
     counters.counter(counters.FILES_PROBED).inc()
     try:
-      yield wav_io.probe(index, path)
+      info, note = wav_io.probe(index, path)
+      yield info
+      if note:
+        yield wav_io.Rejection(path, note, wav_io.NOTE)
     except wav_io.BadWav as e:
       counters.counter(counters.FILES_REJECTED).inc()
       yield wav_io.Rejection(path, str(e), 'probe')
@@ -115,8 +119,8 @@ class WriteShard(beam.DoFn):
               f, stats, part_refs, windows[part:part + COMPUTE_WINDOWS],
               plans, class_names)
     yield ShardStats(split, shard, path, stats.num_examples,
-                     FileSystems.match([path])[0].metadata_list[0]
-                     .size_in_bytes, started_ms, int(time.time() * 1000))
+                     filesystem.metadata(path).size_in_bytes, started_ms,
+                     int(time.time() * 1000))
     yield stats
     counters.counter(counters.SHARDS_WRITTEN).inc()
 

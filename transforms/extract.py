@@ -72,8 +72,10 @@ def read_chunk_windows(chunk: Chunk, config: PipelineConfig,
   plan = chunk.plan
   start, stop = chunk_input_range(chunk, config.win_len, config.hop_len)
   try:
-    read = files.read_range if files is not None else wav_io.read_range
-    block = read(plan.info.path, start, stop - start)
+    if files is not None:
+      block = files.read_range(plan.info.path, start, stop - start, plan.info)
+    else:
+      block = wav_io.read_range(plan.info.path, start, stop - start)
   except wav_io.BadWav:
     raise
   except wav_io.INPUT_ERRORS as e:
@@ -164,7 +166,7 @@ def _read_one(files: wav_io.OpenFiles, plan: FilePlan, window: int,
   n = min(config.win_len, plan.frames - start)
   frames = (start, start + n)
   try:
-    block = files.read_range(plan.info.path, start, n)
+    block = files.read_range(plan.info.path, start, n, plan.info)
   except wav_io.BadWav as e:
     rejections.append(wav_io.Rejection(plan.info.path, str(e), 'read', frames))
     return False

@@ -11,6 +11,7 @@ from pipeline import naming
 from pipeline import tfds_info
 from pipeline import tfx_schema
 from pipeline.config import PipelineConfig
+from transforms import filesystem
 from transforms.stats import RunSummary, SplitSummary
 
 class IncompleteRun(RuntimeError):
@@ -23,7 +24,7 @@ def write_text(path: str, text: str) -> None:
   with FileSystems.create(tmp) as f:
     f.write(text.encode('utf-8'))
   if FileSystems.exists(path):
-    FileSystems.delete([path])
+    filesystem.delete([path])
   FileSystems.rename([tmp], [path])
 
 
@@ -41,8 +42,12 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   the counts do not add up.
   """
   out = config.dataset_dir
-  rejects = sorted(summary.rejections,
-                   key=lambda r: (r.path, r.frame_range or (0, 0)))
+  def by_path(r):
+    return (r.path, r.frame_range or (0, 0), r.stage)
+
+  rejects = sorted((r for r in summary.rejections if not r.is_note),
+                   key=by_path)
+  notes = sorted((r for r in summary.rejections if r.is_note), key=by_path)
   rejected_paths = {r.path for r in rejects}
   ok_files = {path: split for path, split in summary.planned.items()
               if path not in rejected_paths}
@@ -85,10 +90,10 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
     FileSystems.rename([a for a, _ in renames], [b for _, b in renames])
   temp = naming.join(out, naming.TEMP_DIR)
   if FileSystems.exists(temp):
-    FileSystems.delete([temp])
+    filesystem.delete([temp])
   write_text(naming.join(out, naming.REJECTS_FILE),
              ''.join(json.dumps(r.to_json(), sort_keys=True) + '\n'
-                     for r in rejects))
+                     for r in sorted(rejects + notes, key=by_path)))
   examples = sum(v['num_examples'] for v in splits.values())
   metadata = metadata_lib.build(
       name=config.dataset_name, version=config.dataset_version,
@@ -100,7 +105,8 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
       input_key=default_input_key(config.features), splits=splits,
       counts={'files_seen': files_seen, 'files_ok': len(ok_files),
               'files_rejected': len(rejected_paths),
-              'rejections': len(rejects), 'examples': examples},
+              'rejections': len(rejects), 'notes': len(notes),
+              'examples': examples},
       compression=config.compression,
       shards_written=metadata_lib.shards_written_entry(
           min(s.started_ms for s in summary.shards.values()),

@@ -17,7 +17,9 @@ import numpy as np
 import soundfile as sf
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.localfilesystem import LocalFileSystem
+
+from pipeline import naming
+from transforms import filesystem
 
 # Errors that mean "this input is bad", as opposed to bugs in our code.
 INPUT_ERRORS = (sf.LibsndfileError, RuntimeError, OSError, ValueError,
@@ -32,16 +34,29 @@ class WavInfo:
   sample_rate: int
   channels: int
   subtype: str
+  # The file as probed: a read that finds another size or modification
+  # time rejects its windows instead of mixing two versions of a file.
+  size: int = -1
+  mtime: float = -1.0
+
+
+NOTE = 'note'  # a Rejection stage: the file is used, with a remark
 
 
 @dataclasses.dataclass(frozen=True)
 class Rejection:
   path: str
   reason: str
-  stage: str                                  # probe, plan or read
+  stage: str                                  # list, probe, plan, read, note
   frame_range: Optional[Tuple[int, int]] = None  # set when part of a file
 
+  @property
+  def is_note(self) -> bool:
+    return self.stage == NOTE
+
   def to_json(self) -> dict:
+    if self.is_note:
+      return {'path': self.path, 'note': self.reason}
     out = {'path': self.path, 'stage': self.stage, 'reason': self.reason}
     if self.frame_range is not None:
       out['frames'] = list(self.frame_range)
@@ -56,17 +71,38 @@ def list_wav_files(input_dir: str) -> List[str]:
   """All .wav files (any case) under input_dir, recursively, sorted.
 
   Directories are searched, not listed, whatever their name. On a local
-  disk, names Beam's listing skips because they cannot be stat'ed (broken
-  symbolic links) are listed too, so that probing rejects them with a
-  reason instead of losing them silently.
+  disk the tree is walked here, without recursion (Python's os.walk, under
+  Beam's listing, recurses and fails past about 1,000 levels), and names
+  that cannot be stat'ed (broken symbolic links), which Beam's listing
+  skips, are listed too, so that probing rejects them with a reason
+  instead of losing them silently. Symbolic links to folders are not
+  followed, as in Beam's listing. Elsewhere, Beam's listing of the folder
+  with its name escaped, so that [, ], * and ? in it are plain characters.
   """
-  pattern = input_dir.rstrip('/') + '/**'
-  result = FileSystems.match([pattern])[0]
-  paths = {m.path for m in result.metadata_list}
-  if isinstance(FileSystems.get_filesystem(input_dir), LocalFileSystem):
-    paths.update(os.path.join(d, name)
-                 for d, _, names in os.walk(input_dir) for name in names)
+  if filesystem.is_local(input_dir):
+    paths, folders = [], [input_dir]
+    while folders:
+      with os.scandir(folders.pop()) as entries:
+        for entry in entries:
+          if entry.is_dir(follow_symlinks=False):
+            folders.append(entry.path)
+          elif not (entry.is_symlink() and os.path.isdir(entry.path)):
+            paths.append(entry.path)
+  else:
+    pattern = naming.escape_pattern(input_dir.rstrip('/')) + '/**'
+    paths = naming.within(input_dir, [
+        m.path for m in FileSystems.match([pattern])[0].metadata_list])
   return sorted(p for p in paths if p.lower().endswith('.wav'))
+
+
+def undecodable_name(path: str) -> Optional[str]:
+  """For a path that is not valid UTF-8 (the OS gives its bytes as lone
+  surrogates), the path with those bytes as \\xNN; else None."""
+  try:
+    path.encode('utf-8')
+    return None
+  except UnicodeEncodeError:
+    return os.fsencode(path).decode('utf-8', 'backslashreplace')
 
 
 def open_binary(path: str):
@@ -88,6 +124,12 @@ def open_wav(path: str):
       yield wav
 
 
+# Data sizes that writers streaming to a pipe put in the header, meaning
+# "unknown": 0xFFFFFFFF, and values near 2**31 (espeak writes 0x7FFFF000).
+# libsndfile reads what the file holds after them.
+STREAMING_SIZE_MIN = 0x7FFF0000
+
+
 def declared_data_bytes(head: bytes) -> Optional[Tuple[int, int]]:
   """(data offset, declared data size) from a RIFF/RIFX header, or None.
 
@@ -103,22 +145,24 @@ def declared_data_bytes(head: bytes) -> Optional[Tuple[int, int]]:
     chunk_id = head[pos:pos + 4]
     (size,) = struct.unpack(fmt, head[pos + 4:pos + 8])
     if chunk_id == b'data':
-      return (None if size in (0, 0xFFFFFFFF) else (pos + 8, size))
+      return None if size == 0xFFFFFFFF else (pos + 8, size)
     pos += 8 + size + (size & 1)
   return None
 
 
-def probe(index: int, path: str) -> WavInfo:
-  """Reads the header (and one frame at the end); raises BadWav."""
+def probe(index: int, path: str) -> Tuple[WavInfo, Optional[str]]:
+  """Reads the header (and one frame at the end): (info, a note on the file
+  or None); raises BadWav."""
   try:
     with open_binary(path) as raw:
       head = raw.read(1 << 16)
-    size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+    meta = filesystem.metadata(path)
+    size = meta.size_in_bytes
     if size == 0:
       raise BadWav('empty file (0 bytes)')
     with open_wav(path) as wav:
       info = WavInfo(index, path, wav.frames, wav.samplerate, wav.channels,
-                     wav.subtype)
+                     wav.subtype, size, meta.last_updated_in_seconds)
       if info.frames > 0:
         wav.seek(info.frames - 1)
         if wav.read(1, dtype='float64', always_2d=True).shape[0] != 1:
@@ -127,16 +171,27 @@ def probe(index: int, path: str) -> WavInfo:
     raise
   except INPUT_ERRORS as e:
     raise BadWav(f'unreadable: {_short(e)}') from e
-  if info.frames == 0:
-    raise BadWav('empty: no audio frames')
   declared = declared_data_bytes(head)
+  if info.frames == 0:
+    if declared is not None and declared[1] == 0 and size > declared[0]:
+      raise BadWav(
+          f'empty: header declares 0 data bytes, {size - declared[0]} bytes '
+          'follow (a streaming writer left the size unset; rewrite the '
+          'header, e.g. with sox)')
+    raise BadWav('empty: no audio frames')
   if declared is not None:
     offset, data_bytes = declared
     if offset + data_bytes > size:
+      if data_bytes >= STREAMING_SIZE_MIN:
+        return info, (f'data size unknown (header declares {data_bytes} '
+                      'bytes, a streaming placeholder): read the '
+                      f'{info.frames} frames the file holds')
+      # A size that is no placeholder and runs past the end: the file was
+      # cut (an interrupted copy), so its recording is incomplete.
       raise BadWav(
           f'truncated: header declares {data_bytes} data bytes, the file '
           f'holds {max(0, size - offset)}')
-  return info
+  return info, None
 
 
 def _read(wav, start: int, count: int) -> np.ndarray:
@@ -169,10 +224,15 @@ class OpenFiles:
     self.max_open = max_open
     self._open = collections.OrderedDict()  # path -> (stack, SoundFile)
 
-  def read_range(self, path: str, start: int, count: int) -> np.ndarray:
+  def read_range(self, path: str, start: int, count: int,
+                 probed: Optional[WavInfo] = None) -> np.ndarray:
+    """As read_range(path, ...); with `probed`, raises BadWav when the file
+    is no longer the one probed (checked when it is opened)."""
     if path in self._open:
       self._open.move_to_end(path)
     else:
+      if probed is not None:
+        check_unchanged(probed)
       if len(self._open) >= self.max_open:
         _, (stack, _) = self._open.popitem(last=False)
         stack.close()
@@ -195,6 +255,23 @@ class OpenFiles:
 
   def __exit__(self, *exc):
     self.close()
+
+
+def check_unchanged(probed: WavInfo) -> None:
+  """Raises BadWav when the file's size or modification time differ from
+  when it was probed (rewritten in between, even to the same size)."""
+  if probed.size < 0:
+    return
+  try:
+    now = filesystem.metadata(probed.path)
+  except INPUT_ERRORS as e:
+    raise BadWav(f'unreadable: {_short(e)}') from e
+  if (now.size_in_bytes, now.last_updated_in_seconds) != (probed.size,
+                                                          probed.mtime):
+    raise BadWav(
+        f'changed since it was probed (size {probed.size} -> '
+        f'{now.size_in_bytes} bytes, modified {probed.mtime} -> '
+        f'{now.last_updated_in_seconds}): rerun on a stable copy')
 
 
 def _short(e: Exception) -> str:
