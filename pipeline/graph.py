@@ -13,7 +13,6 @@ TestPipeline.
 """
 
 import dataclasses
-import json
 import logging
 from typing import List, Optional, Tuple
 
@@ -21,6 +20,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline import metadata as metadata_lib
 from pipeline import naming
 from pipeline import progress
 from pipeline.config import ConfigError, PipelineConfig
@@ -258,6 +258,7 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
           | 'Finalize' >> beam.Map(
               finalize.finalize_dataset, config=config,
               files_seen=len(paths),
+              expected_schema=expected_schema(config, extra_features),
               class_names=side.AsSingleton(class_names),
               sample_rate=side.AsSingleton(planned['rate']),
               layouts=side.AsSingleton(layouts)))
@@ -289,18 +290,28 @@ def _dask_partitions(p: beam.Pipeline) -> Optional[int]:
   return p.options.get_all_options().get('npartitions')
 
 
-def estimate_example_bytes(config: PipelineConfig,
-                           extra_features=None) -> int:
-  """Serialized size of one example, from a silent window (sizes only).
+def _silent_example(config: PipelineConfig, extra_features=None) -> dict:
+  """The columns of one example made from a silent window.
 
-  Also runs the extra feature functions once, so a broken one fails here.
+  Runs the extra feature functions once, so a broken one fails here.
   """
   extractor = FeatureExtractor(config, extra_features)
   arrays = extractor.compute(np.zeros((1, config.win_len)), 16000)
-  columns = {'class': ['x' * 16], 'filepath': ['x' * 120], 'index': [0],
-             'num_classes': [0], 'target': [0], 'win_start_idx': [0],
-             **arrays}
+  return {'class': ['x' * 16], 'filepath': ['x' * 120], 'index': [0],
+          'num_classes': [0], 'target': [0], 'win_start_idx': [0], **arrays}
+
+
+def estimate_example_bytes(config: PipelineConfig,
+                           extra_features=None) -> int:
+  """Serialized size of one example, from a silent window (sizes only)."""
+  columns = _silent_example(config, extra_features)
   return len(example_codec.encode_batch(columns, 1)[0]) + 16
+
+
+def expected_schema(config: PipelineConfig, extra_features=None):
+  """The schema examples will have: what an empty dataset records, so that
+  its readers still know every feature's dtype and shape."""
+  return example_codec.batch_schema(_silent_example(config, extra_features))
 
 
 def resolve_dataset_dir(output_dir: str) -> str:
@@ -312,12 +323,19 @@ def resolve_dataset_dir(output_dir: str) -> str:
 
 
 def read_metadata(dataset_dir: str):
-  """metadata.json of a dataset folder (any Beam file system), or None."""
+  """metadata.json of a dataset folder (any Beam file system), checked
+  (metadata.parse), or None when there is none; MetadataError when it is
+  damaged."""
   path = naming.join(dataset_dir, naming.METADATA_FILE)
   if not FileSystems.exists(path):
     return None
   with FileSystems.open(path) as f:
-    return json.loads(f.read().decode('utf-8'))
+    data = f.read()
+  try:
+    text = data.decode('utf-8')
+  except UnicodeDecodeError as e:
+    raise metadata_lib.MetadataError(f'{path}: not UTF-8 text ({e})') from e
+  return metadata_lib.parse(text, path)
 
 
 def list_input(config: PipelineConfig) -> List[str]:

@@ -26,6 +26,7 @@ from pipeline.graph import read_metadata, resolve_dataset_dir
 from transforms import audio
 from transforms import example_codec
 from transforms import features as F
+from transforms import filesystem
 from transforms import tfrecord
 
 
@@ -34,12 +35,27 @@ class InspectError(Exception):
 
 
 def load(output_dir: str) -> Dict:
-  metadata = read_metadata(output_dir)
+  """metadata.json, checked, and every shard it lists checked to exist with
+  its size (before any is opened: a FIFO in a shard's place would block)."""
+  try:
+    metadata = read_metadata(output_dir)
+  except metadata_lib.MetadataError as e:
+    raise InspectError(str(e)) from e
   if metadata is None:
     raise InspectError(
         f'{naming.join(output_dir, naming.METADATA_FILE)} not found: not a '
         'wavbeam dataset, or its run did not finish (for a single TFRecord '
         'file, pass the file)')
+  for entry in metadata['splits'].values():
+    for shard in entry['shards']:
+      path = naming.join(output_dir, shard['file'])
+      if not FileSystems.exists(path):
+        raise InspectError(f'{path}: listed in metadata.json but missing')
+      size = filesystem.metadata(path).size_in_bytes
+      if size != shard['num_bytes'] or (filesystem.is_local(path) and
+                                        not os.path.isfile(path)):
+        raise InspectError(f'{path}: {size} bytes (or not a plain file), '
+                           f'metadata.json says {shard["num_bytes"]}')
   return metadata
 
 
@@ -104,17 +120,29 @@ def summary_text(output_dir: str, metadata: Dict) -> str:
                    f'{_number(st["std"])} min {_number(st["min"])} max '
                    f'{_number(st["max"])} over {st["count"]} values')
   found = rejects(output_dir)
+  notes = [r for r in found if 'note' in r]
+  found = [r for r in found if 'note' not in r]
   lines += ['', f'rejects ({len(found)}, in {naming.REJECTS_FILE}):']
-  by_reason = collections.Counter(r['reason'].split(':')[0] for r in found)
-  for reason, count in by_reason.most_common():
-    example = next(r for r in found if r['reason'].split(':')[0] == reason)
-    lines.append(f'  {count} x {reason} (e.g. {example["path"]}: '
-                 f'{example["reason"]})')
+  _by_reason(lines, found, 'reason')
+  if notes:
+    lines += ['', f'notes ({len(notes)}, files used with a remark):']
+    _by_reason(lines, notes, 'note')
   lines += ['', 'options used:']
   for key, value in sorted(m['config'].items()):
     lines.append(f'  --{key}={value}')
   lines.append(f'interop: {m["interop"]}')
   return '\n'.join(lines)
+
+
+def _by_reason(lines: List[str], records: List[Dict], field: str) -> None:
+  """Counts of records by the text before the first colon, one example
+  each."""
+  def head(r):
+    return str(r.get(field, '')).split(':')[0]
+  for reason, count in collections.Counter(map(head, records)).most_common():
+    example = next(r for r in records if head(r) == reason)
+    lines.append(f'  {count} x {reason} (e.g. {example.get("path")}: '
+                 f'{example.get(field)})')
 
 
 def _abbreviated(value) -> str:

@@ -8,6 +8,7 @@ import datetime
 import json
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from pipeline import naming
 from pipeline import schema as schema_lib
 
 FORMAT = 'wavbeam'
@@ -88,27 +89,133 @@ def dumps(metadata: Mapping) -> str:
 
 
 def parse(text: str, where: str) -> Dict:
-  """Checks the structure; errors name `where` (the file)."""
+  """metadata.json checked against its format before anything trusts it:
+  types, keys, shard names, counts that add up, shapes that fit in the
+  bytes. Raises MetadataError naming `where` (the file) and the entry."""
   try:
     obj = json.loads(text)
-  except json.JSONDecodeError as e:
-    raise MetadataError(f'{where}: not valid JSON ({e})') from e
+  except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as e:
+    reason = ('nested too deeply' if isinstance(e, RecursionError)
+              else str(e))
+    raise MetadataError(f'{where}: not valid JSON ({reason})') from e
   if not isinstance(obj, dict) or obj.get('format') != FORMAT:
     raise MetadataError(f'{where}: not a wavbeam metadata file')
   if obj.get('format_version') not in READABLE_VERSIONS:
     raise MetadataError(
-        f'{where}: format version {obj.get("format_version")} is not '
+        f'{where}: format version {obj.get("format_version")!r} is not '
         f'supported by this reader (reads {list(READABLE_VERSIONS)})')
-  try:
-    schema_lib.Schema.from_json(obj['schema'])
-    for split, entry in obj['splits'].items():
-      shards: List = entry['shards']
-      if sum(s['num_examples'] for s in shards) != entry['num_examples']:
-        raise MetadataError(f'{where}: split {split!r} shard lengths do not '
-                            'add up to its num_examples')
-  except (KeyError, TypeError, schema_lib.SchemaError) as e:
-    raise MetadataError(f'{where}: malformed ({e!r})') from e
+  _Checker(where).check(obj)
   return obj
+
+
+class _Checker:
+  """One pass over a parsed metadata.json; the first problem is raised."""
+
+  def __init__(self, where: str):
+    self.where = where
+
+  def fail(self, key: str, problem: str):
+    raise MetadataError(f'{self.where}: {key}: {problem}')
+
+  def get(self, obj, key: str, kind, name: str = None):
+    name = name or key
+    if not isinstance(obj, dict) or key not in obj:
+      self.fail(name, 'missing')
+    value = obj[key]
+    if kind is int:
+      ok = isinstance(value, int) and not isinstance(value, bool)
+      if ok and value < 0:
+        self.fail(name, f'{value} is negative')
+    else:
+      ok = isinstance(value, kind)
+    if not ok:
+      self.fail(name, f'expected {_KIND_NAMES[kind]}, got {value!r} '
+                f'({_KIND_NAMES.get(type(value), type(value).__name__)})')
+    return value
+
+  def check(self, obj: Dict) -> None:
+    name = self.get(obj, 'name', str)
+    self.get(obj, 'version', str)
+    self.get(obj, 'sample_rate', int)
+    classes = self.get(obj, 'classes', list)
+    if not all(isinstance(c, str) for c in classes):
+      self.fail('classes', 'expected a list of strings')
+    if self.get(obj, 'num_classes', int) != len(classes):
+      self.fail('num_classes', f'{obj["num_classes"]}, but {len(classes)} '
+                'classes are listed')
+    if self.get(obj, 'compression', str) not in ('none', 'gzip'):
+      self.fail('compression', f'{obj["compression"]!r} is not none or gzip')
+    try:
+      schema = schema_lib.Schema.from_json(self.get(obj, 'schema', dict))
+    except (KeyError, TypeError, ValueError) as e:
+      self.fail('schema', f'malformed ({e})')
+    for key in ('input_key', 'label_key'):
+      value = self.get(obj, key, str)
+      if schema.features and value not in schema.keys():
+        self.fail(key, f'{value!r} is not a feature of the schema')
+    min_bytes = _min_example_bytes(schema)
+    for split, entry in self.get(obj, 'splits', dict).items():
+      self.check_split(name, split, entry, min_bytes)
+    counts = self.get(obj, 'counts', dict)
+    for key in counts:
+      self.get(counts, key, int, f'counts.{key}')
+    total = sum(e['num_examples'] for e in obj['splits'].values())
+    if 'examples' in counts and counts['examples'] != total:
+      self.fail('counts.examples', f'{counts["examples"]}, but the splits '
+                f'hold {total}')
+
+  def check_split(self, name, split, entry, min_bytes) -> None:
+    at = f'splits.{split}'
+    if not isinstance(entry, dict):
+      self.fail(at, 'expected an object')
+    shards = self.get(entry, 'shards', list, f'{at}.shards')
+    num_examples = self.get(entry, 'num_examples', int, f'{at}.num_examples')
+    num_bytes = self.get(entry, 'num_bytes', int, f'{at}.num_bytes')
+    example_bytes = self.get(entry, 'example_bytes', int,
+                             f'{at}.example_bytes')
+    for i, shard in enumerate(shards):
+      where = f'{at}.shards[{i}]'
+      expected = naming.shard_name(name, split, i, len(shards))
+      if self.get(shard, 'file', str, f'{where}.file') != expected:
+        # Also what keeps a hand-edited '../../etc/passwd' from being read.
+        self.fail(f'{where}.file', f'{shard["file"]!r} is not the shard '
+                  f'name this dataset uses ({expected!r})')
+      self.get(shard, 'num_examples', int, f'{where}.num_examples')
+      self.get(shard, 'num_bytes', int, f'{where}.num_bytes')
+    if sum(s['num_examples'] for s in shards) != num_examples:
+      self.fail(at, 'shard lengths do not add up to its num_examples')
+    if sum(s['num_bytes'] for s in shards) != num_bytes:
+      self.fail(at, 'shard sizes do not add up to its num_bytes')
+    # One example cannot need more bytes than all of the split's together
+    # (a shape of 10**12 would otherwise reach a reader's allocation).
+    # Record counts are checked against the shards by the readers.
+    if num_examples and min_bytes > example_bytes:
+      self.fail(at, f'one example of the schema needs at least {min_bytes} '
+                f'bytes, more than the split\'s {num_examples} examples hold '
+                f'({example_bytes}): a shape is wrong')
+
+
+_KIND_NAMES = {int: 'an integer', str: 'a string', list: 'a list',
+               dict: 'an object', float: 'a number', bool: 'a boolean',
+               type(None): 'null'}
+
+
+def _min_example_bytes(schema: schema_lib.Schema) -> int:
+  """The fewest serialized bytes an example of `schema` can take: its
+  arrays' data alone."""
+  total = 0
+  for _, spec in schema.features:
+    if spec.encoding in (schema_lib.RAW_BYTES, schema_lib.FLOAT_LIST):
+      size = _ITEMSIZE.get(spec.dtype, 1)
+      for d in spec.shape:
+        size *= d
+      total += size
+  return total
+
+
+_ITEMSIZE = {'bool': 1, 'int8': 1, 'uint8': 1, 'int16': 2, 'uint16': 2,
+             'float16': 2, 'int32': 4, 'uint32': 4, 'float32': 4, 'int64': 8,
+             'uint64': 8, 'float64': 8, 'complex64': 8, 'complex128': 16}
 
 
 def schema_of(metadata: Mapping) -> schema_lib.Schema:

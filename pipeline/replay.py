@@ -210,8 +210,9 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
   compression = 'GZIP' if metadata['compression'] == 'gzip' else ''
 
   counts = [s['num_examples'] for s in metadata['splits'][split]['shards']]
+  # Typed constants: an empty split has no file to infer a dtype from.
   ds = tf.data.Dataset.from_tensor_slices(
-      (list(files), tf.constant(counts, tf.int64)))
+      (tf.constant(list(files), tf.string), tf.constant(counts, tf.int64)))
   if shuffle:
     ds = ds.shuffle(len(files), seed=seed)
   ds = ds.interleave(

@@ -151,6 +151,23 @@ def summary(output_dir: str, seconds: float) -> str:
           f'{size / phase / 1e6:.0f} MB/s)')
 
 
+def empty_warnings(output_dir: str) -> list:
+  """Lines saying loudly that the dataset, or one of its splits, holds no
+  example (the run still succeeded: every file was accounted for)."""
+  meta = read_metadata(output_dir)
+  if meta is None:
+    return []
+  counts = meta['counts']
+  if counts['examples'] == 0:
+    return [f'wavbeam: WARNING: the dataset is EMPTY: no example was written '
+            f'({counts["files_rejected"]} of {counts["files_seen"]} files '
+            f'rejected; reasons in {output_dir}/rejects.jsonl)']
+  return [f'wavbeam: WARNING: split {name!r} is EMPTY: no file was assigned '
+          'to it (too few files for --splits, or all of its files rejected)'
+          for name, entry in sorted(meta['splits'].items())
+          if entry['num_examples'] == 0]
+
+
 def root_cause(error: BaseException) -> str:
   """The innermost error's last line: what actually went wrong on a worker,
   without the runner's wrapping."""
@@ -184,6 +201,8 @@ def main(argv=None) -> int:
           '--overwrite', file=sys.stderr)
     return 1
   print(summary(config.dataset_dir, time.perf_counter() - start))
+  for line in empty_warnings(config.dataset_dir):
+    print(line, file=sys.stderr)
   return 0
 
 

@@ -8,6 +8,7 @@ first bad file and record, 2 for usage errors.
 
 import argparse
 import sys
+import zlib
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -26,14 +27,13 @@ class VerifyError(Exception):
 def verify(output_dir: str) -> str:
   """Checks everything; returns a summary line or raises VerifyError."""
   output_dir = resolve_dataset_dir(output_dir)
-  metadata = read_metadata(output_dir)
+  try:
+    metadata = read_metadata(output_dir)
+  except metadata_lib.MetadataError as e:
+    raise VerifyError(str(e)) from e
   if metadata is None:
     raise VerifyError(f'{naming.join(output_dir, naming.METADATA_FILE)} not '
                       'found: no dataset, or its run did not finish')
-  try:
-    metadata = metadata_lib.parse(metadata_lib.dumps(metadata), output_dir)
-  except metadata_lib.MetadataError as e:
-    raise VerifyError(str(e)) from e
   schema = metadata_lib.schema_of(metadata)
   compression = tfrecord.beam_compression(metadata['compression'])
   shards = examples = 0
@@ -57,6 +57,11 @@ def verify(output_dir: str) -> str:
             count += 1
         except tfrecord.CorruptRecord as e:
           raise VerifyError(str(e)) from e
+        except (OSError, EOFError, zlib.error) as e:  # e.g. not gzip after all
+          raise VerifyError(
+              f'{path}: cannot be read with compression '
+              f'{metadata["compression"]} as metadata.json says '
+              f'({" ".join(str(e).split())[:200]})') from e
       if count != shard['num_examples']:
         raise VerifyError(f'{path}: {count} records, metadata.json says '
                           f'{shard["num_examples"]}')

@@ -85,3 +85,23 @@ def test_inspect_errors(dataset, capsys, tmp_path):
   with pytest.raises(SystemExit) as e:
     inspect_lib.main([str(dataset[0]), '--show', '0'])
   assert e.value.code == 2
+
+
+
+@pytest.mark.parametrize('damage', ['fifo', 'missing'])
+def test_shards_are_checked_before_reading(dataset, tmp_path, capsys,
+                                           damage):
+  """A FIFO in place of a shard used to block --show forever; a missing
+  shard went unnoticed by the summary."""
+  import os
+  import shutil
+  out, meta = dataset
+  copy = tmp_path / 'copy'
+  shutil.copytree(out, copy)
+  shard = copy / meta['splits']['train']['shards'][1]['file']
+  shard.unlink()
+  if damage == 'fifo':
+    os.mkfifo(shard)
+  for argv in ([copy], [copy, '--show', '2']):
+    code, _, err = _main(capsys, *argv)
+    assert code == 1 and str(shard) in err, err

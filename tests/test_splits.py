@@ -172,3 +172,43 @@ def test_statistics_equal_numpy_over_replayed_data(split_run):
   with pytest.raises(replay.DatasetError, match="normalize 'signal'"):
     replay.replay_dataset(str(out), features=['spectrogram'],
                           normalize=['signal'])
+
+
+def _run_cli(argv):
+  import subprocess
+  import sys
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  return subprocess.run([sys.executable, '-m', 'pipeline.run', *argv],
+                        cwd=root, capture_output=True, text=True)
+
+
+def test_an_empty_split_reads_as_an_empty_dataset_and_is_announced(tmp_path):
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'only.wav'), H.noise(2048))
+  proc = _run_cli(['--input_dir', str(tmp_path / 'in'), '--output_dir',
+                   str(tmp_path / 'out'), '--win_len', '512', '--splits',
+                   'train=0.5,test=0.5', '--quiet'])
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  meta = metadata.parse(open(tmp_path / 'out' / 'metadata.json').read(), '')
+  empty = [s for s, e in meta['splits'].items() if e['num_examples'] == 0]
+  full = [s for s, e in meta['splits'].items() if e['num_examples'] == 4]
+  assert len(empty) == len(full) == 1
+  assert f"WARNING: split '{empty[0]}' is EMPTY" in proc.stderr
+  from pipeline import replay
+  ds = replay.replay_dataset(str(tmp_path / 'out'), empty[0], batch_size=2)
+  assert ds.cardinality().numpy() == 0 and list(ds) == []
+  assert ds.element_spec == replay.replay_dataset(
+      str(tmp_path / 'out'), full[0], batch_size=2).element_spec
+
+
+def test_a_dataset_with_every_file_rejected_keeps_its_schema(tmp_path):
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'short.wav'), H.noise(100))
+  proc = _run_cli(['--input_dir', str(tmp_path / 'in'), '--output_dir',
+                   str(tmp_path / 'out'), '--win_len', '512', '--quiet'])
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert 'WARNING: the dataset is EMPTY' in proc.stderr
+  from pipeline import replay
+  ds = replay.replay_dataset(str(tmp_path / 'out'), 'train')
+  assert list(ds) == []
+  assert ds.element_spec['signal'].shape.as_list() == [512]
+  assert ds.element_spec['spectrogram'].shape.as_list() == [1, 257]
+  assert ds.element_spec['class'].dtype.name == 'string'

@@ -1,6 +1,7 @@
 """pipeline.verify catches corrupt, cut, missing and miscounted shards."""
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -75,6 +76,7 @@ def test_a_miscounted_shard_and_a_missing_metadata(dataset, tmp_path):
   first = meta['splits']['train']['shards'][0]
   first['num_examples'] += 1
   meta['splits']['train']['num_examples'] += 1
+  meta['counts']['examples'] += 1
   (out / 'metadata.json').write_text(json.dumps(meta))
   proc = _verify(out)
   assert proc.returncode == 1
@@ -122,6 +124,7 @@ def test_replay_names_a_shard_with_more_or_fewer_records_than_listed(
     entry = meta['splits']['train']['shards'][2]
     entry['num_examples'] += delta
     meta['splits']['train']['num_examples'] += delta
+    meta['counts']['examples'] += delta
     (out / 'metadata.json').write_text(json.dumps(meta))
     message = _replay_error(out, shuffle=True, seed=1)
     assert (f'wavbeam: shard {out / entry["file"]} holds {says} records '
@@ -167,3 +170,68 @@ def test_a_format_1_dataset_reads_the_same_everywhere(dataset, tmp_path):
   metadata = inspect_lib.load(str(old))
   assert '(raw_bytes)' in inspect_lib.summary_text(str(old), metadata)
   assert 'spectrogram' in inspect_lib.show_text(str(old), metadata, 'train', 1)
+
+
+def _edit_metadata(out, edit):
+  path = out / 'metadata.json'
+  text = path.read_text()
+  path.write_text(edit(text, json.loads(text)))
+
+
+def _set(update):
+  """An edit that changes the parsed metadata with update(meta)."""
+  def edit(_, meta):
+    update(meta)
+    return json.dumps(meta)
+  return edit
+
+
+DAMAGED = {
+    'invalid JSON': (lambda text, _: text[:-20], 'not valid JSON'),
+    'empty file': (lambda *_: '', 'not valid JSON'),
+    'deep nesting': (lambda *_: '[' * 200000 + ']' * 200000,
+                     'nested too deeply'),
+    'missing key': (_set(lambda m: m.pop('splits')), 'splits: missing'),
+    'number as a string': (
+        _set(lambda m: m['splits']['train']['shards'][0].update(
+            num_bytes=str(m['splits']['train']['shards'][0]['num_bytes']))),
+        "splits.train.shards[0].num_bytes: expected an integer, got '"),
+    'absurd shape': (
+        _set(lambda m: m['schema']['signal'].update(shape=[10 ** 12])),
+        'a shape is wrong'),
+    'shard outside the dataset': (
+        _set(lambda m: m['splits']['train']['shards'][0].update(
+            file='../../../etc/passwd')),
+        "'../../../etc/passwd' is not the shard name"),
+    'unknown version': (_set(lambda m: m.update(format_version=99)),
+                        'format version 99 is not supported'),
+    'classes miscounted': (_set(lambda m: m.update(num_classes=7)),
+                           'num_classes: 7, but'),
+    'gzip said, none written': (_set(lambda m: m.update(compression='gzip')),
+                                'cannot be read with compression gzip'),
+}
+
+
+@pytest.mark.parametrize('case', sorted(DAMAGED))
+def test_damaged_metadata_gets_one_clear_error_everywhere(dataset, tmp_path,
+                                                          case):
+  """verify (exit 1), inspect (exit 1) and replay_dataset (DatasetError)
+  refuse damaged metadata.json with one line that says what is wrong, and
+  no traceback."""
+  edit, message = DAMAGED[case]
+  out, _ = _copy(dataset, tmp_path)
+  _edit_metadata(out, edit)
+  proc = _verify(out)
+  assert proc.returncode == 1, (case, proc.stderr[-2000:])
+  assert message in proc.stderr and 'Traceback' not in proc.stderr, \
+      (case, proc.stderr[-2000:])
+  if case == 'gzip said, none written':
+    return  # a valid metadata.json: only reading the shards finds it
+  proc = subprocess.run([sys.executable, '-m', 'pipeline.inspect', str(out)],
+                        capture_output=True, text=True, cwd=ROOT)
+  assert proc.returncode == 1, (case, proc.stderr[-2000:])
+  assert message in proc.stderr and 'Traceback' not in proc.stderr, \
+      (case, proc.stderr[-2000:])
+  from pipeline import replay
+  with pytest.raises(replay.DatasetError, match=re.escape(message)):
+    replay.replay_dataset(str(out), 'train')

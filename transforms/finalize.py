@@ -35,8 +35,10 @@ def default_input_key(features) -> str:
 
 def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
                      files_seen: int, class_names, sample_rate, layouts,
-                     created=None) -> str:
+                     expected_schema=None, created=None) -> str:
   """Checks the run's accounting, publishes the shards, writes metadata.
+
+  `expected_schema` stands in for the examples' own when none was written.
 
   Raises IncompleteRun (and publishes nothing) when a shard is missing or
   the counts do not add up.
@@ -101,7 +103,8 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
           datetime.timezone.utc).isoformat(timespec='seconds'),
       config=config.to_json(), sample_rate=sample_rate,
       class_names=class_names,
-      schema=schema or metadata_lib.schema_lib.Schema(),
+      schema=(schema if schema is not None and schema.features
+              else expected_schema or metadata_lib.schema_lib.Schema()),
       input_key=default_input_key(config.features), splits=splits,
       counts={'files_seen': files_seen, 'files_ok': len(ok_files),
               'files_rejected': len(rejected_paths),
