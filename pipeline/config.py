@@ -19,6 +19,14 @@ COMPRESSIONS = ('none', 'gzip')
 SPECTROGRAM_SCALES = ('linear', 'log')
 SPLIT_SOURCES = ('hash', 'subdir')
 DEFAULT_SHARD_BYTES = 150 * 2**20  # TFRecord advice: shards of 100-200 MB
+# Upper bounds, past which a value is a typo rather than a choice. A shard
+# task holds 32 windows as float64: 2**22 samples (95 s at 44.1 kHz) make
+# 1 GB; --win_len 99999999999 used to try to allocate 745 GiB.
+MAX_WIN_LEN = 2**22
+MAX_SAMPLE_RATE = 10**7       # 10 MHz: ultrasound, not a typo of 16000
+MAX_SHARDS = 10**6
+MAX_SHARD_BYTES = 2**40
+MAX_COUNT = 2**62             # window and example counts, seeds
 
 
 class ConfigError(ValueError):
@@ -136,6 +144,18 @@ class PipelineConfig:
                  'max_examples_per_shard', 'sample_rate'):
       if getattr(self, name) is not None:
         _positive(name, getattr(self, name))
+    _at_most('win_len', self.win_len, MAX_WIN_LEN,
+             'a shard task holds 32 windows as float64')
+    for name in ('hop_len', 'n_fft', 'fft_hop'):
+      _at_most(name, getattr(self, name), MAX_WIN_LEN * 1024)
+    _at_most('max_shard_bytes', self.max_shard_bytes, MAX_SHARD_BYTES)
+    for name, bound in (('sample_rate', MAX_SAMPLE_RATE),
+                        ('num_shards', MAX_SHARDS),
+                        ('max_windows_per_signal', MAX_COUNT),
+                        ('num_elems', MAX_COUNT),
+                        ('max_examples_per_shard', MAX_COUNT)):
+      if getattr(self, name) is not None:
+        _at_most(name, getattr(self, name), bound)
     for field in dataclasses.fields(self):
       choices = field.metadata.get('choices')
       if choices and getattr(self, field.name) not in choices:
@@ -153,9 +173,13 @@ class PipelineConfig:
     if self.uses_stft and self.n_fft > self.win_len:
       raise ConfigError('n_fft', self.n_fft,
                         f'must not exceed --win_len={self.win_len}')
+    if 'log_mel' in self.features and self.n_mels > self.n_fft // 2 + 1:
+      raise ConfigError('n_mels', self.n_mels,
+                        f'must not exceed the {self.n_fft // 2 + 1} '
+                        f'frequency bins of --n_fft={self.n_fft}')
     names = [name for name, _ in self.splits]
     if self.split_from == 'hash':
-      text = ','.join(f'{n}={f:g}' for n, f in self.splits)
+      text = splits_text(self.splits)
       if not self.splits:
         raise ConfigError('splits', text, 'name at least one split')
       if len(set(names)) != len(names):
@@ -169,8 +193,9 @@ class PipelineConfig:
                             'in (0, 1]')
       if abs(sum(f for _, f in self.splits) - 1.0) > 1e-9:
         raise ConfigError('splits', text, 'fractions must sum to 1')
-    if self.shuffle_seed < 0:
-      raise ConfigError('shuffle_seed', self.shuffle_seed, 'must be >= 0')
+    if not 0 <= self.shuffle_seed <= MAX_COUNT:
+      raise ConfigError('shuffle_seed', self.shuffle_seed,
+                        f'must be in [0, {MAX_COUNT}]')
     if self.num_shards is not None and self.max_examples_per_shard is not None:
       raise ConfigError('num_shards', self.num_shards,
                         'give either --num_shards or --max_examples_per_shard')
@@ -198,6 +223,20 @@ class PipelineConfig:
            for k, v in dataclasses.asdict(self).items()}
     out['splits'] = {n: f for n, f in self.splits}
     return out
+
+
+def splits_text(splits) -> str:
+  """--splits as given: every fraction with all of its digits."""
+  def fraction(f):
+    text = repr(float(f))
+    return text[:-2] if text.endswith('.0') else text
+  return ','.join(f'{n}={fraction(f)}' for n, f in splits)
+
+
+def _at_most(name, value, bound, why=''):
+  if value > bound:
+    raise ConfigError(name, value, f'must be at most {bound}' +
+                      (f' ({why})' if why else ''))
 
 
 def _positive(name, value):
@@ -240,7 +279,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
       kwargs['required'] = True
     else:
       if field.name == 'splits':
-        default = ','.join(f'{n}={f:g}' for n, f in default)
+        default = splits_text(default)
       elif isinstance(default, tuple):
         default = ','.join(default)
       kwargs['help'] += f' (default: {default})'
@@ -269,7 +308,7 @@ def options_markdown() -> str:
     elif field.type is bool:
       default = 'off'
     elif field.name == 'splits':
-      default = ','.join(f'{n}={f:g}' for n, f in field.default)
+      default = splits_text(field.default)
     elif isinstance(field.default, tuple):
       default = ','.join(field.default)
     else:

@@ -8,25 +8,22 @@
     final step (after every shard is written): rename shards into place,
       rejects.jsonl, then metadata.json
 
-`build_pipeline(p, config)` only builds; the caller runs. Tests build it on a
-TestPipeline.
+`build_pipeline(p, config)` only builds: it lists the input and checks the
+options, and changes nothing on disk. The run step (pipeline.run) prepares
+the output folder (pipeline.dataset_dir.prepare) and runs it.
 """
 
 import dataclasses
-import logging
 from typing import List, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import metadata as metadata_lib
-from pipeline import naming
 from pipeline import progress
 from pipeline.config import ConfigError, PipelineConfig
 from transforms import balance
 from transforms import dofns
-from transforms import filesystem
 from transforms import finalize
 from transforms import labels
 from transforms import example_codec
@@ -185,11 +182,13 @@ class WriteShards(beam.PTransform):
   """
 
   def __init__(self, config: PipelineConfig, extra_features=None,
-               dask_partitions: Optional[int] = None):
+               dask_partitions: Optional[int] = None,
+               run_id: Optional[str] = None):
     super().__init__()
     self.config = config
     self.extra_features = extra_features
     self.dask_partitions = dask_partitions
+    self.run_id = run_id
 
   def expand(self, inputs):
     plans, layouts, class_names = inputs
@@ -207,7 +206,7 @@ class WriteShards(beam.PTransform):
                 beam.pvalue.AsSingleton(group_keys))
             | 'GroupByShard' >> beam.GroupByKey()
             | 'ComputeAndWrite' >> beam.ParDo(
-                dofns.WriteShard(c, self.extra_features),
+                dofns.WriteShard(c, self.extra_features, self.run_id),
                 plans=beam.pvalue.AsDict(
                     plans | 'KeyByIndex' >> beam.Map(
                         lambda p: (p.info.index, p))),
@@ -216,17 +215,19 @@ class WriteShards(beam.PTransform):
 
 
 def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
-                   extra_features: Optional[ExtraFeatures] = None):
+                   extra_features: Optional[ExtraFeatures] = None,
+                   run_id: Optional[str] = None):
   """Adds the whole job to `p`; returns the PCollection of the metadata path.
 
-  Lists the input, checks the output folder and the feature functions now,
-  so that bad options fail before anything runs. `extra_features` maps
-  feature names to numpy functions (see transforms.features.FeatureFn).
+  Lists the input and checks the feature functions now, so that bad options
+  fail before anything runs. `extra_features` maps feature names to numpy
+  functions (see transforms.features.FeatureFn). `run_id` is the id the run
+  step marked the output folder with (dataset_dir.prepare): shard tasks and
+  the final step check that the folder is still theirs.
   """
   paths = list_input(config)
   _check_extra_features(config, extra_features)
   example_bytes = estimate_example_bytes(config, extra_features)
-  prepare_output_dir(config)
 
   dask_partitions = _dask_partitions(p)
   indexed, unnamed = _usable_names(paths)
@@ -241,7 +242,7 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
                  files_seen=len(paths), example_bytes=example_bytes))
   written = ((plans, layouts, class_names)
              | 'WriteShards' >> WriteShards(config, extra_features,
-                                            dask_partitions))
+                                            dask_partitions, run_id))
   # Every result of the run goes through one combine into the final step's
   # main input: it runs after every shard is written, and runners that
   # compute only what the last transform needs, or recompute each side
@@ -257,7 +258,7 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   return (summary
           | 'Finalize' >> beam.Map(
               finalize.finalize_dataset, config=config,
-              files_seen=len(paths),
+              files_seen=len(paths), run_id=run_id,
               expected_schema=expected_schema(config, extra_features),
               class_names=side.AsSingleton(class_names),
               sample_rate=side.AsSingleton(planned['rate']),
@@ -314,30 +315,6 @@ def expected_schema(config: PipelineConfig, extra_features=None):
   return example_codec.batch_schema(_silent_example(config, extra_features))
 
 
-def resolve_dataset_dir(output_dir: str) -> str:
-  """naming.find_dataset_dir through Beam's FileSystems."""
-  return naming.find_dataset_dir(
-      output_dir, FileSystems.exists,
-      lambda pattern: [m.path for m in
-                       FileSystems.match([pattern])[0].metadata_list])
-
-
-def read_metadata(dataset_dir: str):
-  """metadata.json of a dataset folder (any Beam file system), checked
-  (metadata.parse), or None when there is none; MetadataError when it is
-  damaged."""
-  path = naming.join(dataset_dir, naming.METADATA_FILE)
-  if not FileSystems.exists(path):
-    return None
-  with FileSystems.open(path) as f:
-    data = f.read()
-  try:
-    text = data.decode('utf-8')
-  except UnicodeDecodeError as e:
-    raise metadata_lib.MetadataError(f'{path}: not UTF-8 text ({e})') from e
-  return metadata_lib.parse(text, path)
-
-
 def list_input(config: PipelineConfig) -> List[str]:
   try:
     exists = FileSystems.exists(config.input_dir)
@@ -350,60 +327,6 @@ def list_input(config: PipelineConfig) -> List[str]:
     raise ConfigError('input_dir', config.input_dir,
                       'holds no .wav files (searched recursively)')
   return paths
-
-
-def dataset_files(config: PipelineConfig) -> List[str]:
-  """Files of a wavbeam dataset already in the output folder."""
-  out = config.dataset_dir
-  if not FileSystems.exists(out):
-    return []
-  names = [naming.METADATA_FILE, naming.REJECTS_FILE, 'dataset_info.json',
-           'features.json', '*.labels.txt', 'schema.pbtxt',
-           f'{naming.escape_pattern(config.dataset_name)}-*.tfrecord-*']
-  found = sorted(naming.within(out, [
-      m.path for r in FileSystems.match(
-          [naming.pattern_under(out, name) for name in names])
-      for m in r.metadata_list]))
-  temp = naming.join(out, naming.TEMP_DIR)
-  return found + [temp] if FileSystems.exists(temp) else found
-
-
-def prepare_output_dir(config: PipelineConfig) -> None:
-  """Refuses to mix with an earlier dataset unless --overwrite removes it,
-  then checks that the output folder can be written."""
-  _remove_earlier_dataset(config)
-  # A marker in the temporary folder: fails now, not after the expensive
-  # part, when the location is read-only or cannot be reached; and it marks
-  # the folder as an unfinished run until the last step removes it.
-  marker = naming.join(naming.join(config.dataset_dir, naming.TEMP_DIR),
-                       naming.STARTED_FILE)
-  try:
-    FileSystems.create(marker).close()
-  except Exception as e:  # OSError locally, various for object stores
-    raise ConfigError('output_dir', config.output_dir,
-                      f'cannot be written ({" ".join(str(e).split())[:300]})'
-                      '; pick a writable location') from e
-
-
-def _remove_earlier_dataset(config: PipelineConfig) -> None:
-  existing = dataset_files(config)
-  if not existing:
-    return
-  if not config.overwrite:
-    complete = any(p.endswith('/' + naming.METADATA_FILE) for p in existing)
-    what = ('a complete dataset' if complete
-            else 'files of an incomplete earlier run')
-    raise ConfigError(
-        'output_dir', config.output_dir,
-        f'already holds {what} ({len(existing)} files, e.g. '
-        f'{existing[0]}); pass --overwrite to replace it')
-  logging.info('--overwrite: removing %d files of the earlier dataset',
-               len(existing))
-  # metadata.json first: if this is interrupted, what is left is never
-  # taken for a complete dataset.
-  metadata = [p for p in existing if p.endswith('/' + naming.METADATA_FILE)]
-  filesystem.delete(metadata)
-  filesystem.delete([p for p in existing if p not in metadata])
 
 
 def _check_extra_features(config, extra_features):

@@ -27,9 +27,12 @@ from apache_beam.options.pipeline_options import StandardOptions  # noqa: E402
 
 from pipeline import config as config_lib  # noqa: E402
 from pipeline import progress  # noqa: E402
-from pipeline.graph import build_pipeline, read_metadata  # noqa: E402
+from pipeline import dataset_dir  # noqa: E402
+from pipeline.dataset_dir import read_metadata  # noqa: E402
+from pipeline.graph import build_pipeline  # noqa: E402
 from pipeline.naming import METADATA_FILE  # noqa: E402
 from transforms import counters  # noqa: E402
+from transforms import run_marker  # noqa: E402
 
 
 # Beam 2.77's DirectRunner first tries Prism, which downloads a binary at run
@@ -38,6 +41,7 @@ from transforms import counters  # noqa: E402
 # --direct_running_mode options, no download.
 LOCAL_RUNNER = 'FnApiRunner'
 _DIRECT_RUNNER_NAMES = (None, 'DirectRunner', 'SwitchingDirectRunner')
+MAX_WORKERS = 1024
 # Runners Beam knows only by their full name.
 _RUNNER_ALIASES = {'DaskRunner': 'apache_beam.runners.dask.dask_runner.DaskRunner'}
 
@@ -59,6 +63,11 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
   _reject_unknown_flags(options, beam_args)
   if standard.runner in _DIRECT_RUNNER_NAMES:
     standard.runner = LOCAL_RUNNER
+  workers = options.view_as(DirectOptions).direct_num_workers
+  if workers is not None and not 0 <= workers <= MAX_WORKERS:
+    raise config_lib.ConfigError(
+        'direct_num_workers', workers,
+        f'must be in [0, {MAX_WORKERS}] (0: one per core)')
   if standard.runner == LOCAL_RUNNER and not any(
       arg.startswith(('--direct_num_workers', '--direct_running_mode'))
       for arg in beam_args):
@@ -104,12 +113,24 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
     raise config_lib.ConfigError(
         'runner', options.view_as(StandardOptions).runner,
         f'{e} (see "Running at scale" in the README)') from e
-  build_pipeline(p, config, extra_features)
+  run_id = run_marker.new_run_id()
+  build_pipeline(p, config, extra_features, run_id)
+  dataset_dir.prepare(config, run_id)
   local = options.view_as(StandardOptions).runner == LOCAL_RUNNER
-  with (progress.Progress(config.dataset_dir) if show_progress and local
-        else contextlib.nullcontext()):
-    result = p.run()
-    result.wait_until_finish()
+  with run_marker.Heartbeat(config.dataset_dir, run_id), \
+      (progress.Progress(config.dataset_dir) if show_progress and local
+       else contextlib.nullcontext()):
+    try:
+      result = p.run()
+      result.wait_until_finish()
+    except Exception as e:
+      # Whatever failed first, a folder taken away is the cause to report.
+      if run_marker.read_marker(config.dataset_dir) != run_id:
+        try:
+          run_marker.check_marker(config.dataset_dir, run_id)
+        except run_marker.OutputChanged as changed:
+          raise changed from e
+      raise
   return result
 
 
@@ -177,9 +198,37 @@ def root_cause(error: BaseException) -> str:
   return (lines[-1] if lines else type(error).__name__)[:500]
 
 
+class _ClosedSafe:
+  """A standard stream whose writes never raise: once the reader has gone
+  (`wavbeam ... 2>&1 | head`), output is dropped. A write that raised
+  inside one of Beam's worker threads (a log line) stopped that thread
+  without reporting its bundle, and the run waited for it forever."""
+
+  def __init__(self, stream):
+    self._stream = stream
+
+  def write(self, text):
+    try:
+      return self._stream.write(text)
+    except (OSError, ValueError):  # EPIPE, or a closed file
+      self._stream = open(os.devnull, 'w')
+      return len(text)
+
+  def flush(self):
+    try:
+      self._stream.flush()
+    except (OSError, ValueError):
+      self._stream = open(os.devnull, 'w')
+
+  def __getattr__(self, name):
+    return getattr(self._stream, name)
+
+
 def main(argv=None) -> int:
   """The CLI: exit 0 when the dataset is complete, 2 for a bad option or
   input/output location (before anything runs), 1 when the run failed."""
+  if not isinstance(sys.stderr, _ClosedSafe):
+    sys.stdout, sys.stderr = _ClosedSafe(sys.stdout), _ClosedSafe(sys.stderr)
   launcher = argparse.ArgumentParser(add_help=False)
   launcher.add_argument('--quiet', action='store_true')
   flags, rest = launcher.parse_known_args(sys.argv[1:] if argv is None
@@ -193,6 +242,9 @@ def main(argv=None) -> int:
   except config_lib.ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
+  except run_marker.OutputChanged as e:
+    print(f'error: the run failed: {e}', file=sys.stderr)
+    return 1
   except Exception as e:  # the run failed: say why, then what to do
     logging.exception('the run failed')
     print(f'error: the run failed: {root_cause(e)}\n'

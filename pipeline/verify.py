@@ -14,7 +14,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import metadata as metadata_lib
 from pipeline import naming
-from pipeline.graph import read_metadata, resolve_dataset_dir
+from pipeline.dataset_dir import read_metadata
+from pipeline.dataset_dir import resolve as resolve_dataset_dir
 from transforms import example_codec
 from transforms import tfrecord
 from transforms import filesystem

@@ -15,6 +15,7 @@ import numpy as np
 import soundfile as sf
 
 from pipeline import config as config_lib
+from pipeline import dataset_dir
 from pipeline import graph
 from pipeline import metadata as metadata_lib
 from pipeline import replay
@@ -23,6 +24,7 @@ from pipeline import schema as schema_lib
 from transforms import audio
 from transforms import example_codec
 from transforms import features as F
+from transforms import run_marker
 from transforms import tfrecord
 
 
@@ -44,9 +46,12 @@ def make_config(input_dir, output_dir, **kw):
 
 
 def run_pipeline(config, extra_features=None, options=None):
-  """Builds the job on a local pipeline and runs it to completion."""
+  """Builds the job on a local pipeline, prepares the output folder as the
+  CLI does, and runs it to completion."""
   p = beam.Pipeline(options=run_lib.pipeline_options(options or []))
-  graph.build_pipeline(p, config, extra_features)
+  run_id = run_marker.new_run_id()
+  graph.build_pipeline(p, config, extra_features, run_id)
+  dataset_dir.prepare(config, run_id)
   p.run().wait_until_finish()
   return replay.load_metadata(config.output_dir)
 

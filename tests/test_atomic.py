@@ -15,6 +15,7 @@ from pipeline import metadata
 from pipeline import naming
 from pipeline import replay
 from tests import helpers as H
+from transforms import run_marker
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = ['--win_len', '4096', '--features', 'signal,spectrogram,log_mel',
@@ -54,10 +55,13 @@ def _digest(out):
 
 
 def _temp_files(out):
+  """Shard files in the temporary folder (not the run's marker files)."""
   try:
-    return len(os.listdir(os.path.join(out, naming.TEMP_DIR)))
+    names = os.listdir(os.path.join(out, naming.TEMP_DIR))
   except FileNotFoundError:
     return 0
+  return sum(1 for n in names
+             if n not in (naming.STARTED_FILE, run_marker.HEARTBEAT_FILE))
 
 
 def _verify(out):
@@ -166,7 +170,7 @@ def test_full_disk_fails_clearly_and_leaves_no_metadata(corpus, tmp_path):
 def test_overwrite_deletes_metadata_before_anything_else():
   """An --overwrite interrupted while deleting never leaves metadata.json
   beside missing shards (on a Beam file system that logs deletions)."""
-  from pipeline import graph
+  from pipeline import dataset_dir
   from tests import memfs
   names = ['wavbeam-train.tfrecord-00000-of-00002',
            'wavbeam-train.tfrecord-00001-of-00002', naming.REJECTS_FILE,
@@ -175,8 +179,106 @@ def test_overwrite_deletes_metadata_before_anything_else():
     memfs.put(f'mem://earlier/{name}', b'x')
   config = H.make_config('mem://corpus', 'mem://earlier', overwrite=True)
   del memfs.DELETED[:]
-  graph.prepare_output_dir(config)
-  assert memfs.DELETED[0] == f'mem://earlier/{naming.METADATA_FILE}'
-  assert sorted(memfs.DELETED) == sorted(f'mem://earlier/{n}' for n in names)
+  dataset_dir.prepare(config, 'run-1')
+  # (The writability check's own file comes and goes first.)
+  deleted = [p for p in memfs.DELETED if '.wavbeam-write-check-' not in p]
+  assert deleted[0] == f'mem://earlier/{naming.METADATA_FILE}'
+  assert sorted(deleted) == sorted(f'mem://earlier/{n}' for n in names)
   assert memfs.listing('mem://earlier/') == [
       f'mem://earlier/{naming.TEMP_DIR}/{naming.STARTED_FILE}']
+
+
+def _run_with_closed(stream, corpus, out, limits):
+  """The CLI with its stdout or stderr a pipe nobody reads (closed at
+  once, as `... | head -c 0` does); its exit code."""
+  proc = subprocess.Popen(
+      [sys.executable, '-m', 'pipeline.run', '--input_dir', str(corpus),
+       '--output_dir', str(out), *FLAGS], cwd=ROOT, preexec_fn=limits,
+      stdout=subprocess.PIPE if stream == 'stdout' else subprocess.DEVNULL,
+      stderr=subprocess.PIPE if stream == 'stderr' else subprocess.DEVNULL)
+  getattr(proc, stream).close()
+  try:
+    return proc.wait(timeout=300)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    proc.wait()
+    raise AssertionError(f'the run hung with a closed {stream}')
+
+
+def test_a_failing_run_with_stderr_closed_exits_1(corpus, tmp_path):
+  assert _run_with_closed('stderr', corpus, tmp_path / 'out',
+                          _limits(file_size=512 << 10)) == 1
+
+
+def test_a_good_run_with_stdout_closed_exits_0(corpus, tmp_path):
+  assert _run_with_closed('stdout', corpus, tmp_path / 'out',
+                          _limits()) == 0
+  assert os.path.exists(tmp_path / 'out' / naming.METADATA_FILE)
+
+
+def _wait_for(proc, condition, what):
+  while not condition():
+    assert proc.poll() is None, f'the run ended before {what}'
+    time.sleep(0.005)
+
+
+@pytest.fixture(scope='module')
+def long_corpus(tmp_path_factory):
+  """About 40 min of audio: a run of 10 s or more on this machine."""
+  d = tmp_path_factory.mktemp('long_corpus')
+  for i in range(20):
+    H.write_wav(str(d / f'c{i % 2}/f{i:02d}.wav'),
+                H.noise(16000 * 120, seed=i))
+  return d
+
+
+def test_a_second_job_is_refused_while_the_first_runs(long_corpus, tmp_path,
+                                                     capsys):
+  corpus = long_corpus
+  out = tmp_path / 'out'
+  first = _start(corpus, out)
+  _wait_for(first, lambda: os.path.exists(
+      out / naming.TEMP_DIR / run_marker.HEARTBEAT_FILE), 'its heartbeat')
+  # The second job in this process: no start-up delay, so the first is
+  # still running when it looks.
+  from pipeline import run
+  for extra in ([], ['--overwrite']):
+    code = run.main(['--input_dir', str(corpus), '--output_dir', str(out),
+                     *FLAGS, '--quiet', *extra])
+    assert first.poll() is None, 'the first job ended too soon to test'
+    assert code == 2
+    assert 'another wavbeam job is writing to it' in capsys.readouterr().err
+  assert first.wait() == 0, first.stderr.read().decode()[-2000:]
+  assert _verify(out).returncode == 0
+  assert not os.path.exists(out / naming.TEMP_DIR)
+
+
+def test_a_job_whose_folder_is_deleted_says_so(corpus, tmp_path):
+  import shutil
+  out = tmp_path / 'out'
+  proc = _start(corpus, out)
+  _wait_for(proc, lambda: _temp_files(str(out)) >= 1, 'its first shard')
+  shutil.rmtree(out / naming.TEMP_DIR)
+  assert proc.wait() == 1
+  err = proc.stderr.read().decode()
+  assert 'was changed by someone else while this job ran' in err, err[-2000:]
+  assert not os.path.exists(out / naming.METADATA_FILE)
+
+
+def test_read_only_output_with_overwrite_leaves_the_old_dataset(corpus,
+                                                                tmp_path):
+  out = tmp_path / 'out'
+  first = _start(corpus, out)
+  assert first.wait() == 0
+  before = _digest(out)
+  os.chmod(out, 0o555)
+  try:
+    proc = subprocess.run(
+        [sys.executable, '-m', 'pipeline.run', '--input_dir', str(corpus),
+         '--output_dir', str(out), *FLAGS, '--overwrite'], cwd=ROOT,
+        capture_output=True, text=True, preexec_fn=_limits())
+  finally:
+    os.chmod(out, 0o755)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert 'cannot be written' in proc.stderr
+  assert _digest(out) == before

@@ -24,6 +24,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     (['--num_shards', '2', '--max_examples_per_shard', '5'],
      '--num_shards=2: give either'),
     (['--dataset_name', 'a/b'], "--dataset_name='a/b'"),
+    (['--win_len', '99999999999'],
+     '--win_len=99999999999: must be at most 4194304'),
+    (['--sample_rate', '160000000'], '--sample_rate=160000000: must be at'),
+    (['--num_shards', '99999999'], '--num_shards=99999999: must be at most'),
+    (['--features', 'log_mel', '--n_mels', '300'],
+     '--n_mels=300: must not exceed the 257 frequency bins'),
+    (['--direct_num_workers=-3'], '--direct_num_workers=-3: must be in'),
+    (['--splits', 'train=0.3000001,test=0.7'],
+     "--splits='train=0.3000001,test=0.7': fractions must sum to 1"),
 ])
 def test_invalid_options_name_option_and_value(tmp_path, flags, message):
   argv = ['--input_dir', str(tmp_path), '--output_dir', str(tmp_path / 'o')]

@@ -136,3 +136,19 @@ def test_a_file_rewritten_after_probing_is_rejected_not_mixed(tmp_path):
                                                  config, files)
     assert kept == [] and len(rejections) == 1, rejections
     assert rejections[0].reason.startswith('changed since it was probed')
+
+
+def test_a_folder_tree_deeper_than_the_recursion_limit(tmp_path):
+  deep = str(tmp_path / 'in')
+  os.mkdir(deep)
+  for _ in range(sys.getrecursionlimit() + 100):  # os.makedirs recurses
+    deep = os.path.join(deep, 'd')
+    os.mkdir(deep)
+  for path in (os.path.join(deep, 'bottom.wav'), tmp_path / 'in' / 'top.wav'):
+    with open(path, 'wb') as f:  # libsndfile refuses such long names
+      f.write(hostile.wav_bytes(hostile._pcm16(hostile.WIN)))
+  assert len(wav_io.list_wav_files(str(tmp_path / 'in'))) == 2
+  config = H.make_config(tmp_path / 'in', tmp_path / 'out',
+                         win_len=hostile.WIN, label_from='none')
+  meta = H.run_pipeline(config)
+  assert meta['counts']['files_ok'] == 2 and meta['counts']['examples'] == 2

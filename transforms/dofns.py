@@ -2,6 +2,7 @@
 
 import time
 import uuid
+from typing import Optional
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -14,6 +15,7 @@ from transforms import example_codec
 from transforms import filesystem
 from transforms import labels
 from transforms import plan as plan_lib
+from transforms import run_marker
 from transforms import tfrecord
 from transforms import wav_io
 from transforms.extract import FeatureExtractor, read_windows
@@ -68,10 +70,6 @@ class PlanWindows(beam.DoFn):
       yield wav_io.Rejection(info.path, str(e), 'plan')
 
 
-def temp_dir(config: PipelineConfig) -> str:
-  return naming.join(config.dataset_dir, naming.TEMP_DIR)
-
-
 class WriteShard(beam.DoFn):
   """((split, shard, salt), window refs) -> one shard file, under a temp name.
 
@@ -80,9 +78,11 @@ class WriteShard(beam.DoFn):
   ExampleStats and a Rejection per window that could not be used.
   """
 
-  def __init__(self, config: PipelineConfig, extra_features=None):
+  def __init__(self, config: PipelineConfig, extra_features=None,
+               run_id: Optional[str] = None):
     self.config = config
     self.extra_features = extra_features
+    self.run_id = run_id
 
   def setup(self):
     allocator.keep_freed_memory()  # per worker process; see allocator.py
@@ -98,7 +98,8 @@ class WriteShard(beam.DoFn):
     refs = sorted(set(map(tuple, refs)), key=lambda ref: ref[2])
     # A fresh name per attempt: two attempts at one shard (retries, or
     # DaskRunner recomputing a branch) never write into the same file.
-    path = naming.join(temp_dir(self.config),
+    run_marker.check_marker(self.config.dataset_dir, self.run_id)
+    path = naming.join(run_marker.temp_dir(self.config.dataset_dir),
                        f'{split}-{shard:05d}-{uuid.uuid4().hex}')
     compression = tfrecord.beam_compression(self.config.compression)
     stats = ExampleStats(split=split, shard=shard)
@@ -118,6 +119,7 @@ class WriteShard(beam.DoFn):
           self._write_examples(
               f, stats, part_refs, windows[part:part + COMPUTE_WINDOWS],
               plans, class_names)
+    run_marker.check_marker(self.config.dataset_dir, self.run_id)
     yield ShardStats(split, shard, path, stats.num_examples,
                      filesystem.metadata(path).size_in_bytes, started_ms,
                      int(time.time() * 1000))

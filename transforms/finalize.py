@@ -12,6 +12,7 @@ from pipeline import tfds_info
 from pipeline import tfx_schema
 from pipeline.config import PipelineConfig
 from transforms import filesystem
+from transforms import run_marker
 from transforms.stats import RunSummary, SplitSummary
 
 class IncompleteRun(RuntimeError):
@@ -35,7 +36,7 @@ def default_input_key(features) -> str:
 
 def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
                      files_seen: int, class_names, sample_rate, layouts,
-                     expected_schema=None, created=None) -> str:
+                     expected_schema=None, run_id=None, created=None) -> str:
   """Checks the run's accounting, publishes the shards, writes metadata.
 
   `expected_schema` stands in for the examples' own when none was written.
@@ -44,6 +45,8 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   the counts do not add up.
   """
   out = config.dataset_dir
+  run_marker.check_marker(out, run_id)
+
   def by_path(r):
     return (r.path, r.frame_range or (0, 0), r.stage)
 

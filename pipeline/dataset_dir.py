@@ -1,0 +1,110 @@
+"""A dataset's folder on any Beam file system: finding it, reading its
+metadata.json, and preparing it for a run (the run step does that, not the
+graph: building a pipeline changes nothing on disk)."""
+
+import logging
+import uuid
+from typing import List, Optional
+
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline import metadata as metadata_lib
+from pipeline import naming
+from pipeline.config import ConfigError, PipelineConfig
+from transforms import filesystem
+from transforms import run_marker
+
+
+def resolve(output_dir: str) -> str:
+  """naming.find_dataset_dir through Beam's FileSystems."""
+  return naming.find_dataset_dir(
+      output_dir, FileSystems.exists,
+      lambda pattern: [m.path for m in
+                       FileSystems.match([pattern])[0].metadata_list])
+
+
+def read_metadata(dataset_dir: str) -> Optional[dict]:
+  """metadata.json of a dataset folder, checked (metadata.parse), or None
+  when there is none; MetadataError when it is damaged."""
+  path = naming.join(dataset_dir, naming.METADATA_FILE)
+  if not FileSystems.exists(path):
+    return None
+  with FileSystems.open(path) as f:
+    data = f.read()
+  try:
+    text = data.decode('utf-8')
+  except UnicodeDecodeError as e:
+    raise metadata_lib.MetadataError(f'{path}: not UTF-8 text ({e})') from e
+  return metadata_lib.parse(text, path)
+
+
+def dataset_files(config: PipelineConfig) -> List[str]:
+  """Files of a wavbeam dataset already in the output folder."""
+  out = config.dataset_dir
+  if not FileSystems.exists(out):
+    return []
+  names = [naming.METADATA_FILE, naming.REJECTS_FILE, 'dataset_info.json',
+           'features.json', '*.labels.txt', 'schema.pbtxt',
+           f'{naming.escape_pattern(config.dataset_name)}-*.tfrecord-*']
+  found = sorted(naming.within(out, [
+      m.path for r in FileSystems.match(
+          [naming.pattern_under(out, name) for name in names])
+      for m in r.metadata_list]))
+  temp = run_marker.temp_dir(out)
+  return found + [temp] if FileSystems.exists(temp) else found
+
+
+def prepare(config: PipelineConfig, run_id: str) -> None:
+  """Makes the output folder this run's, before anything runs.
+
+  Refuses a folder another live run writes to (even with --overwrite), and
+  one holding an earlier dataset unless --overwrite; checks that the folder
+  can be written before deleting anything; then removes the earlier
+  dataset (metadata.json first) and marks the folder as this run's. Every
+  refusal is a ConfigError (exit 2) that leaves the folder as it was.
+  """
+  out = config.dataset_dir
+  beat = run_marker.live_heartbeat(out)
+  if beat is not None:
+    raise ConfigError(
+        'output_dir', config.output_dir,
+        f'another wavbeam job is writing to it (run {beat.get("run_id")}, '
+        f'process {beat.get("pid")} on {beat.get("host")}, last seen '
+        f'{beat["age"]:.0f} s ago): wait for it to finish or stop it')
+  existing = dataset_files(config)
+  if existing and not config.overwrite:
+    complete = any(p.endswith('/' + naming.METADATA_FILE) for p in existing)
+    what = ('a complete dataset' if complete
+            else 'files of an incomplete earlier run')
+    raise ConfigError(
+        'output_dir', config.output_dir,
+        f'already holds {what} ({len(existing)} files, e.g. '
+        f'{existing[0]}); pass --overwrite to replace it')
+  _check_writable(config)
+  if existing:
+    logging.info('--overwrite: removing %d files of the earlier dataset',
+                 len(existing))
+    # metadata.json first: if this is interrupted, what is left is never
+    # taken for a complete dataset.
+    metadata = [p for p in existing
+                if p.endswith('/' + naming.METADATA_FILE)]
+    filesystem.delete(metadata)
+    filesystem.delete([p for p in existing if p not in metadata])
+  # The marker also marks the folder as an unfinished run until the final
+  # step removes it.
+  run_marker.write_marker(out, run_id)
+
+
+def _check_writable(config: PipelineConfig) -> None:
+  """Creates and deletes a file in the output folder: fails now, not after
+  the expensive part (and before --overwrite deletes anything), when the
+  location is read-only or cannot be reached."""
+  probe = naming.join(config.dataset_dir,
+                      f'.wavbeam-write-check-{uuid.uuid4().hex}')
+  try:
+    FileSystems.create(probe).close()
+    filesystem.delete([probe])
+  except Exception as e:  # OSError locally, various for object stores
+    raise ConfigError('output_dir', config.output_dir,
+                      f'cannot be written ({" ".join(str(e).split())[:300]})'
+                      '; pick a writable location') from e
