@@ -1,28 +1,40 @@
-"""Baseline: a plain single-process loop doing the same work as wavbeam.
+"""Baseline: a plain loop doing the same work as wavbeam, in 1 or N processes.
 
 soundfile read, numpy windows and STFT of all windows of a file at once,
-raw-bytes tf.train.Example, one tf.io.TFRecordWriter. What a careful engineer
-writes by hand.
+raw-bytes tf.train.Example, one tf.io.TFRecordWriter per process. What a
+careful engineer writes by hand; with --procs N, the files are dealt to N
+processes (file i to process i % N), as a hand-written multiprocessing
+script would.
+
+    python -m bench.baseline_numpy IN OUT [--win_len 32768] [--procs 1]
 """
 
+import argparse
 import os
+import subprocess
 import sys
 
-import numpy as np
-import soundfile as sf
-import tensorflow as tf
+
+def list_wavs(input_dir):
+  return sorted(os.path.join(r, f) for r, _, fs in os.walk(input_dir)
+                for f in fs if f.lower().endswith('.wav'))
 
 
-def main(input_dir, output_dir, win_len=32768, n_fft=512, fft_hop=256):
-  paths = sorted(os.path.join(r, f) for r, _, fs in os.walk(input_dir)
-                 for f in fs if f.lower().endswith('.wav'))
+def write_part(input_dir, output_dir, win_len, part, parts, n_fft=512,
+               fft_hop=256):
+  import numpy as np
+  import soundfile as sf
+  import tensorflow as tf
+  paths = list_wavs(input_dir)
   classes = sorted({os.path.basename(os.path.dirname(p)) for p in paths})
   window = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n_fft) / n_fft)).astype(
       np.float32)
   os.makedirs(output_dir, exist_ok=True)
   count = 0
-  with tf.io.TFRecordWriter(os.path.join(output_dir, 'data.tfrecord')) as w:
-    for index, path in enumerate(paths):
+  with tf.io.TFRecordWriter(
+      os.path.join(output_dir, f'data-{part}.tfrecord')) as w:
+    for index in range(part, len(paths), parts):
+      path = paths[index]
       x, _ = sf.read(path, dtype='float64')
       n = len(x) // win_len
       if n == 0:
@@ -56,8 +68,28 @@ def main(input_dir, output_dir, win_len=32768, n_fft=512, fft_hop=256):
         w.write(tf.train.Example(features=tf.train.Features(
             feature=f)).SerializeToString())
         count += 1
-  print(count)
+  return count
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('input_dir')
+  parser.add_argument('output_dir')
+  parser.add_argument('--win_len', type=int, default=32768)
+  parser.add_argument('--procs', type=int, default=1)
+  parser.add_argument('--part', type=int, help=argparse.SUPPRESS)
+  args = parser.parse_args(argv)
+  if args.procs == 1 or args.part is not None:
+    print(write_part(args.input_dir, args.output_dir, args.win_len,
+                     args.part or 0, args.procs))
+    return
+  children = [subprocess.Popen(
+      [sys.executable, '-m', 'bench.baseline_numpy', args.input_dir,
+       args.output_dir, '--win_len', str(args.win_len), '--procs',
+       str(args.procs), '--part', str(k)]) for k in range(args.procs)]
+  if any(child.wait() for child in children):
+    sys.exit(1)
 
 
 if __name__ == '__main__':
-  main(sys.argv[1], sys.argv[2])
+  main()

@@ -46,7 +46,7 @@ def main(argv=None):
   if args.read:
     return read_twice(args.read)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  corpus, _, _ = corpus_for(args.hours)
+  corpus, _, _, _ = corpus_for(args.hours)
   datasets = {'format 2 (FloatList)': os.path.join(ROOT, 'formats_v2'),
               'format 1 (raw bytes)': os.path.join(ROOT, 'formats_v1')}
   run_measured(writers(corpus, datasets['format 2 (FloatList)'])['wavbeam'],

@@ -1,15 +1,21 @@
 """The wavbeam benchmark: `make bench` (python -m bench.run).
 
-Generates deterministic corpora (4 classes, 16 kHz int16 mono, files of 20 to
-120 s; 1 h and 4 h of audio), then runs every writer as its own process,
-interleaved, `--repeats` times, and reports medians: audio-seconds per wall
-second, windows/s, MB/s written, peak memory summed over the process tree,
-and the ratio to `baseline`. Wall time is the whole process (start-up and
-imports included), as a user experiences it. Then reading speed.
-Window 32768, hop 32768, spectrogram n_fft 512 hop 256.
+Generates deterministic corpora (4 classes, 16 kHz int16 mono): long files
+of 20 to 120 s (1 h and 4 h of audio), and many short clips (4 h in 4,800
+clips of 3 s; 20,000 clips of 1 s). Then runs every writer as its own
+process, interleaved, `--repeats` times, and reports medians: audio-seconds
+per wall second, windows/s, MB/s written, peak memory summed over the
+process tree, and the ratio to `baseline` (the plain loop, 1 process). Wall
+time is the whole process (start-up and imports included), as a user
+experiences it; for wavbeam it is split into before the first shard
+(start-up, listing, probing, planning), the shard phase, and after the last
+shard (final step, shutdown), from metadata.json's `shards_written`. Then
+reading speed. Window 32768 (16000 for the 1 s clips), hop = window,
+spectrogram n_fft 512 hop 256.
 """
 
 import argparse
+import datetime
 import json
 import os
 import shutil
@@ -26,32 +32,57 @@ ROOT = os.path.join('scratch', 'bench')
 PY = sys.executable
 
 
-def writers(corpus, out):
+# name: (total seconds, clip seconds or None for 20-120 s files, window)
+CORPORA = {
+    '1h': (3600, None, 32768),
+    '4h': (4 * 3600, None, 32768),
+    'clips3s': (4 * 3600, 3, 32768),
+    'clips1s': (20000, 1, 16000),
+}
+DEFAULT_CORPORA = '1h,4h,clips3s,clips1s'
+
+
+def writers(corpus, out, win_len=32768):
   base = [PY, '-m', 'pipeline.run', '--input_dir', corpus, '--output_dir',
-          out, '--overwrite']
+          out, '--overwrite', '--win_len', str(win_len)]
+  baseline = [PY, '-m', 'bench.baseline_numpy', corpus, out, '--win_len',
+              str(win_len)]
   return {
       'wavbeam': base,
       'wavbeam_1worker': base + ['--direct_num_workers=1'],
+      'wavbeam_threads': base + ['--direct_num_workers=2',
+                                 '--direct_running_mode=multi_threading'],
       'wavbeam_noshuffle': base + ['--no_shuffle'],
       'wavbeam_2proc': base + ['--direct_num_workers=2',
                                '--direct_running_mode=multi_processing'],
-      'baseline': [PY, '-m', 'bench.baseline_numpy', corpus, out],
+      'baseline': baseline,
+      'baseline_2proc': baseline + ['--procs', '2'],
       'tfdata_seed': [PY, '-m', 'bench.baseline_tfdata', corpus, out],
   }
 
 
-def corpus_for(hours):
-  path = os.path.join(ROOT, f'corpus_{hours:g}h')
+def corpus_for(name):
+  """(path, audio seconds, windows, window length) of a bench corpus; a
+  number alone is hours of long files (as before)."""
+  if name not in CORPORA:
+    name = f'{float(name):g}h'
+  total, clip, win_len = CORPORA[name]
+  path = os.path.join(ROOT, f'corpus_{name}')
   if not os.path.isdir(path):
-    example_corpus.write_corpus(path + '.tmp', hours * 3600, seed=int(hours))
+    if clip is None:
+      example_corpus.write_corpus(path + '.tmp', total,
+                                  seed=int(total // 3600))
+    else:
+      example_corpus.write_corpus(path + '.tmp', total, min_seconds=clip,
+                                  max_seconds=clip, seed=int(100 + clip))
     os.rename(path + '.tmp', path)
   seconds, windows = 0.0, 0
   for r, _, files in os.walk(path):
     for f in files:
       info = sf.info(os.path.join(r, f))
       seconds += info.frames / info.samplerate
-      windows += info.frames // 32768
-  return path, seconds, windows
+      windows += info.frames // win_len
+  return path, seconds, windows, win_len
 
 
 def dir_bytes(path):
@@ -59,8 +90,21 @@ def dir_bytes(path):
              for r, _, fs in os.walk(path) for f in fs)
 
 
-def bench_writers(hours, repeats, names, env):
-  corpus, seconds, windows = corpus_for(hours)
+def phases(out, started, wall):
+  """(before the first shard, shard phase, after the last shard) in
+  seconds, from metadata.json's shards_written; None for other writers."""
+  try:
+    with open(os.path.join(out, 'metadata.json')) as f:
+      written = json.load(f)['shards_written']
+  except (OSError, KeyError, ValueError):
+    return None
+  first = datetime.datetime.fromisoformat(written['first_started'])
+  before = first.timestamp() - started
+  return (before, written['seconds'], wall - before - written['seconds'])
+
+
+def bench_writers(corpus_name, repeats, names, env):
+  corpus, seconds, windows, win_len = corpus_for(corpus_name)
   out = os.path.join(ROOT, 'out')
   runs = {n: [] for n in names}
   for _ in range(repeats):
@@ -70,8 +114,11 @@ def bench_writers(hours, repeats, names, env):
       # mounted with discard) so they are not billed to the next writer.
       os.sync()
       time.sleep(1.0)
-      wall, peak, _ = run_measured(writers(corpus, out)[name], env=env)
-      runs[name].append((wall, peak, dir_bytes(out)))
+      started = time.time()
+      wall, peak, _ = run_measured(writers(corpus, out, win_len)[name],
+                                   env=env)
+      runs[name].append((wall, peak, dir_bytes(out),
+                         phases(out, started, wall)))
   rows = {}
   for name, rs in runs.items():
     wall = statistics.median(r[0] for r in rs)
@@ -80,15 +127,20 @@ def bench_writers(hours, repeats, names, env):
                   'mb_per_s': statistics.median(r[2] for r in rs) / wall / 1e6,
                   'peak_mb': statistics.median(r[1] for r in rs) / 1e6,
                   'walls': [round(r[0], 2) for r in rs]}
+    if all(r[3] for r in rs):
+      rows[name]['phases'] = [round(statistics.median(r[3][i] for r in rs),
+                                    2) for i in range(3)]
   if 'baseline' in rows:
     for row in rows.values():
       row['ratio'] = rows['baseline']['wall_s'] / row['wall_s']
-  return {'hours': hours, 'audio_seconds': seconds, 'windows': windows,
+  return {'corpus': corpus_name, 'audio_seconds': seconds,
+          'windows': windows, 'files': sum(len(f) for _, _, f in
+                                           os.walk(corpus)),
           'writers': rows}
 
 
-def bench_reading(hours, repeats, env):
-  corpus, _, _ = corpus_for(hours)
+def bench_reading(corpus_name, repeats, env):
+  corpus, _, _, _ = corpus_for(corpus_name)
   out = os.path.join(ROOT, 'read_out')
   run_measured(writers(corpus, out)['wavbeam'], env=env)
   _, _, stdout = run_measured([PY, '-m', 'bench.read_bench', out,
@@ -100,17 +152,21 @@ def bench_reading(hours, repeats, env):
 def to_markdown(results, reading):
   lines = []
   for r in results:
-    lines.append(f"\n### {r['hours']:g} h corpus: {r['audio_seconds']:.0f} "
-                 f"audio-s, {r['windows']} windows\n")
+    lines.append(f"\n### {r['corpus']}: {r['files']} files, "
+                 f"{r['audio_seconds']:.0f} audio-s, {r['windows']} windows"
+                 "\n")
     lines.append('| writer | wall s (median) | audio-s/s | windows/s | MB/s '
-                 'written | peak MB (all processes) | vs baseline | runs |')
-    lines.append('|---|---|---|---|---|---|---|---|')
+                 'written | peak MB (all processes) | vs baseline | '
+                 'before shards / shards / after, s | runs |')
+    lines.append('|---|---|---|---|---|---|---|---|---|')
     for name, w in r['writers'].items():
+      split = ' / '.join(f'{x:.2f}' for x in w['phases']) \
+          if 'phases' in w else ''
       lines.append(
           f"| {name} | {w['wall_s']:.2f} | {w['audio_s_per_s']:.0f} | "
           f"{w['windows_per_s']:.0f} | {w['mb_per_s']:.0f} | "
           f"{w['peak_mb']:.0f} | {w.get('ratio', float('nan')):.2f}x | "
-          f"{w['walls']} |")
+          f"{split} | {w['walls']} |")
   if reading:
     lines.append('\n### Reading (batch 64, all features, page cache)\n')
     lines.append('| reader | examples/s (median) | vs hand-written | '
@@ -127,21 +183,20 @@ def to_markdown(results, reading):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--hours', default='1,4',
-                      help='corpus sizes in hours of audio (default: 1,4)')
+  parser.add_argument('--corpora', default=DEFAULT_CORPORA,
+                      help=f'from {", ".join(CORPORA)} (default: '
+                      f'{DEFAULT_CORPORA})')
   parser.add_argument('--repeats', type=int, default=3)
-  parser.add_argument('--writers', default='wavbeam,wavbeam_noshuffle,'
-                      'wavbeam_1worker,wavbeam_2proc,baseline,'
-                      'tfdata_seed')
+  parser.add_argument('--writers', default='wavbeam,wavbeam_2proc,'
+                      'baseline,baseline_2proc')
   parser.add_argument('--no_reading', action='store_true')
   args = parser.parse_args(argv)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   names = args.writers.split(',')
-  results = [bench_writers(float(h), args.repeats, names, env)
-             for h in args.hours.split(',')]
-  reading = (None if args.no_reading else
-             bench_reading(float(args.hours.split(',')[-1]), args.repeats,
-                           env))
+  results = [bench_writers(c, args.repeats, names, env)
+             for c in args.corpora.split(',')]
+  reading = None if args.no_reading else bench_reading('1h', args.repeats,
+                                                       env)
   os.makedirs(ROOT, exist_ok=True)
   with open(os.path.join(ROOT, 'results.json'), 'w') as f:
     json.dump({'writers': results, 'reading': reading}, f, indent=2)

@@ -13,7 +13,6 @@ options, and changes nothing on disk. The run step (pipeline.run) prepares
 the output folder (pipeline.dataset_dir.prepare) and runs it.
 """
 
-import dataclasses
 from typing import List, Optional, Tuple
 
 import apache_beam as beam
@@ -53,13 +52,14 @@ class SplitByType(beam.PTransform):
 
 
 class ListWavFiles(beam.PTransform):
-  """The input files as (index, path).
+  """The input files as blocks: (block, ((index, path), ...)), consecutive
+  indices in each (plan.block_size of them).
 
   On Beam's DaskRunner, in exactly `dask_partitions` Dask partitions, which
   every later step keeps up to the shard grouping (see transforms/balance):
   `Create` of n elements makes ceil(n / floor(n / partitions)) of them, so
-  201 files in 2 partitions became 3. Created as that many lists instead,
-  then flattened.
+  201 elements in 2 partitions became 3. Created as that many lists
+  instead, then flattened.
   """
 
   def __init__(self, indexed: List[Tuple[int, str]],
@@ -69,30 +69,32 @@ class ListWavFiles(beam.PTransform):
     self.dask_partitions = dask_partitions
 
   def expand(self, root):
-    indexed = self.indexed
+    size = plan_lib.block_size(len(self.indexed))
+    blocks = [(b, tuple(self.indexed[start:start + size]))
+              for b, start in enumerate(range(0, len(self.indexed), size))]
     if not self.dask_partitions:
-      return root | 'Create' >> beam.Create(indexed)
+      return root | 'Create' >> beam.Create(blocks)
     n = self.dask_partitions
     return (root
             | 'CreateOnePerPartition' >> beam.Create(
-                [indexed[i::n] for i in range(n)])
-            | 'OneFilePerElement' >> beam.FlatMap(lambda files: files))
+                [blocks[i::n] for i in range(n)])
+            | 'OneBlockPerElement' >> beam.FlatMap(lambda blocks: blocks))
 
 
 class ProbeAndPlan(beam.PTransform):
-  """(index, path) -> FilePlan, rejecting what cannot become windows."""
+  """File blocks -> PlannedBlocks, rejecting what cannot become windows."""
 
   def __init__(self, config: PipelineConfig):
     super().__init__()
     self.config = config
 
-  def expand(self, indexed_paths):
-    probed = (indexed_paths
-              | 'ProbeHeaders' >> beam.ParDo(dofns.ProbeWav())
-              | 'SplitProbed' >> SplitByType(ok=wav_io.WavInfo,
+  def expand(self, blocks):
+    probed = (blocks
+              | 'ProbeHeaders' >> beam.ParDo(dofns.ProbeBlock())
+              | 'SplitProbed' >> SplitByType(ok=plan_lib.ProbedBlock,
                                              rejected=wav_io.Rejection))
     if self.config.sample_rate:
-      rate = indexed_paths.pipeline | 'GivenRate' >> beam.Create(
+      rate = blocks.pipeline | 'GivenRate' >> beam.Create(
           [self.config.sample_rate])
     else:
       rate = (probed['ok']
@@ -100,9 +102,9 @@ class ProbeAndPlan(beam.PTransform):
               | 'MostCommonRate' >> beam.Map(plan_lib.most_common_rate))
     planned = (probed['ok']
                | 'PlanWindows' >> beam.ParDo(
-                   dofns.PlanWindows(self.config),
+                   dofns.PlanBlock(self.config),
                    dataset_rate=beam.pvalue.AsSingleton(rate))
-               | 'SplitPlanned' >> SplitByType(ok=plan_lib.FilePlan,
+               | 'SplitPlanned' >> SplitByType(ok=plan_lib.PlannedBlock,
                                                rejected=wav_io.Rejection))
     plans = planned['ok']
     if self.config.num_elems is not None:
@@ -111,8 +113,8 @@ class ProbeAndPlan(beam.PTransform):
                 | 'AllPlanRejections' >> beam.Flatten())
     return {'plans': plans, 'rejected': rejected, 'rate': rate,
             'planned': planned['ok'] | 'PlannedFiles' >> beam.Map(
-                lambda plan: stats_lib.PlannedFile(plan.info.path,
-                                                   plan.split))}
+                lambda b: stats_lib.PlannedFiles(
+                    b.block, tuple(sorted(b.files_by_split().items()))))}
 
 
 class LimitWindows(beam.PTransform):
@@ -122,50 +124,54 @@ class LimitWindows(beam.PTransform):
     super().__init__()
     self.num_elems = num_elems
 
-  def expand(self, plans):
-    allowed = (plans
-               | 'WindowCounts' >> beam.Map(lambda p: (p.info.index,
-                                                       p.num_windows))
+  def expand(self, blocks):
+    allowed = (blocks
+               | 'WindowCounts' >> beam.Map(
+                   lambda b: (b.block, sum(p.num_windows for p in b.plans)))
                | 'AllCounts' >> beam.combiners.ToList()
                | 'Allocate' >> beam.Map(plan_lib.limit_windows,
                                         self.num_elems))
-    return (plans
+    return (blocks
             | 'ApplyLimit' >> beam.Map(
-                lambda p, a: dataclasses.replace(
-                    p, num_windows=a[p.info.index]),
-                beam.pvalue.AsSingleton(allowed))
-            | 'DropEmpty' >> beam.Filter(lambda p: p.num_windows > 0))
+                lambda b, a: plan_lib.limit_block(b, a[b.block]),
+                beam.pvalue.AsSingleton(allowed)))
 
 
 class ClassNames(beam.PTransform):
-  """(index, path) -> one sorted list of class names for the corpus."""
+  """File blocks -> one sorted list of class names for the corpus."""
 
   def __init__(self, config: PipelineConfig):
     super().__init__()
     self.config = config
 
-  def expand(self, indexed_paths):
-    return (indexed_paths
-            | 'LabelOf' >> beam.Map(lambda ip, c: labels.file_label(ip[1], c),
-                                    self.config)
+  def expand(self, blocks):
+    return (blocks
+            | 'LabelsOf' >> beam.FlatMap(
+                lambda block, c: sorted({labels.file_label(path, c)
+                                         for _, path in block[1]}),
+                self.config)
             | 'Distinct' >> beam.Distinct()
             | 'Collect' >> beam.combiners.ToList()
             | 'Sort' >> beam.Map(labels.class_names))
 
 
 class PlanLayout(beam.PTransform):
-  """FilePlans -> {split: SplitLayout}: shard count and window positions."""
+  """PlannedBlocks -> {split: SplitLayout}: shard count and the position of
+  each block's first window, from per-block counts (one entry per block and
+  split, not per file)."""
 
   def __init__(self, config: PipelineConfig, example_bytes: int):
     super().__init__()
     self.config = config
     self.example_bytes = example_bytes
 
-  def expand(self, plans):
+  def expand(self, blocks):
     c = self.config
-    return (plans
-            | 'WindowCounts' >> beam.Map(
-                lambda p: (p.split, p.info.index, p.num_windows))
+    return (blocks
+            | 'BlockCounts' >> beam.FlatMap(
+                lambda b: [(split, b.block, windows, b.files_by_split()[split])
+                           for split, windows in
+                           sorted(b.windows_by_split().items())])
             | 'AllCounts' >> beam.combiners.ToList()
             | 'ComputeLayouts' >> beam.Map(
                 layout_lib.compute_layouts, num_shards=c.num_shards,
@@ -175,10 +181,10 @@ class PlanLayout(beam.PTransform):
 
 
 class WriteShards(beam.PTransform):
-  """FilePlans -> shard files (temp names), stats and rejections.
+  """PlannedBlocks -> shard files (temp names), stats and rejections.
 
-  Only (file, window, sort key) references are grouped by shard; each shard
-  task then reads its windows, computes features and writes its file.
+  Only (file plan, window, sort key) references are grouped by shard; each
+  shard task then reads its windows, computes features and writes its file.
   """
 
   def __init__(self, config: PipelineConfig, extra_features=None,
@@ -191,25 +197,21 @@ class WriteShards(beam.PTransform):
     self.run_id = run_id
 
   def expand(self, inputs):
-    plans, layouts, class_names = inputs
+    blocks, layouts, class_names = inputs
     c = self.config
     group_keys = layouts | 'ChooseGroupKeys' >> beam.Map(
         balance.dask_group_keys, self.dask_partitions)
-    return (plans
+    return (blocks
             | 'AssignWindowsToShards' >> beam.FlatMap(
-                lambda p, layouts, keys: (
-                    (keys[shard], ref) for shard, ref in layout_lib.window_refs(
-                        p.info.index, p.split, p.num_windows,
-                        layouts[p.split], shuffle=not c.no_shuffle,
+                lambda b, layouts, keys: (
+                    (keys[shard], ref) for shard, ref in layout_lib.block_refs(
+                        b.block, b.plans, layouts, shuffle=not c.no_shuffle,
                         seed=c.shuffle_seed)),
                 beam.pvalue.AsSingleton(layouts),
                 beam.pvalue.AsSingleton(group_keys))
             | 'GroupByShard' >> beam.GroupByKey()
             | 'ComputeAndWrite' >> beam.ParDo(
                 dofns.WriteShard(c, self.extra_features, self.run_id),
-                plans=beam.pvalue.AsDict(
-                    plans | 'KeyByIndex' >> beam.Map(
-                        lambda p: (p.info.index, p))),
                 class_names=beam.pvalue.AsSingleton(class_names))
           )
 

@@ -32,7 +32,7 @@ def write_plan(layouts, *, dataset_dir: str, files_seen: int,
   The same content on every attempt, so a retried step rewrites it safely.
   """
   plan = {'files_seen': files_seen,
-          'files_planned': sum(len(l.offsets) for l in layouts.values()),
+          'files_planned': sum(l.num_files for l in layouts.values()),
           'examples': sum(l.total for l in layouts.values()),
           'shards': sum(l.num_shards for l in layouts.values()),
           'example_bytes': example_bytes}

@@ -150,5 +150,12 @@ def test_a_folder_tree_deeper_than_the_recursion_limit(tmp_path):
   assert len(wav_io.list_wav_files(str(tmp_path / 'in'))) == 2
   config = H.make_config(tmp_path / 'in', tmp_path / 'out',
                          win_len=hostile.WIN, label_from='none')
-  meta = H.run_pipeline(config)
-  assert meta['counts']['files_ok'] == 2 and meta['counts']['examples'] == 2
+  try:
+    meta = H.run_pipeline(config)
+    assert meta['counts']['files_ok'] == 2
+    assert meta['counts']['examples'] == 2
+  finally:  # bottom up: shutil.rmtree (pytest's clean-up) recurses too
+    os.remove(os.path.join(deep, 'bottom.wav'))
+    while deep != str(tmp_path / 'in'):
+      os.rmdir(deep)
+      deep = os.path.dirname(deep)

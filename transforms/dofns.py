@@ -1,5 +1,6 @@
 """The pipeline's DoFns: small, stateless between elements, pickle-safe."""
 
+import dataclasses
 import time
 import uuid
 from typing import Optional
@@ -26,13 +27,20 @@ from transforms.stats import ExampleStats
 # compressed stream (MP3 content named .wav) decodes differently after a
 # seek, so it stays fixed: the hostile-input test checks those bytes.
 BATCH_WINDOWS = 32
-# Windows computed together: 4 x 127 STFT frames still vectorize the FFT,
-# and each array (~0.5-1 MB) fits a core's own 1 MB L2 cache, so two worker
-# processes do not evict each other's data from the shared L3. Against 8
-# windows: shard phase 4% faster with 1 worker process, 18% with 2 (1.89x
-# instead of 1.65x the 1-worker rate); 32 at once was slower still
-# (BENCHMARKS.md).
-COMPUTE_WINDOWS = 4
+# Samples computed together: 4 windows of 32768 (4 x 127 STFT frames) still
+# vectorize the FFT, and each array (~0.5-1 MB) fits a core's own 1 MB L2
+# cache, so two worker processes do not evict each other's data from the
+# shared L3. Against 8 such windows: shard phase 4% faster with 1 worker
+# process, 18% with 2 (1.89x instead of 1.65x the 1-worker rate); 32 at
+# once was slower still (BENCHMARKS.md). Shorter windows go more at a time,
+# the same samples per batch, so per-batch costs do not grow per example.
+COMPUTE_SAMPLES = 4 * 32768
+
+
+def compute_windows(win_len: int) -> int:
+  """Windows per feature batch (rows never interact: any batching gives
+  the same bytes)."""
+  return max(1, min(BATCH_WINDOWS, COMPUTE_SAMPLES // win_len))
 
 
 # DoFns with several kinds of output yield them all on the main output, as
@@ -40,39 +48,51 @@ COMPUTE_WINDOWS = 4
 # DaskRunner merges a ParDo's tagged outputs into one stream.
 
 
-class ProbeWav(beam.DoFn):
-  """(index, path) -> WavInfo, or a Rejection."""
+class ProbeBlock(beam.DoFn):
+  """(block, ((index, path), ...)) -> one ProbedBlock of the files that
+  open, and a Rejection (or a note) per file that needs one."""
 
-  def process(self, indexed_path):
-    index, path = indexed_path
-    counters.counter(counters.FILES_PROBED).inc()
-    try:
-      info, note = wav_io.probe(index, path)
-      yield info
+  def process(self, block):
+    number, files = block
+    infos = []
+    for index, path in files:
+      try:
+        info, note = wav_io.probe(index, path)
+      except wav_io.BadWav as e:
+        yield wav_io.Rejection(path, str(e), 'probe')
+        continue
+      infos.append(info)
       if note:
         yield wav_io.Rejection(path, note, wav_io.NOTE)
-    except wav_io.BadWav as e:
-      counters.counter(counters.FILES_REJECTED).inc()
-      yield wav_io.Rejection(path, str(e), 'probe')
+    counters.counter(counters.FILES_PROBED).inc(len(files))
+    counters.counter(counters.FILES_REJECTED).inc(len(files) - len(infos))
+    yield plan_lib.ProbedBlock(number, tuple(infos))
 
 
-class PlanWindows(beam.DoFn):
-  """WavInfo -> FilePlan, or a Rejection (wrong rate, too short, no label)."""
+class PlanBlock(beam.DoFn):
+  """ProbedBlock -> one PlannedBlock, and a Rejection per file that cannot
+  become windows (wrong rate, too short, no label)."""
 
   def __init__(self, config: PipelineConfig):
     self.config = config
 
-  def process(self, info, dataset_rate):
-    try:
-      yield plan_lib.plan_file(info, self.config, dataset_rate)
-    except wav_io.BadWav as e:
-      counters.counter(counters.FILES_REJECTED).inc()
-      yield wav_io.Rejection(info.path, str(e), 'plan')
+  def process(self, probed, dataset_rate):
+    plans = []
+    for info in probed.infos:
+      try:
+        plans.append(plan_lib.plan_file(info, self.config, dataset_rate))
+      except wav_io.BadWav as e:
+        yield wav_io.Rejection(info.path, str(e), 'plan')
+    counters.counter(counters.FILES_REJECTED).inc(
+        len(probed.infos) - len(plans))
+    yield plan_lib.PlannedBlock(probed.block, tuple(plans))
 
 
 class WriteShard(beam.DoFn):
   """((split, shard, salt), window refs) -> one shard file, under a temp name.
 
+  A ref is (FilePlan, window, sort key): everything needed to read the
+  window travels with it, so no task holds the plans of other files.
   Reads the shard's windows in their sort-key order, computes features a
   batch at a time, encodes and appends the records. Emits a ShardStats, one
   ExampleStats and a Rejection per window that could not be used.
@@ -91,11 +111,13 @@ class WriteShard(beam.DoFn):
     self._bytes = counters.counter(counters.BYTES_WRITTEN)
     self._windows_rejected = counters.counter(counters.WINDOWS_REJECTED)
 
-  def process(self, keyed_refs, plans, class_names):
+  def process(self, keyed_refs, class_names):
     started_ms = int(time.time() * 1000)
     (split, shard, _), refs = keyed_refs  # _: transforms/balance.py's salt
     # set(): a runner may deliver a reference twice (Beam's DaskRunner does).
     refs = sorted(set(map(tuple, refs)), key=lambda ref: ref[2])
+    plans = {plan.info.index: plan for plan, _, _ in refs}
+    refs = [(plan.info.index, window, key) for plan, window, key in refs]
     # A fresh name per attempt: two attempts at one shard (retries, or
     # DaskRunner recomputing a branch) never write into the same file.
     run_marker.check_marker(self.config.dataset_dir, self.run_id)
@@ -110,15 +132,15 @@ class WriteShard(beam.DoFn):
         windows, kept, rejections = read_windows(batch, plans, self.config,
                                                  files)
         self._windows_rejected.inc(len(rejections))
-        yield from rejections
+        for rejection in rejections:
+          yield dataclasses.replace(rejection, split=split)
         if not kept:
           continue
         kept_refs = [batch[i] for i in kept]
-        for part in range(0, len(kept_refs), COMPUTE_WINDOWS):
-          part_refs = kept_refs[part:part + COMPUTE_WINDOWS]
-          self._write_examples(
-              f, stats, part_refs, windows[part:part + COMPUTE_WINDOWS],
-              plans, class_names)
+        step = compute_windows(self.config.win_len)
+        for part in range(0, len(kept_refs), step):
+          self._write_examples(f, stats, kept_refs[part:part + step],
+                               windows[part:part + step], plans, class_names)
     run_marker.check_marker(self.config.dataset_dir, self.run_id)
     yield ShardStats(split, shard, path, stats.num_examples,
                      filesystem.metadata(path).size_in_bytes, started_ms,
@@ -131,7 +153,13 @@ class WriteShard(beam.DoFn):
     arrays = self._extractor.compute(windows, plans[refs[0][0]].sample_rate)
     stats.add_moments(arrays)
     columns.update(arrays)
-    stats.schema = stats.schema.merge(example_codec.batch_schema(columns))
+    # Scalar columns have fixed types: a batch's schema can only change
+    # with its arrays' dtypes or shapes.
+    signature = tuple((k, a.dtype.str, a.shape[1:])
+                      for k, a in sorted(arrays.items()))
+    if signature != stats.schema_signature:
+      stats.schema = stats.schema.merge(example_codec.batch_schema(columns))
+      stats.schema_signature = signature
     for ref, record in zip(refs, example_codec.encode_batch(columns,
                                                             len(refs))):
       self._bytes.inc(tfrecord.write_record(f, record))

@@ -1,5 +1,6 @@
 """The last step: rejects.jsonl, then metadata.json, once all else is done."""
 
+import collections
 import datetime
 import json
 import logging
@@ -54,11 +55,18 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
                    key=by_path)
   notes = sorted((r for r in summary.rejections if r.is_note), key=by_path)
   rejected_paths = {r.path for r in rejects}
-  ok_files = {path: split for path, split in summary.planned.items()
-              if path not in rejected_paths}
-  if len(ok_files) + len(rejected_paths) != files_seen:
+  # A planned file is ok unless one of its windows was rejected when read;
+  # files rejected earlier were never planned.
+  read_rejected = {(r.split, r.path) for r in rejects if r.stage == 'read'}
+  files_ok = collections.Counter(summary.planned_by_split())
+  for split, _ in read_rejected:
+    files_ok[split] -= 1
+  early_rejected = {r.path for r in rejects if r.stage != 'read'}
+  if sum(summary.planned_by_split().values()) + len(early_rejected) \
+      != files_seen or len(early_rejected) + len(read_rejected) != len(
+          rejected_paths):
     raise IncompleteRun(
-        f'{files_seen} files seen but {len(ok_files)} ok and '
+        f'{files_seen} files seen but {sum(files_ok.values())} ok and '
         f'{len(rejected_paths)} rejected')
   stats = summary.splits
   split_names = config.split_names or sorted(layouts)
@@ -88,7 +96,7 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
                       'num_bytes': s.num_bytes})
     splits[name] = metadata_lib.split_entry(
         entries, split_stats.example_bytes, split_stats.per_class)
-    splits[name]['num_files'] = sum(1 for v in ok_files.values() if v == name)
+    splits[name]['num_files'] = files_ok[name]
     splits[name]['statistics'] = {
         key: m.to_json() for key, m in sorted(split_stats.moments.items())}
   if renames:
@@ -109,7 +117,7 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
       schema=(schema if schema is not None and schema.features
               else expected_schema or metadata_lib.schema_lib.Schema()),
       input_key=default_input_key(config.features), splits=splits,
-      counts={'files_seen': files_seen, 'files_ok': len(ok_files),
+      counts={'files_seen': files_seen, 'files_ok': sum(files_ok.values()),
               'files_rejected': len(rejected_paths),
               'rejections': len(rejects), 'notes': len(notes),
               'examples': examples},

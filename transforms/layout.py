@@ -13,7 +13,7 @@ example, and a long recording is spread across all shards.
 
 import dataclasses
 import math
-from typing import Dict, Iterable, Iterator, Tuple
+from typing import Dict, Iterable, Iterator, Optional, Tuple
 
 import numpy as np
 
@@ -25,7 +25,10 @@ class SplitLayout:
   split: str
   total: int                 # windows in the split
   num_shards: int
-  offsets: Dict[int, int]    # file index -> position of its first window
+  # unit (a file index, or a block of consecutive indices) -> position of
+  # its first window in the split
+  offsets: Dict[int, int]
+  num_files: int = 0
 
   def shard_of(self, keys: np.ndarray) -> np.ndarray:
     return (keys.astype(np.int64) * self.num_shards) // self.total
@@ -44,29 +47,33 @@ def num_shards_for(total: int, *, num_shards=None, max_examples_per_shard=None,
   return max(1, min(n, total))
 
 
-def compute_layouts(entries: Iterable[Tuple[str, int, int]],
-                    **shard_options) -> Dict[str, SplitLayout]:
-  """entries: (split, file index, windows) -> {split: SplitLayout}.
+def compute_layouts(entries: Iterable[Tuple], **shard_options
+                    ) -> Dict[str, SplitLayout]:
+  """entries: (split, unit, windows[, files]) -> {split: SplitLayout}.
 
-  Repeated entries count once (see SplitByType on DaskRunner duplicates).
+  A unit is a file index, or a block of consecutive file indices (with its
+  number of files); units are numbered in input order, so a split's
+  windows are numbered by file index, then window, either way. Repeated
+  entries count once (see SplitByType on DaskRunner duplicates).
   """
-  unique: Dict[Tuple[str, int], int] = {}
-  for split, index, n in entries:
-    if unique.setdefault((split, index), n) != n:
-      raise ValueError(f'file {index} planned with {unique[(split, index)]} '
-                       f'and {n} windows')
+  unique: Dict[Tuple[str, int], Tuple[int, int]] = {}
+  for split, unit, n, *files in entries:
+    value = (n, files[0] if files else 1)
+    if unique.setdefault((split, unit), value) != value:
+      raise ValueError(f'unit {unit} planned with {unique[(split, unit)]} '
+                       f'and {value} (windows, files)')
   by_split: Dict[str, list] = {}
-  for (split, index), n in unique.items():
-    by_split.setdefault(split, []).append((index, n))
+  for (split, unit), (n, files) in unique.items():
+    by_split.setdefault(split, []).append((unit, n, files))
   layouts = {}
-  for split, files in sorted(by_split.items()):
+  for split, units in sorted(by_split.items()):
     offsets, total = {}, 0
-    for index, n in sorted(files):
-      offsets[index] = total
+    for unit, n, _ in sorted(units):
+      offsets[unit] = total
       total += n
     layouts[split] = SplitLayout(split, total,
                                  num_shards_for(total, **shard_options),
-                                 offsets)
+                                 offsets, sum(f for _, _, f in units))
   return layouts
 
 
@@ -107,11 +114,32 @@ def permute(positions: np.ndarray, total: int, seed: int) -> np.ndarray:
 
 
 def window_refs(index: int, split: str, num_windows: int, layout: SplitLayout,
-                shuffle: bool, seed: int
+                shuffle: bool, seed: int, offset: Optional[int] = None
                 ) -> Iterator[Tuple[Tuple[str, int], Tuple[int, int, int]]]:
-  """((split, shard), (file index, window, sort key)) for a file's windows."""
-  positions = layout.offsets[index] + np.arange(num_windows, dtype=np.int64)
+  """((split, shard), (file index, window, sort key)) for a file's windows.
+
+  `offset`: the position of the file's first window, when the layout's
+  offsets are per block (default: layout.offsets[index]).
+  """
+  start = layout.offsets[index] if offset is None else offset
+  positions = start + np.arange(num_windows, dtype=np.int64)
   keys = permute(positions, layout.total, seed) if shuffle else positions
   shards = layout.shard_of(keys)
   for window, (key, shard) in enumerate(zip(keys.tolist(), shards.tolist())):
     yield (split, shard), (index, window, key)
+
+
+def block_refs(block: int, plans, layouts: Dict[str, SplitLayout],
+               shuffle: bool, seed: int):
+  """((split, shard), (plan, window, sort key)) for every window of a
+  block's FilePlans (in index order): positions continue from the block's
+  offset in each split, so they equal a file-by-file numbering."""
+  next_position: Dict[str, int] = {}
+  for plan in plans:
+    layout = layouts[plan.split]
+    start = next_position.get(plan.split, layout.offsets.get(block, 0))
+    for key, (_, window, sort_key) in window_refs(
+        plan.info.index, plan.split, plan.num_windows, layout, shuffle, seed,
+        offset=start):
+      yield key, (plan, window, sort_key)
+    next_position[plan.split] = start + plan.num_windows

@@ -30,6 +30,43 @@ class FilePlan:
 
 
 @dataclasses.dataclass(frozen=True)
+class ProbedBlock:
+  """The probed files of one block of the listing, in index order.
+
+  Files travel in blocks of consecutive indices, so per-element costs are
+  paid per block, and what the run keeps about its files grows with the
+  number of blocks, not of files.
+  """
+  block: int
+  infos: Tuple[WavInfo, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedBlock:
+  """The planned files of one block, in index order."""
+  block: int
+  plans: Tuple[FilePlan, ...]
+
+  def windows_by_split(self) -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    for p in self.plans:
+      out[p.split] = out.get(p.split, 0) + p.num_windows
+    return out
+
+  def files_by_split(self) -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    for p in self.plans:
+      out[p.split] = out.get(p.split, 0) + 1
+    return out
+
+
+def block_size(num_files: int) -> int:
+  """Files per block: about 64 blocks (work for every worker), at most 512
+  files each. Output does not depend on it."""
+  return max(1, min(512, -(-num_files // 64)))
+
+
+@dataclasses.dataclass(frozen=True)
 class Chunk:
   plan: FilePlan
   first_window: int
@@ -74,12 +111,25 @@ def plan_file(info: WavInfo, config: PipelineConfig,
 
 def limit_windows(counts: Iterable[Tuple[int, int]],
                   num_elems: int) -> Dict[int, int]:
-  """{file index: windows kept} taking windows in file order up to num_elems."""
+  """{unit: windows kept} taking windows in unit order up to num_elems
+  (units: file indices, or blocks of them)."""
   allowed, left = {}, num_elems
   for index, n in sorted(dict(counts).items()):
     allowed[index] = min(n, left)
     left -= allowed[index]
   return allowed
+
+
+def limit_block(block: PlannedBlock, allowed: int) -> PlannedBlock:
+  """The block with its first `allowed` windows, in file order; files left
+  with none are dropped."""
+  plans = []
+  for plan, n in zip(block.plans, limit_windows(
+      [(i, p.num_windows) for i, p in enumerate(block.plans)],
+      allowed).values()):
+    if n > 0:
+      plans.append(dataclasses.replace(plan, num_windows=n))
+  return PlannedBlock(block.block, tuple(plans))
 
 
 def windows_per_chunk(plan: FilePlan, hop_len: int) -> int:

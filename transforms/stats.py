@@ -3,7 +3,7 @@
 import collections
 import dataclasses
 import math
-from typing import Dict
+from typing import Dict, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -69,6 +69,9 @@ class ExampleStats:
   per_class: collections.Counter = dataclasses.field(
       default_factory=collections.Counter)
   moments: Dict[str, Moments] = dataclasses.field(default_factory=dict)
+  # What the schema was last computed from (see WriteShard); not merged.
+  schema_signature: tuple = dataclasses.field(default=(), compare=False,
+                                              repr=False)
 
   def add(self, label: str, num_bytes: int) -> None:
     self.num_examples += 1
@@ -138,10 +141,11 @@ class SplitSummary:
     return total
 
 
-@dataclasses.dataclass
-class PlannedFile:
-  path: str
-  split: str
+@dataclasses.dataclass(frozen=True)
+class PlannedFiles:
+  """How many files of a block were planned, per split."""
+  block: int
+  files_by_split: Tuple[Tuple[str, int], ...]
 
 
 @dataclasses.dataclass
@@ -150,7 +154,15 @@ class RunSummary:
   shards: Dict[tuple, object] = dataclasses.field(default_factory=dict)
   splits: Dict[str, SplitSummary] = dataclasses.field(default_factory=dict)
   rejections: set = dataclasses.field(default_factory=set)
-  planned: Dict[str, str] = dataclasses.field(default_factory=dict)
+  planned: Dict[int, Tuple[Tuple[str, int], ...]] = dataclasses.field(
+      default_factory=dict)   # block -> files planned per split
+
+  def planned_by_split(self) -> Dict[str, int]:
+    out: Dict[str, int] = collections.Counter()
+    for counts in self.planned.values():
+      for split, n in counts:
+        out[split] += n
+    return dict(out)
 
   def add(self, record) -> None:
     if isinstance(record, ShardStats):
@@ -163,8 +175,8 @@ class RunSummary:
                              SplitSummary(split=record.split)).add(record)
     elif isinstance(record, Rejection):
       self.rejections.add(record)
-    elif isinstance(record, PlannedFile):
-      self.planned[record.path] = record.split
+    elif isinstance(record, PlannedFiles):
+      self.planned[record.block] = record.files_by_split
     else:
       raise TypeError(f'unexpected record {record!r}')
 
@@ -208,20 +220,25 @@ class SummarizeRun(beam.CombineFn):
 
 
 class CountRates(beam.CombineFn):
-  """WavInfo -> {sample rate: number of files}, each file counted once."""
+  """ProbedBlocks -> {sample rate: number of files}, each block counted
+  once (a runner may deliver one twice)."""
 
   def create_accumulator(self):
     return {}
 
-  def add_input(self, rates, info):
-    rates[info.index] = info.sample_rate
-    return rates
+  def add_input(self, by_block, probed):
+    by_block[probed.block] = collections.Counter(
+        info.sample_rate for info in probed.infos)
+    return by_block
 
   def merge_accumulators(self, accumulators):
     merged = {}
-    for rates in accumulators:
-      merged.update(rates)
+    for by_block in accumulators:
+      merged.update(by_block)
     return merged
 
-  def extract_output(self, rates):
-    return dict(collections.Counter(rates.values()))
+  def extract_output(self, by_block):
+    total = collections.Counter()
+    for counts in by_block.values():
+      total.update(counts)
+    return dict(total)

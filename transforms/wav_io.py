@@ -49,6 +49,7 @@ class Rejection:
   reason: str
   stage: str                                  # list, probe, plan, read, note
   frame_range: Optional[Tuple[int, int]] = None  # set when part of a file
+  split: str = ''   # for windows rejected when read: the file's split
 
   @property
   def is_note(self) -> bool:
@@ -106,6 +107,8 @@ def undecodable_name(path: str) -> Optional[str]:
 
 
 def open_binary(path: str):
+  if filesystem.is_local(path):
+    return open(path, 'rb')  # what Beam's LocalFileSystem.open returns
   return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
