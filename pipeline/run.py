@@ -11,6 +11,7 @@ import difflib
 import logging
 import os
 import sys
+import threading
 import time
 from typing import Optional, Sequence
 
@@ -46,13 +47,16 @@ MAX_WORKERS = 1024
 _RUNNER_ALIASES = {'DaskRunner': 'apache_beam.runners.dask.dask_runner.DaskRunner'}
 
 
-def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
+def pipeline_options(beam_args: Sequence[str],
+                     local_mode: Optional[str] = None) -> PipelineOptions:
   """Beam's options, with wavbeam's defaults for the local runner.
 
   Locally, unless --direct_num_workers or --direct_running_mode is given,
-  bundles run in one thread per core of a single process: numpy's FFT,
-  libsndfile and file writes release the GIL, so threads use both cores
-  without the start-up and memory of worker processes (BENCHMARKS.md).
+  one worker process per core (`local_mode`, default multi_processing):
+  on many short clips the per-file Python work holds the GIL, so threads
+  in one process used 1.2 cores where two processes use both (20,000
+  clips of 1 s: 17.6 s with threads, 11.2 s with processes); on long
+  files the two are within noise (BENCHMARKS.md). One core: one process.
   """
   options = PipelineOptions(beam_args)
   standard = options.view_as(StandardOptions)
@@ -73,7 +77,9 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
       for arg in beam_args):
     direct = options.view_as(DirectOptions)
     direct.direct_num_workers = os.cpu_count() or 1
-    direct.direct_running_mode = 'multi_threading'
+    direct.direct_running_mode = (
+        'in_memory' if direct.direct_num_workers == 1
+        else local_mode or 'multi_processing')
   return options
 
 
@@ -224,9 +230,65 @@ class _ClosedSafe:
     return getattr(self._stream, name)
 
 
+class _StderrRelay:
+  """Points file descriptor 2 at a pipe this process empties into the real
+  stderr, dropping what a closed reader cannot take. Worker processes
+  inherit descriptor 2, not sys.stderr: one whose log write failed on a
+  closed pipe stopped without reporting its bundle, and the run waited
+  forever. A terminal is left alone (it keeps the progress bar)."""
+
+  def __init__(self):
+    self._thread = None
+    try:
+      if os.isatty(2):
+        return
+      self._real = os.dup(2)
+    except OSError:
+      return
+    self._read, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    self._thread = threading.Thread(target=self._relay, daemon=True,
+                                    name='stderr-relay')
+    self._thread.start()
+
+  def _relay(self):
+    reader_open = True
+    while True:
+      data = os.read(self._read, 65536)
+      if not data:
+        break
+      if reader_open:
+        try:
+          os.write(self._real, data)
+        except OSError:
+          reader_open = False
+    os.close(self._read)
+
+  def close(self):
+    """Puts descriptor 2 back and passes on what is still in the pipe."""
+    if self._thread is None:
+      return
+    try:
+      sys.stderr.flush()
+    except (OSError, ValueError):
+      pass
+    os.dup2(self._real, 2)  # the pipe's last writer here is gone: EOF
+    self._thread.join(timeout=5)
+    self._thread = None
+
+
 def main(argv=None) -> int:
   """The CLI: exit 0 when the dataset is complete, 2 for a bad option or
   input/output location (before anything runs), 1 when the run failed."""
+  relay = _StderrRelay()
+  try:
+    return _main(argv)
+  finally:
+    relay.close()
+
+
+def _main(argv) -> int:
   if not isinstance(sys.stderr, _ClosedSafe):
     sys.stdout, sys.stderr = _ClosedSafe(sys.stdout), _ClosedSafe(sys.stderr)
   launcher = argparse.ArgumentParser(add_help=False)
