@@ -187,7 +187,7 @@ def main(argv=None):
                       help=f'from {", ".join(CORPORA)} (default: '
                       f'{DEFAULT_CORPORA})')
   parser.add_argument('--repeats', type=int, default=3)
-  parser.add_argument('--writers', default='wavbeam,wavbeam_2proc,'
+  parser.add_argument('--writers', default='wavbeam,wavbeam_threads,'
                       'baseline,baseline_2proc')
   parser.add_argument('--no_reading', action='store_true')
   args = parser.parse_args(argv)

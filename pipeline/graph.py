@@ -218,16 +218,18 @@ class WriteShards(beam.PTransform):
 
 def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
                    extra_features: Optional[ExtraFeatures] = None,
-                   run_id: Optional[str] = None):
+                   run_id: Optional[str] = None,
+                   paths: Optional[List[str]] = None):
   """Adds the whole job to `p`; returns the PCollection of the metadata path.
 
   Lists the input and checks the feature functions now, so that bad options
   fail before anything runs. `extra_features` maps feature names to numpy
   functions (see transforms.features.FeatureFn). `run_id` is the id the run
   step marked the output folder with (dataset_dir.prepare): shard tasks and
-  the final step check that the folder is still theirs.
+  the final step check that the folder is still theirs. `paths`: the input
+  listing, when the caller has made it (list_input).
   """
-  paths = list_input(config)
+  paths = list_input(config) if paths is None else paths
   _check_extra_features(config, extra_features)
   example_bytes = estimate_example_bytes(config, extra_features)
 

@@ -30,7 +30,7 @@ from pipeline import config as config_lib  # noqa: E402
 from pipeline import progress  # noqa: E402
 from pipeline import dataset_dir  # noqa: E402
 from pipeline.dataset_dir import read_metadata  # noqa: E402
-from pipeline.graph import build_pipeline  # noqa: E402
+from pipeline.graph import build_pipeline, list_input  # noqa: E402
 from pipeline.naming import METADATA_FILE  # noqa: E402
 from transforms import counters  # noqa: E402
 from transforms import run_marker  # noqa: E402
@@ -47,16 +47,22 @@ MAX_WORKERS = 1024
 _RUNNER_ALIASES = {'DaskRunner': 'apache_beam.runners.dask.dask_runner.DaskRunner'}
 
 
-def pipeline_options(beam_args: Sequence[str],
-                     local_mode: Optional[str] = None) -> PipelineOptions:
+# Local runs of this many files or more use worker processes, fewer use
+# threads (bench.run, 2 cores, BENCHMARKS.md): 20,000 clips of 1 s took
+# 13.8 s with processes and 19.4 s with threads (the per-file Python work
+# holds the GIL), 4,800 clips of 3 s 8.4 and 8.5 s, while the 50- and
+# 201-file corpora of long files were 1.5 s and 0.7 s faster with threads
+# (worker start-up and shutdown, and twice the memory).
+PROCESSES_FROM_FILES = 5000
+
+
+def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
   """Beam's options, with wavbeam's defaults for the local runner.
 
   Locally, unless --direct_num_workers or --direct_running_mode is given,
-  one worker process per core (`local_mode`, default multi_processing):
-  on many short clips the per-file Python work holds the GIL, so threads
-  in one process used 1.2 cores where two processes use both (20,000
-  clips of 1 s: 17.6 s with threads, 11.2 s with processes); on long
-  files the two are within noise (BENCHMARKS.md). One core: one process.
+  one worker per core, as threads of one process; run_config switches to
+  worker processes for corpora of
+  PROCESSES_FROM_FILES files or more. One core: one process.
   """
   options = PipelineOptions(beam_args)
   standard = options.view_as(StandardOptions)
@@ -79,7 +85,7 @@ def pipeline_options(beam_args: Sequence[str],
     direct.direct_num_workers = os.cpu_count() or 1
     direct.direct_running_mode = (
         'in_memory' if direct.direct_num_workers == 1
-        else local_mode or 'multi_processing')
+        else 'multi_threading')
   return options
 
 
@@ -113,14 +119,20 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
   """Builds and runs; with show_progress, a local run reports on stderr
   (remote runners have their own UIs, which show the Beam metrics)."""
   options = pipeline_options(beam_args)
+  paths = list_input(config)
+  direct = options.view_as(DirectOptions)
+  if (direct.direct_running_mode == 'multi_threading' and
+      not any(a.startswith('--direct_running_mode') for a in beam_args) and
+      len(paths) >= PROCESSES_FROM_FILES):
+    direct.direct_running_mode = 'multi_processing'
   try:
-    p = beam.Pipeline(options=options)
+    p = beam.Pipeline(options=options)  # copies the options
   except ValueError as e:  # an unknown --runner, or options it rejects
     raise config_lib.ConfigError(
         'runner', options.view_as(StandardOptions).runner,
         f'{e} (see "Running at scale" in the README)') from e
   run_id = run_marker.new_run_id()
-  build_pipeline(p, config, extra_features, run_id)
+  build_pipeline(p, config, extra_features, run_id, paths=paths)
   dataset_dir.prepare(config, run_id)
   local = options.view_as(StandardOptions).runner == LOCAL_RUNNER
   with run_marker.Heartbeat(config.dataset_dir, run_id), \

@@ -48,11 +48,7 @@ def make_config(input_dir, output_dir, **kw):
 def run_pipeline(config, extra_features=None, options=None):
   """Builds the job on a local pipeline, prepares the output folder as the
   CLI does, and runs it to completion."""
-  # Threads: in-process pipelines here are small, and worker processes
-  # would add their start-up to every test (the CLI tests and
-  # test_runners cover the processes).
-  p = beam.Pipeline(options=run_lib.pipeline_options(
-      options or [], local_mode='multi_threading'))
+  p = beam.Pipeline(options=run_lib.pipeline_options(options or []))
   run_id = run_marker.new_run_id()
   graph.build_pipeline(p, config, extra_features, run_id)
   dataset_dir.prepare(config, run_id)

@@ -154,7 +154,7 @@ def test_local_runner_defaults():
     assert options.view_as(StandardOptions).runner == 'FnApiRunner'
     direct = options.view_as(DirectOptions)
     assert direct.direct_running_mode == (
-        'multi_processing' if os.cpu_count() > 1 else 'in_memory')
+        'multi_threading' if os.cpu_count() > 1 else 'in_memory')
     assert direct.direct_num_workers == os.cpu_count()
   options = run_lib.pipeline_options(['--direct_num_workers=1'])
   assert options.view_as(DirectOptions).direct_num_workers == 1

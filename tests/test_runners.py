@@ -111,9 +111,7 @@ def test_non_local_file_system_for_input_and_output(corpus, local_run):
                          n_fft=256, fft_hop=128)
   import apache_beam as beam
   from pipeline import dataset_dir, graph, run
-  # Threads: an in-memory file system lives in one process.
-  p = beam.Pipeline(options=run.pipeline_options(
-      [], local_mode='multi_threading'))
+  p = beam.Pipeline(options=run.pipeline_options([]))  # threads: one process
   graph.build_pipeline(p, config)
   dataset_dir.prepare(config, 'run-1')
   p.run().wait_until_finish()
