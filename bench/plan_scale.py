@@ -1,0 +1,99 @@
+"""Planning at scale without audio: memory and time against the file count.
+
+    .venv/bin/python -m bench.plan_scale [--files 100000,1000000]
+
+Runs the planning part of the graph (PlanBlock, rate counting, PlanLayout,
+the shard assignment of every window) on Beam's local runner, one process,
+for synthetic probe results: blocks of WavInfo made inside the pipeline
+from block numbers (one 3 s, 16 kHz clip each, no file is read or listed),
+then counts the window references per shard with a combiner instead of
+grouping them. Each size runs as its own process; reports wall time and
+peak memory (RSS of the whole process tree).
+"""
+
+import argparse
+import json
+import sys
+import time
+
+import apache_beam as beam
+
+from pipeline import config as config_lib
+from pipeline import graph
+from transforms import layout as layout_lib
+from transforms import plan as plan_lib
+from transforms import stats as stats_lib
+from transforms.wav_io import WavInfo
+
+CLIP_FRAMES = 48000
+
+
+def synthetic_block(block, files, block_files):
+  """A ProbedBlock of `block_files` clips (fewer in the last block)."""
+  first = block * block_files
+  infos = tuple(
+      WavInfo(i, f'/synthetic/{("a", "b", "c", "d")[i % 4]}/{i:09d}.wav',
+              CLIP_FRAMES, 16000, 1, 'PCM_16', 96044, 0.0)
+      for i in range(first, min(files, first + block_files)))
+  return plan_lib.ProbedBlock(block, infos)
+
+
+def run_one(files: int) -> dict:
+  config = config_lib.PipelineConfig(
+      input_dir='/synthetic', output_dir='/unused', win_len=16000,
+      splits='train=0.8,validation=0.1,test=0.1')
+  block_files = plan_lib.block_size(files)
+  blocks = -(-files // block_files)
+  start = time.perf_counter()
+  with beam.Pipeline(runner='FnApiRunner') as p:
+    probed = (p
+              | 'BlockNumbers' >> beam.Create(range(blocks))
+              | 'Synthesize' >> beam.Map(synthetic_block, files, block_files))
+    rate = (probed
+            | 'CountRates' >> beam.CombineGlobally(stats_lib.CountRates())
+            | 'MostCommonRate' >> beam.Map(plan_lib.most_common_rate))
+    planned = (probed
+               | 'PlanWindows' >> beam.ParDo(
+                   graph.dofns.PlanBlock(config),
+                   dataset_rate=beam.pvalue.AsSingleton(rate))
+               | 'OnlyBlocks' >> beam.Filter(
+                   lambda r: isinstance(r, plan_lib.PlannedBlock)))
+    layouts = planned | 'PlanLayout' >> graph.PlanLayout(config, 130000)
+    (planned
+     | 'AssignWindowsToShards' >> beam.FlatMap(
+         lambda b, layouts: (shard for shard, _ in layout_lib.block_refs(
+             b.block, b.plans, layouts, shuffle=True, seed=0)),
+         beam.pvalue.AsSingleton(layouts))
+     | 'CountPerShard' >> beam.combiners.Count.PerElement()
+     | 'Total' >> beam.Map(lambda kv: kv[1])
+     | 'Sum' >> beam.CombineGlobally(sum)
+     | 'Check' >> beam.Map(_check, files * (CLIP_FRAMES // 16000)))
+  return {'files': files, 'blocks': blocks,
+          'seconds': time.perf_counter() - start}
+
+
+def _check(total, expected):
+  assert total == expected, (total, expected)
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--files', default='100000,1000000')
+  parser.add_argument('--one', type=int, help=argparse.SUPPRESS)
+  args = parser.parse_args(argv)
+  if args.one:
+    print(json.dumps(run_one(args.one)))
+    return
+  from bench.procmon import run_measured
+  print('| files | blocks | wall s | peak MB (process tree) |')
+  print('|---|---|---|---|')
+  for files in map(int, args.files.split(',')):
+    wall, peak, out = run_measured(
+        [sys.executable, '-m', 'bench.plan_scale', '--one', str(files)])
+    result = json.loads(out.strip().splitlines()[-1])
+    print(f'| {files:,} | {result["blocks"]:,} | {wall:.1f} | '
+          f'{peak / 1e6:.0f} |')
+
+
+if __name__ == '__main__':
+  main()
