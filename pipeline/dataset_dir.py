@@ -3,6 +3,7 @@ metadata.json, and preparing it for a run (the run step does that, not the
 graph: building a pipeline changes nothing on disk)."""
 
 import logging
+import os
 import uuid
 from typing import List, Optional
 
@@ -36,6 +37,19 @@ def read_metadata(dataset_dir: str) -> Optional[dict]:
   except UnicodeDecodeError as e:
     raise metadata_lib.MetadataError(f'{path}: not UTF-8 text ({e})') from e
   return metadata_lib.parse(text, path)
+
+
+def shard_problem(path: str, num_bytes: int) -> Optional[str]:
+  """What is wrong with a shard before reading it (missing, another size,
+  not a plain file: a FIFO would block the reader), or None."""
+  if not FileSystems.exists(path):
+    return f'{path}: listed in metadata.json but missing'
+  size = filesystem.metadata(path).size_in_bytes
+  if filesystem.is_local(path) and not os.path.isfile(path):
+    return f'{path}: not a plain file'
+  if size != num_bytes:
+    return f'{path}: {size} bytes, metadata.json says {num_bytes}'
+  return None
 
 
 def dataset_files(config: PipelineConfig) -> List[str]:

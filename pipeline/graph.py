@@ -168,10 +168,7 @@ class PlanLayout(beam.PTransform):
   def expand(self, blocks):
     c = self.config
     return (blocks
-            | 'BlockCounts' >> beam.FlatMap(
-                lambda b: [(split, b.block, windows, b.files_by_split()[split])
-                           for split, windows in
-                           sorted(b.windows_by_split().items())])
+            | 'BlockCounts' >> beam.FlatMap(plan_lib.PlannedBlock.counts)
             | 'AllCounts' >> beam.combiners.ToList()
             | 'ComputeLayouts' >> beam.Map(
                 layout_lib.compute_layouts, num_shards=c.num_shards,

@@ -22,12 +22,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import metadata as metadata_lib
 from pipeline import naming
-from pipeline.dataset_dir import read_metadata
+from pipeline.dataset_dir import read_metadata, shard_problem
 from pipeline.dataset_dir import resolve as resolve_dataset_dir
 from transforms import audio
 from transforms import example_codec
 from transforms import features as F
-from transforms import filesystem
 from transforms import tfrecord
 
 
@@ -49,14 +48,10 @@ def load(output_dir: str) -> Dict:
         'file, pass the file)')
   for entry in metadata['splits'].values():
     for shard in entry['shards']:
-      path = naming.join(output_dir, shard['file'])
-      if not FileSystems.exists(path):
-        raise InspectError(f'{path}: listed in metadata.json but missing')
-      size = filesystem.metadata(path).size_in_bytes
-      if size != shard['num_bytes'] or (filesystem.is_local(path) and
-                                        not os.path.isfile(path)):
-        raise InspectError(f'{path}: {size} bytes (or not a plain file), '
-                           f'metadata.json says {shard["num_bytes"]}')
+      problem = shard_problem(naming.join(output_dir, shard['file']),
+                              shard['num_bytes'])
+      if problem:
+        raise InspectError(problem)
   return metadata
 
 

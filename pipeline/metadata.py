@@ -6,7 +6,7 @@ A dataset is complete exactly when this file exists.
 
 import datetime
 import json
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 from pipeline import naming
 from pipeline import schema as schema_lib

@@ -168,10 +168,11 @@ def job_metrics(result) -> dict:
   return values
 
 
-def summary(output_dir: str, seconds: float) -> str:
-  """One line on what a finished run wrote, from its metadata.json, with
-  the shard-writing phase's throughput where it records one."""
-  meta = read_metadata(output_dir)
+def summary(output_dir: str, seconds: float, meta=None) -> str:
+  """One line on what a finished run wrote, from its metadata.json (read
+  here unless given), with the shard-writing phase's throughput where it
+  records one."""
+  meta = read_metadata(output_dir) if meta is None else meta
   if meta is None:
     return f'wavbeam: no metadata.json in {output_dir} after {seconds:.1f} s'
   shards = sum(len(e['shards']) for e in meta['splits'].values())
@@ -190,10 +191,10 @@ def summary(output_dir: str, seconds: float) -> str:
           f'{size / phase / 1e6:.0f} MB/s)')
 
 
-def empty_warnings(output_dir: str) -> list:
-  """Lines saying loudly that the dataset, or one of its splits, holds no
-  example (the run still succeeded: every file was accounted for)."""
-  meta = read_metadata(output_dir)
+def empty_warnings(output_dir: str, meta) -> list:
+  """Lines saying loudly that the dataset (metadata `meta`), or one of its
+  splits, holds no example (the run still succeeded: every file was
+  accounted for)."""
   if meta is None:
     return []
   counts = meta['counts']
@@ -326,8 +327,9 @@ def _main(argv) -> int:
           f'{METADATA_FILE}); fix the cause above, then rerun with '
           '--overwrite', file=sys.stderr)
     return 1
-  print(summary(config.dataset_dir, time.perf_counter() - start))
-  for line in empty_warnings(config.dataset_dir):
+  meta = read_metadata(config.dataset_dir)
+  print(summary(config.dataset_dir, time.perf_counter() - start, meta))
+  for line in empty_warnings(config.dataset_dir, meta):
     print(line, file=sys.stderr)
   return 0
 

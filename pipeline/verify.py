@@ -14,11 +14,10 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import metadata as metadata_lib
 from pipeline import naming
-from pipeline.dataset_dir import read_metadata
+from pipeline.dataset_dir import read_metadata, shard_problem
 from pipeline.dataset_dir import resolve as resolve_dataset_dir
 from transforms import example_codec
 from transforms import tfrecord
-from transforms import filesystem
 
 
 class VerifyError(Exception):
@@ -41,12 +40,9 @@ def verify(output_dir: str) -> str:
   for split, entry in sorted(metadata['splits'].items()):
     for shard in entry['shards']:
       path = naming.join(output_dir, shard['file'])
-      if not FileSystems.exists(path):
-        raise VerifyError(f'{path}: listed in metadata.json but missing')
-      size = filesystem.metadata(path).size_in_bytes
-      if size != shard['num_bytes']:
-        raise VerifyError(f'{path}: {size} bytes, metadata.json says '
-                          f'{shard["num_bytes"]}')
+      problem = shard_problem(path, shard['num_bytes'])
+      if problem:
+        raise VerifyError(problem)
       count = 0
       with FileSystems.open(path, compression_type=compression) as f:
         try:

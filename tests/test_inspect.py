@@ -1,7 +1,5 @@
 """python -m pipeline.inspect: summary, --show, --plot and raw TFRecords."""
 
-import json
-
 import numpy as np
 import pytest
 from PIL import Image

@@ -58,11 +58,12 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   # A planned file is ok unless one of its windows was rejected when read;
   # files rejected earlier were never planned.
   read_rejected = {(r.split, r.path) for r in rejects if r.stage == 'read'}
-  files_ok = collections.Counter(summary.planned_by_split())
+  planned = summary.planned_by_split()
+  files_ok = collections.Counter(planned)
   for split, _ in read_rejected:
     files_ok[split] -= 1
   early_rejected = {r.path for r in rejects if r.stage != 'read'}
-  if sum(summary.planned_by_split().values()) + len(early_rejected) \
+  if sum(planned.values()) + len(early_rejected) \
       != files_seen or len(early_rejected) + len(read_rejected) != len(
           rejected_paths):
     raise IncompleteRun(

@@ -13,7 +13,7 @@ example, and a long recording is spread across all shards.
 
 import dataclasses
 import math
-from typing import Dict, Iterable, Iterator, Optional, Tuple
+from typing import Dict, Iterable, Iterator, Tuple
 
 import numpy as np
 
@@ -114,15 +114,11 @@ def permute(positions: np.ndarray, total: int, seed: int) -> np.ndarray:
 
 
 def window_refs(index: int, split: str, num_windows: int, layout: SplitLayout,
-                shuffle: bool, seed: int, offset: Optional[int] = None
+                shuffle: bool, seed: int
                 ) -> Iterator[Tuple[Tuple[str, int], Tuple[int, int, int]]]:
-  """((split, shard), (file index, window, sort key)) for a file's windows.
-
-  `offset`: the position of the file's first window, when the layout's
-  offsets are per block (default: layout.offsets[index]).
-  """
-  start = layout.offsets[index] if offset is None else offset
-  positions = start + np.arange(num_windows, dtype=np.int64)
+  """((split, shard), (file index, window, sort key)) for a file's windows,
+  with the layout's offsets per file (block_refs: per block)."""
+  positions = layout.offsets[index] + np.arange(num_windows, dtype=np.int64)
   keys = permute(positions, layout.total, seed) if shuffle else positions
   shards = layout.shard_of(keys)
   for window, (key, shard) in enumerate(zip(keys.tolist(), shards.tolist())):

@@ -6,7 +6,7 @@ bounded whatever the file length.
 """
 
 import dataclasses
-from typing import Dict, Iterable, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 from pipeline.config import PipelineConfig
 from transforms import audio
@@ -58,6 +58,12 @@ class PlannedBlock:
     for p in self.plans:
       out[p.split] = out.get(p.split, 0) + 1
     return out
+
+  def counts(self) -> List[Tuple[str, int, int, int]]:
+    """(split, block, windows, files) per split: the layout's entries."""
+    files = self.files_by_split()
+    return [(split, self.block, windows, files[split])
+            for split, windows in sorted(self.windows_by_split().items())]
 
 
 def block_size(num_files: int) -> int:

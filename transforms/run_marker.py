@@ -75,12 +75,16 @@ def check_marker(dataset_dir: str, run_id: Optional[str]) -> None:
         '--overwrite or a deletion. Nothing of this run was published.')
 
 
+def _read_heartbeat(path: str) -> dict:
+  with FileSystems.open(path) as f:
+    return json.loads(f.read().decode('utf-8'))
+
+
 def live_heartbeat(dataset_dir: str) -> Optional[dict]:
   """The heartbeat of a run that is still alive, else None."""
   try:
-    with FileSystems.open(naming.join(temp_dir(dataset_dir),
-                                      HEARTBEAT_FILE)) as f:
-      beat = json.loads(f.read().decode('utf-8'))
+    beat = _read_heartbeat(naming.join(temp_dir(dataset_dir),
+                                       HEARTBEAT_FILE))
     age = time.time() - float(beat['time'])
     if beat.get('host') == socket.gethostname():
       os.kill(int(beat['pid']), 0)  # raises when the process is gone
@@ -140,7 +144,6 @@ class Heartbeat:
 
   def _ours(self) -> bool:
     try:
-      with FileSystems.open(self.path) as f:
-        return json.loads(f.read().decode('utf-8'))['run_id'] == self.run_id
+      return _read_heartbeat(self.path)['run_id'] == self.run_id
     except Exception:
       return False

@@ -90,7 +90,7 @@ def list_wav_files(input_dir: str) -> List[str]:
           elif not (entry.is_symlink() and os.path.isdir(entry.path)):
             paths.append(entry.path)
   else:
-    pattern = naming.escape_pattern(input_dir.rstrip('/')) + '/**'
+    pattern = naming.pattern_under(input_dir, '**')
     paths = naming.within(input_dir, [
         m.path for m in FileSystems.match([pattern])[0].metadata_list])
   return sorted(p for p in paths if p.lower().endswith('.wav'))
