@@ -5,7 +5,8 @@
 Runs the planning part of the graph (PlanBlock, rate counting, PlanLayout,
 the shard assignment of every window) on Beam's local runner, one process,
 for synthetic probe results: blocks of WavInfo made inside the pipeline
-from block numbers (one 3 s, 16 kHz clip each, no file is read or listed),
+from block numbers and stored as ProbeBlock stores them (one 3 s, 16 kHz
+clip each, no audio file is read or listed),
 then counts the window references per shard with a combiner instead of
 grouping them. Each size runs as its own process; reports wall time and
 peak memory (RSS of the whole process tree).
@@ -14,13 +15,14 @@ peak memory (RSS of the whole process tree).
 import argparse
 import json
 import sys
+import tempfile
 import time
 
 import apache_beam as beam
 
 from pipeline import config as config_lib
 from pipeline import graph
-from transforms import layout as layout_lib
+from transforms import block_store
 from transforms import plan as plan_lib
 from transforms import stats as stats_lib
 from transforms.wav_io import WavInfo
@@ -28,42 +30,52 @@ from transforms.wav_io import WavInfo
 CLIP_FRAMES = 48000
 
 
-def synthetic_block(block, files, block_files):
-  """A ProbedBlock of `block_files` clips (fewer in the last block)."""
+def synthetic_block(block, files, block_files, dataset_dir):
+  """A StoredBlock of `block_files` clips (fewer in the last block), as
+  dofns.ProbeBlock stores them."""
   first = block * block_files
   infos = tuple(
       WavInfo(i, f'/synthetic/{("a", "b", "c", "d")[i % 4]}/{i:09d}.wav',
               CLIP_FRAMES, 16000, 1, 'PCM_16', 96044, 0.0)
       for i in range(first, min(files, first + block_files)))
-  return plan_lib.ProbedBlock(block, infos)
+  return plan_lib.StoredBlock(block,
+                              block_store.write(dataset_dir, block, infos),
+                              ((16000, len(infos)),))
 
 
 def run_one(files: int) -> dict:
+  with tempfile.TemporaryDirectory() as out:
+    return _run_one(files, out)
+
+
+def _run_one(files: int, out: str) -> dict:
   config = config_lib.PipelineConfig(
-      input_dir='/synthetic', output_dir='/unused', win_len=16000,
+      input_dir='/synthetic', output_dir=out, win_len=16000,
       splits='train=0.8,validation=0.1,test=0.1')
   block_files = plan_lib.block_size(files)
   blocks = -(-files // block_files)
   start = time.perf_counter()
   with beam.Pipeline(runner='FnApiRunner') as p:
-    probed = (p
+    stored = (p
               | 'BlockNumbers' >> beam.Create(range(blocks))
-              | 'Synthesize' >> beam.Map(synthetic_block, files, block_files))
-    rate = (probed
+              | 'Synthesize' >> beam.Map(synthetic_block, files, block_files,
+                                         config.dataset_dir))
+    rate = (stored
             | 'CountRates' >> beam.CombineGlobally(stats_lib.CountRates())
             | 'MostCommonRate' >> beam.Map(plan_lib.most_common_rate))
-    planned = (probed
+    windows = (stored
                | 'PlanWindows' >> beam.ParDo(
                    graph.dofns.PlanBlock(config),
                    dataset_rate=beam.pvalue.AsSingleton(rate))
-               | 'OnlyBlocks' >> beam.Filter(
-                   lambda r: isinstance(r, plan_lib.PlannedBlock)))
-    layouts = planned | 'PlanLayout' >> graph.PlanLayout(config, 130000)
-    (planned
+               | 'OnlyWindows' >> beam.Filter(
+                   lambda r: isinstance(r, plan_lib.BlockWindows)))
+    layouts = windows | 'PlanLayout' >> graph.PlanLayout(config, 130000)
+    (stored
      | 'AssignWindowsToShards' >> beam.FlatMap(
-         lambda b, layouts: (shard for shard, _ in layout_lib.block_refs(
-             b.block, b.plans, layouts, shuffle=True, seed=0)),
-         beam.pvalue.AsSingleton(layouts))
+         lambda stored, rate, layouts: (
+             shard for shard, _ in graph.dofns.stored_block_refs(
+                 stored, config, rate, layouts)),
+         beam.pvalue.AsSingleton(rate), beam.pvalue.AsSingleton(layouts))
      | 'CountPerShard' >> beam.combiners.Count.PerElement()
      | 'Total' >> beam.Map(lambda kv: kv[1])
      | 'Sum' >> beam.CombineGlobally(sum)

@@ -1,19 +1,22 @@
 """The wavbeam pipeline graph.
 
-    wav paths -> probe headers -> plan windows (split, label, count)
-      -> layout (per split: shard count, window positions; counts only)
-      -> (split, shard, salt) <- window refs -> GroupByKey (salt: see balance)
+    input folder -> list (blocks of files) -> probe headers (stored per
+      block, see transforms/block_store) -> plan windows (split, label,
+      count) -> layout (per split: shard count, window positions; counts
+      per block only)
+      -> blocks planned again -> (split, shard, salt) <- window refs
+      -> GroupByKey (salt: see balance)
       -> per shard: read windows + features + encode + write (temp name)
     side outputs: per-shard stats (schema, counts), rejections
     final step (after every shard is written): rename shards into place,
       rejects.jsonl, then metadata.json
 
-`build_pipeline(p, config)` only builds: it lists the input and checks the
+`build_pipeline(p, config)` only builds: it checks the input folder and the
 options, and changes nothing on disk. The run step (pipeline.run) prepares
 the output folder (pipeline.dataset_dir.prepare) and runs it.
 """
 
-from typing import List, Optional, Tuple
+from typing import Optional
 
 import apache_beam as beam
 import numpy as np
@@ -52,89 +55,96 @@ class SplitByType(beam.PTransform):
 
 
 class ListWavFiles(beam.PTransform):
-  """The input files as blocks: (block, ((index, path), ...)), consecutive
-  indices in each (plan.block_size of them).
+  """input_dir -> {'blocks': (block, ((index, path), ...)) with consecutive
+  indices (plan.block_size of them), 'records': one ListedFiles and a
+  Rejection per unusable name}.
 
-  On Beam's DaskRunner, in exactly `dask_partitions` Dask partitions, which
-  every later step keeps up to the shard grouping (see transforms/balance):
-  `Create` of n elements makes ceil(n / floor(n / partitions)) of them, so
-  201 elements in 2 partitions became 3. Created as that many lists
-  instead, then flattened.
+  Listed by the job itself (one task; dofns.ListBlocks), so the graph holds
+  the folder's name and not its files, then spread over the workers.
+
+  On Beam's DaskRunner the listing is made here, and the blocks are
+  created in exactly `dask_partitions` Dask partitions, which every later
+  step keeps up to the shard grouping (see transforms/balance): one listing
+  task would put every block in one partition. `Create` of n elements
+  makes ceil(n / floor(n / partitions)) of them, so 201 elements in 2
+  partitions became 3; created as that many lists instead, then flattened.
   """
 
-  def __init__(self, indexed: List[Tuple[int, str]],
-               dask_partitions: Optional[int] = None):
+  def __init__(self, input_dir: str, dask_partitions: Optional[int] = None):
     super().__init__()
-    self.indexed = indexed
+    self.input_dir = input_dir
     self.dask_partitions = dask_partitions
 
   def expand(self, root):
-    size = plan_lib.block_size(len(self.indexed))
-    blocks = [(b, tuple(self.indexed[start:start + size]))
-              for b, start in enumerate(range(0, len(self.indexed), size))]
     if not self.dask_partitions:
-      return root | 'Create' >> beam.Create(blocks)
+      listing = (root
+                 | 'InputDir' >> beam.Create([self.input_dir])
+                 | 'ListInDir' >> beam.ParDo(dofns.ListBlocks())
+                 | 'SplitListing' >> SplitByType(
+                     blocks=tuple, names=wav_io.Rejection,
+                     count=stats_lib.ListedFiles))
+      return {'blocks': listing['blocks'] | 'Spread' >> beam.Reshuffle(),
+              'records': (listing['names'], listing['count'])
+                         | 'ListingRecords' >> beam.Flatten()}
+    paths = wav_io.list_wav_files(self.input_dir)
+    blocks, unnamed = dofns.index_blocks(paths)
     n = self.dask_partitions
-    return (root
-            | 'CreateOnePerPartition' >> beam.Create(
-                [blocks[i::n] for i in range(n)])
-            | 'OneBlockPerElement' >> beam.FlatMap(lambda blocks: blocks))
+    return {'blocks': (root
+                       | 'CreateOnePerPartition' >> beam.Create(
+                           [blocks[i::n] for i in range(n)])
+                       | 'OneBlockPerElement' >> beam.FlatMap(
+                           lambda blocks: blocks)),
+            'records': root | 'ListingRecords' >> beam.Create(
+                [stats_lib.ListedFiles(len(paths)), *unnamed])}
 
 
 class ProbeAndPlan(beam.PTransform):
-  """File blocks -> PlannedBlocks, rejecting what cannot become windows."""
+  """File blocks -> {'stored': StoredBlocks (probes kept per block, see
+  transforms/block_store), 'windows': their BlockWindows, 'planned':
+  PlannedFiles, 'rejected', 'rate': the dataset's rate, 'allowed': windows
+  kept per block under --num_elems (else None)}."""
 
   def __init__(self, config: PipelineConfig):
     super().__init__()
     self.config = config
 
   def expand(self, blocks):
+    c = self.config
     probed = (blocks
-              | 'ProbeHeaders' >> beam.ParDo(dofns.ProbeBlock())
-              | 'SplitProbed' >> SplitByType(ok=plan_lib.ProbedBlock,
+              | 'ProbeHeaders' >> beam.ParDo(dofns.ProbeBlock(c.dataset_dir))
+              | 'SplitProbed' >> SplitByType(ok=plan_lib.StoredBlock,
                                              rejected=wav_io.Rejection))
-    if self.config.sample_rate:
-      rate = blocks.pipeline | 'GivenRate' >> beam.Create(
-          [self.config.sample_rate])
+    if c.sample_rate:
+      rate = blocks.pipeline | 'GivenRate' >> beam.Create([c.sample_rate])
     else:
       rate = (probed['ok']
               | 'CountRates' >> beam.CombineGlobally(stats_lib.CountRates())
               | 'MostCommonRate' >> beam.Map(plan_lib.most_common_rate))
     planned = (probed['ok']
                | 'PlanWindows' >> beam.ParDo(
-                   dofns.PlanBlock(self.config),
+                   dofns.PlanBlock(c),
                    dataset_rate=beam.pvalue.AsSingleton(rate))
-               | 'SplitPlanned' >> SplitByType(ok=plan_lib.PlannedBlock,
+               | 'SplitPlanned' >> SplitByType(windows=plan_lib.BlockWindows,
+                                               files=stats_lib.PlannedFiles,
                                                rejected=wav_io.Rejection))
-    plans = planned['ok']
-    if self.config.num_elems is not None:
-      plans = plans | 'LimitToNumElems' >> LimitWindows(self.config.num_elems)
+    windows, allowed = planned['windows'], None
+    if c.num_elems is not None:
+      allowed = (windows
+                 | 'WindowCounts' >> beam.Map(
+                     lambda b: (b.block, b.num_windows))
+                 | 'AllCounts' >> beam.combiners.ToList()
+                 | 'Allocate' >> beam.Map(plan_lib.limit_windows,
+                                          c.num_elems))
+      windows = probed['ok'] | 'LimitToNumElems' >> beam.Map(
+          lambda stored, rate, allowed: plan_lib.BlockWindows(
+              stored.block,
+              dofns.planned_block(stored, c, rate, allowed).counts()),
+          beam.pvalue.AsSingleton(rate), beam.pvalue.AsSingleton(allowed))
     rejected = ((probed['rejected'], planned['rejected'])
                 | 'AllPlanRejections' >> beam.Flatten())
-    return {'plans': plans, 'rejected': rejected, 'rate': rate,
-            'planned': planned['ok'] | 'PlannedFiles' >> beam.Map(
-                lambda b: stats_lib.PlannedFiles(
-                    b.block, tuple(sorted(b.files_by_split().items()))))}
-
-
-class LimitWindows(beam.PTransform):
-  """Keeps the first `num_elems` windows of the corpus, in file order."""
-
-  def __init__(self, num_elems: int):
-    super().__init__()
-    self.num_elems = num_elems
-
-  def expand(self, blocks):
-    allowed = (blocks
-               | 'WindowCounts' >> beam.Map(
-                   lambda b: (b.block, sum(p.num_windows for p in b.plans)))
-               | 'AllCounts' >> beam.combiners.ToList()
-               | 'Allocate' >> beam.Map(plan_lib.limit_windows,
-                                        self.num_elems))
-    return (blocks
-            | 'ApplyLimit' >> beam.Map(
-                lambda b, a: plan_lib.limit_block(b, a[b.block]),
-                beam.pvalue.AsSingleton(allowed)))
+    return {'stored': probed['ok'], 'windows': windows,
+            'planned': planned['files'], 'rejected': rejected, 'rate': rate,
+            'allowed': allowed}
 
 
 class ClassNames(beam.PTransform):
@@ -156,7 +166,7 @@ class ClassNames(beam.PTransform):
 
 
 class PlanLayout(beam.PTransform):
-  """PlannedBlocks -> {split: SplitLayout}: shard count and the position of
+  """BlockWindows -> {split: SplitLayout}: shard count and the position of
   each block's first window, from per-block counts (one entry per block and
   split, not per file)."""
 
@@ -165,10 +175,10 @@ class PlanLayout(beam.PTransform):
     self.config = config
     self.example_bytes = example_bytes
 
-  def expand(self, blocks):
+  def expand(self, block_windows):
     c = self.config
-    return (blocks
-            | 'BlockCounts' >> beam.FlatMap(plan_lib.PlannedBlock.counts)
+    return (block_windows
+            | 'BlockCounts' >> beam.FlatMap(lambda b: b.counts)
             | 'AllCounts' >> beam.combiners.ToList()
             | 'ComputeLayouts' >> beam.Map(
                 layout_lib.compute_layouts, num_shards=c.num_shards,
@@ -178,111 +188,99 @@ class PlanLayout(beam.PTransform):
 
 
 class WriteShards(beam.PTransform):
-  """PlannedBlocks -> shard files (temp names), stats and rejections.
+  """StoredBlocks -> shard files (temp names), stats and rejections.
 
-  Only (file plan, window, sort key) references are grouped by shard; each
+  Each block is planned again from its stored probes (with the dataset's
+  rate, and the --num_elems allowance) and gives its windows' references
+  (file plan, window, sort key); only those are grouped by shard, and each
   shard task then reads its windows, computes features and writes its file.
   """
 
   def __init__(self, config: PipelineConfig, extra_features=None,
                dask_partitions: Optional[int] = None,
-               run_id: Optional[str] = None):
+               run_id: Optional[str] = None, allowed=None):
     super().__init__()
     self.config = config
     self.extra_features = extra_features
     self.dask_partitions = dask_partitions
     self.run_id = run_id
+    self.allowed = allowed  # windows kept per block (--num_elems), or None
 
   def expand(self, inputs):
-    blocks, layouts, class_names = inputs
+    stored, layouts, class_names, rate = inputs
     c = self.config
+    side = beam.pvalue
     group_keys = layouts | 'ChooseGroupKeys' >> beam.Map(
         balance.dask_group_keys, self.dask_partitions)
-    return (blocks
+    limit = ({} if self.allowed is None else
+             {'allowed': side.AsSingleton(self.allowed)})
+    return (stored
             | 'AssignWindowsToShards' >> beam.FlatMap(
-                lambda b, layouts, keys: (
-                    (keys[shard], ref) for shard, ref in layout_lib.block_refs(
-                        b.block, b.plans, layouts, shuffle=not c.no_shuffle,
-                        seed=c.shuffle_seed)),
-                beam.pvalue.AsSingleton(layouts),
-                beam.pvalue.AsSingleton(group_keys))
+                lambda stored, rate, layouts, keys, allowed=None: (
+                    (keys[shard], ref) for shard, ref in
+                    dofns.stored_block_refs(stored, c, rate, layouts,
+                                            allowed)),
+                side.AsSingleton(rate), side.AsSingleton(layouts),
+                side.AsSingleton(group_keys), **limit)
             | 'GroupByShard' >> beam.GroupByKey()
             | 'ComputeAndWrite' >> beam.ParDo(
                 dofns.WriteShard(c, self.extra_features, self.run_id),
-                class_names=beam.pvalue.AsSingleton(class_names))
+                class_names=side.AsSingleton(class_names))
           )
 
 
 def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
                    extra_features: Optional[ExtraFeatures] = None,
-                   run_id: Optional[str] = None,
-                   paths: Optional[List[str]] = None):
+                   run_id: Optional[str] = None):
   """Adds the whole job to `p`; returns the PCollection of the metadata path.
 
-  Lists the input and checks the feature functions now, so that bad options
-  fail before anything runs. `extra_features` maps feature names to numpy
-  functions (see transforms.features.FeatureFn). `run_id` is the id the run
-  step marked the output folder with (dataset_dir.prepare): shard tasks and
-  the final step check that the folder is still theirs. `paths`: the input
-  listing, when the caller has made it (list_input).
+  Checks the input folder and the feature functions now, so that bad
+  options fail before anything runs. `extra_features` maps feature names to
+  numpy functions (see transforms.features.FeatureFn). `run_id` is the id
+  the run step marked the output folder with (dataset_dir.prepare): shard
+  tasks and the final step check that the folder is still theirs.
   """
-  paths = list_input(config) if paths is None else paths
+  check_input(config)
   _check_extra_features(config, extra_features)
   example_bytes = estimate_example_bytes(config, extra_features)
 
   dask_partitions = _dask_partitions(p)
-  indexed, unnamed = _usable_names(paths)
-  files = p | 'ListWavFiles' >> ListWavFiles(indexed, dask_partitions)
+  listing = p | 'ListWavFiles' >> ListWavFiles(config.input_dir,
+                                               dask_partitions)
+  files = listing['blocks']
+  files_seen = (listing['records']
+                | 'OnlyCount' >> beam.Filter(
+                    lambda r: isinstance(r, stats_lib.ListedFiles))
+                | 'FilesSeen' >> beam.Map(lambda listed: listed.count))
   class_names = files | 'ClassNames' >> ClassNames(config)
   planned = files | 'ProbeAndPlan' >> ProbeAndPlan(config)
-  plans = planned['plans']
-  layouts = (plans
+  layouts = (planned['windows']
              | 'PlanLayout' >> PlanLayout(config, example_bytes)
              | 'RecordPlan' >> beam.Map(
                  progress.write_plan, dataset_dir=config.dataset_dir,
-                 files_seen=len(paths), example_bytes=example_bytes))
-  written = ((plans, layouts, class_names)
+                 files_seen=beam.pvalue.AsSingleton(files_seen),
+                 example_bytes=example_bytes))
+  written = ((planned['stored'], layouts, class_names, planned['rate'])
              | 'WriteShards' >> WriteShards(config, extra_features,
-                                            dask_partitions, run_id))
+                                            dask_partitions, run_id,
+                                            planned['allowed']))
   # Every result of the run goes through one combine into the final step's
   # main input: it runs after every shard is written, and runners that
   # compute only what the last transform needs, or recompute each side
   # input (Beam's DaskRunner), still run every branch, once.
-  results = [written, planned['rejected'], planned['planned']]
-  if unnamed:
-    results.append(p | 'UndecodableNames' >> beam.Create(unnamed))
-  summary = (results
+  summary = ((written, planned['rejected'], planned['planned'],
+              listing['records'])
              | 'AllResults' >> beam.Flatten()
              | 'SummarizeRun' >> beam.CombineGlobally(
                  stats_lib.SummarizeRun()))
   side = beam.pvalue
   return (summary
           | 'Finalize' >> beam.Map(
-              finalize.finalize_dataset, config=config,
-              files_seen=len(paths), run_id=run_id,
+              finalize.finalize_dataset, config=config, run_id=run_id,
               expected_schema=expected_schema(config, extra_features),
               class_names=side.AsSingleton(class_names),
               sample_rate=side.AsSingleton(planned['rate']),
               layouts=side.AsSingleton(layouts)))
-
-
-def _usable_names(paths: List[str]):
-  """([(index, path)] to process, [Rejection] for names that are not UTF-8).
-
-  A name that is not valid UTF-8 cannot be written in an example, a
-  rejection or a Beam coder's string; it is rejected here, shown with its
-  bytes as \\xNN, and counted like any other file.
-  """
-  indexed, unnamed = [], []
-  for index, path in enumerate(paths):
-    shown = wav_io.undecodable_name(path)
-    if shown is None:
-      indexed.append((index, path))
-    else:
-      unnamed.append(wav_io.Rejection(
-          shown, 'file name is not valid UTF-8 (shown with its bytes as '
-          '\\xNN): rename the file', 'list'))
-  return indexed, unnamed
 
 
 def _dask_partitions(p: beam.Pipeline) -> Optional[int]:
@@ -316,18 +314,17 @@ def expected_schema(config: PipelineConfig, extra_features=None):
   return example_codec.batch_schema(_silent_example(config, extra_features))
 
 
-def list_input(config: PipelineConfig) -> List[str]:
+def check_input(config: PipelineConfig) -> None:
+  """Raises ConfigError unless input_dir exists and holds a .wav file."""
   try:
     exists = FileSystems.exists(config.input_dir)
   except Exception as e:  # unknown scheme, no credentials, ...
     raise ConfigError('input_dir', config.input_dir, str(e)) from e
   if not exists:
     raise ConfigError('input_dir', config.input_dir, 'does not exist')
-  paths = wav_io.list_wav_files(config.input_dir)
-  if not paths:
+  if not wav_io.count_wav_files(config.input_dir, 1):
     raise ConfigError('input_dir', config.input_dir,
                       'holds no .wav files (searched recursively)')
-  return paths
 
 
 def _check_extra_features(config, extra_features):

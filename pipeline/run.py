@@ -30,10 +30,11 @@ from pipeline import config as config_lib  # noqa: E402
 from pipeline import progress  # noqa: E402
 from pipeline import dataset_dir  # noqa: E402
 from pipeline.dataset_dir import read_metadata  # noqa: E402
-from pipeline.graph import build_pipeline, list_input  # noqa: E402
+from pipeline.graph import build_pipeline  # noqa: E402
 from pipeline.naming import METADATA_FILE  # noqa: E402
 from transforms import counters  # noqa: E402
 from transforms import run_marker  # noqa: E402
+from transforms import wav_io  # noqa: E402
 
 
 # Beam 2.77's DirectRunner first tries Prism, which downloads a binary at run
@@ -114,16 +115,24 @@ def run(argv: Optional[Sequence[str]] = None, extra_features=None):
   return run_config(config, beam_args, extra_features)
 
 
+def _input_files(config: config_lib.PipelineConfig, up_to: int) -> int:
+  """Files in input_dir, counted up to `up_to`; 0 when it cannot be listed
+  (build_pipeline then says why)."""
+  try:
+    return wav_io.count_wav_files(config.input_dir, up_to)
+  except Exception:  # pylint: disable=broad-except
+    return 0
+
+
 def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
                extra_features=None, show_progress: bool = False):
   """Builds and runs; with show_progress, a local run reports on stderr
   (remote runners have their own UIs, which show the Beam metrics)."""
   options = pipeline_options(beam_args)
-  paths = list_input(config)
   direct = options.view_as(DirectOptions)
   if (direct.direct_running_mode == 'multi_threading' and
       not any(a.startswith('--direct_running_mode') for a in beam_args) and
-      len(paths) >= PROCESSES_FROM_FILES):
+      _input_files(config, PROCESSES_FROM_FILES) >= PROCESSES_FROM_FILES):
     direct.direct_running_mode = 'multi_processing'
   try:
     p = beam.Pipeline(options=options)  # copies the options
@@ -132,7 +141,7 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
         'runner', options.view_as(StandardOptions).runner,
         f'{e} (see "Running at scale" in the README)') from e
   run_id = run_marker.new_run_id()
-  build_pipeline(p, config, extra_features, run_id, paths=paths)
+  build_pipeline(p, config, extra_features, run_id)
   dataset_dir.prepare(config, run_id)
   local = options.view_as(StandardOptions).runner == LOCAL_RUNNER
   with run_marker.Heartbeat(config.dataset_dir, run_id), \

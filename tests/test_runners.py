@@ -198,6 +198,26 @@ def test_dataflow_job_builds_offline(corpus, tmp_path, monkeypatch):
   assert not os.path.exists(tmp_path / 'out' / 'metadata.json')
 
 
+def test_job_graph_holds_no_file_names_and_does_not_grow(corpus, tmp_path):
+  """The input is listed by the job: its graph (what Dataflow receives, and
+  refuses past about 10 MB) names the folder, not its files, and is the
+  same size for 12 files and for 400."""
+  big = tmp_path / 'big'
+  for i in range(400):
+    name = hashlib.sha1(str(i).encode()).hexdigest()  # incompressible
+    H.write_wav(str(big / f'{name}.wav'), H.noise(1100, seed=i))
+
+  def job_graph(input_dir):
+    argv = _flags(corpus, tmp_path / 'out')
+    argv[1] = str(input_dir)
+    p, _ = _build(argv)
+    return p.to_runner_api().SerializeToString()
+
+  small, large = job_graph(corpus / 'in'), job_graph(big)
+  # 400 names of 40 hex digits: 16 kB, at least 8 kB compressed.
+  assert abs(len(large) - len(small)) <= 256
+
+
 def test_worker_package_needs_no_tensorflow_and_carries_its_pins(tmp_path):
   """The sdist Beam stages for --setup_file (built the way Beam's stager
   builds it): its requirement files travel with it, and what a worker

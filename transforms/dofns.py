@@ -1,5 +1,6 @@
 """The pipeline's DoFns: small, stateless between elements, pickle-safe."""
 
+import collections
 import dataclasses
 import time
 import uuid
@@ -11,12 +12,15 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline import naming
 from pipeline.config import PipelineConfig
 from transforms import allocator
+from transforms import block_store
 from transforms import counters
 from transforms import example_codec
 from transforms import filesystem
 from transforms import labels
+from transforms import layout as layout_lib
 from transforms import plan as plan_lib
 from transforms import run_marker
+from transforms import stats as stats_lib
 from transforms import tfrecord
 from transforms import wav_io
 from transforms.extract import FeatureExtractor, read_windows
@@ -48,9 +52,50 @@ def compute_windows(win_len: int) -> int:
 # DaskRunner merges a ParDo's tagged outputs into one stream.
 
 
+def index_blocks(paths, first_block: int = 0):
+  """Sorted paths -> ([(block, ((index, path), ...))], [Rejection]):
+  consecutive indices in blocks of plan.block_size, and a rejection for
+  each name that is not UTF-8 (it keeps its index, so others keep theirs).
+
+  A name that is not valid UTF-8 cannot be written in an example, a
+  rejection or a Beam coder's string; it is shown with its bytes as \\xNN
+  and counted like any other file.
+  """
+  indexed, unnamed = [], []
+  for index, path in enumerate(paths):
+    shown = wav_io.undecodable_name(path)
+    if shown is None:
+      indexed.append((index, path))
+    else:
+      unnamed.append(wav_io.Rejection(
+          shown, 'file name is not valid UTF-8 (shown with its bytes as '
+          '\\xNN): rename the file', 'list'))
+  size = plan_lib.block_size(len(paths))
+  blocks = [(first_block + b, tuple(indexed[start:start + size]))
+            for b, start in enumerate(range(0, len(indexed), size))]
+  return blocks, unnamed
+
+
+class ListBlocks(beam.DoFn):
+  """input_dir -> the listing in blocks, a Rejection per unusable name and
+  one ListedFiles with the count: the paths are listed by the job, not
+  carried in its graph."""
+
+  def process(self, input_dir):
+    paths = wav_io.list_wav_files(input_dir)
+    blocks, unnamed = index_blocks(paths)
+    yield from blocks
+    yield from unnamed
+    yield stats_lib.ListedFiles(len(paths))
+
+
 class ProbeBlock(beam.DoFn):
-  """(block, ((index, path), ...)) -> one ProbedBlock of the files that
-  open, and a Rejection (or a note) per file that needs one."""
+  """(block, ((index, path), ...)) -> one StoredBlock of the files that
+  open (their probes stored, see block_store), and a Rejection (or a note)
+  per file that needs one."""
+
+  def __init__(self, dataset_dir: str):
+    self.dataset_dir = dataset_dir
 
   def process(self, block):
     number, files = block
@@ -66,26 +111,53 @@ class ProbeBlock(beam.DoFn):
         yield wav_io.Rejection(path, note, wav_io.NOTE)
     counters.counter(counters.FILES_PROBED).inc(len(files))
     counters.counter(counters.FILES_REJECTED).inc(len(files) - len(infos))
-    yield plan_lib.ProbedBlock(number, tuple(infos))
+    rates = collections.Counter(info.sample_rate for info in infos)
+    yield plan_lib.StoredBlock(number,
+                               block_store.write(self.dataset_dir, number,
+                                                 infos),
+                               tuple(sorted(rates.items())))
 
 
 class PlanBlock(beam.DoFn):
-  """ProbedBlock -> one PlannedBlock, and a Rejection per file that cannot
-  become windows (wrong rate, too short, no label)."""
+  """StoredBlock -> its planned files per split (PlannedFiles), its
+  windows (BlockWindows), and a Rejection per file that cannot become
+  windows (wrong rate, too short, no label)."""
 
   def __init__(self, config: PipelineConfig):
     self.config = config
 
-  def process(self, probed, dataset_rate):
-    plans = []
-    for info in probed.infos:
-      try:
-        plans.append(plan_lib.plan_file(info, self.config, dataset_rate))
-      except wav_io.BadWav as e:
-        yield wav_io.Rejection(info.path, str(e), 'plan')
-    counters.counter(counters.FILES_REJECTED).inc(
-        len(probed.infos) - len(plans))
-    yield plan_lib.PlannedBlock(probed.block, tuple(plans))
+  def process(self, stored, dataset_rate):
+    infos = block_store.read(stored.path)
+    planned, rejected = plan_lib.plan_block(stored.block, infos, self.config,
+                                            dataset_rate)
+    for path, reason in rejected:
+      yield wav_io.Rejection(path, reason, 'plan')
+    counters.counter(counters.FILES_REJECTED).inc(len(rejected))
+    yield stats_lib.PlannedFiles(
+        stored.block, tuple(sorted(planned.files_by_split().items())))
+    yield plan_lib.BlockWindows(stored.block, planned.counts())
+
+
+def planned_block(stored, config: PipelineConfig, dataset_rate: int,
+                  allowed=None) -> plan_lib.PlannedBlock:
+  """A StoredBlock planned again (rejections were recorded by PlanBlock),
+  limited to its first allowed[block] windows when --num_elems is set."""
+  planned, _ = plan_lib.plan_block(stored.block,
+                                   block_store.read(stored.path), config,
+                                   dataset_rate)
+  if allowed is not None:
+    planned = plan_lib.limit_block(planned, allowed[stored.block])
+  return planned
+
+
+def stored_block_refs(stored, config: PipelineConfig, dataset_rate: int,
+                      layouts, allowed=None):
+  """((split, shard), (plan, window, sort key)) for a StoredBlock's
+  windows (layout.block_refs)."""
+  return layout_lib.block_refs(
+      stored.block, planned_block(stored, config, dataset_rate,
+                                  allowed).plans,
+      layouts, shuffle=not config.no_shuffle, seed=config.shuffle_seed)
 
 
 class WriteShard(beam.DoFn):

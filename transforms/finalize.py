@@ -36,7 +36,7 @@ def default_input_key(features) -> str:
 
 
 def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
-                     files_seen: int, class_names, sample_rate, layouts,
+                     class_names, sample_rate, layouts,
                      expected_schema=None, run_id=None, created=None) -> str:
   """Checks the run's accounting, publishes the shards, writes metadata.
 
@@ -47,6 +47,7 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   """
   out = config.dataset_dir
   run_marker.check_marker(out, run_id)
+  files_seen = summary.files_seen
 
   def by_path(r):
     return (r.path, r.frame_range or (0, 0), r.stage)

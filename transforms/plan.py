@@ -30,15 +30,17 @@ class FilePlan:
 
 
 @dataclasses.dataclass(frozen=True)
-class ProbedBlock:
-  """The probed files of one block of the listing, in index order.
+class StoredBlock:
+  """One block of the listing, probed: its files' WavInfos are in `path`
+  (transforms/block_store), and only these few numbers travel on.
 
   Files travel in blocks of consecutive indices, so per-element costs are
-  paid per block, and what the run keeps about its files grows with the
-  number of blocks, not of files.
+  paid per block, and what the graph carries about its files grows with
+  the number of blocks, not of files.
   """
   block: int
-  infos: Tuple[WavInfo, ...]
+  path: str
+  rate_counts: Tuple[Tuple[int, int], ...]   # (sample rate, files)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,11 +61,36 @@ class PlannedBlock:
       out[p.split] = out.get(p.split, 0) + 1
     return out
 
-  def counts(self) -> List[Tuple[str, int, int, int]]:
+  def counts(self) -> Tuple[Tuple[str, int, int, int], ...]:
     """(split, block, windows, files) per split: the layout's entries."""
     files = self.files_by_split()
-    return [(split, self.block, windows, files[split])
-            for split, windows in sorted(self.windows_by_split().items())]
+    return tuple((split, self.block, windows, files[split])
+                 for split, windows in sorted(self.windows_by_split().items()))
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockWindows:
+  """A block's planned windows: (split, block, windows, files) per split,
+  the layout's entries."""
+  block: int
+  counts: Tuple[Tuple[str, int, int, int], ...]
+
+  @property
+  def num_windows(self) -> int:
+    return sum(n for _, _, n, _ in self.counts)
+
+
+def plan_block(block: int, infos: Iterable[WavInfo], config: PipelineConfig,
+               dataset_rate: int) -> Tuple[PlannedBlock, List[Tuple[str, str]]]:
+  """(PlannedBlock of the files that become windows, [(path, reason)] for
+  the others)."""
+  plans, rejected = [], []
+  for info in infos:
+    try:
+      plans.append(plan_file(info, config, dataset_rate))
+    except BadWav as e:
+      rejected.append((info.path, str(e)))
+  return PlannedBlock(block, tuple(plans)), rejected
 
 
 def block_size(num_files: int) -> int:

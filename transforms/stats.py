@@ -148,6 +148,12 @@ class PlannedFiles:
   files_by_split: Tuple[Tuple[str, int], ...]
 
 
+@dataclasses.dataclass(frozen=True)
+class ListedFiles:
+  """How many files the listing found (each is planned or rejected)."""
+  count: int
+
+
 @dataclasses.dataclass
 class RunSummary:
   """Everything the run reports, each record counted once (by identity)."""
@@ -156,6 +162,7 @@ class RunSummary:
   rejections: set = dataclasses.field(default_factory=set)
   planned: Dict[int, Tuple[Tuple[str, int], ...]] = dataclasses.field(
       default_factory=dict)   # block -> files planned per split
+  files_seen: int = 0
 
   def planned_by_split(self) -> Dict[str, int]:
     out: Dict[str, int] = collections.Counter()
@@ -177,6 +184,8 @@ class RunSummary:
       self.rejections.add(record)
     elif isinstance(record, PlannedFiles):
       self.planned[record.block] = record.files_by_split
+    elif isinstance(record, ListedFiles):  # one listing; delivered twice, once
+      self.files_seen = record.count
     else:
       raise TypeError(f'unexpected record {record!r}')
 
@@ -188,6 +197,7 @@ class RunSummary:
         self.add(stats)
     self.rejections |= other.rejections
     self.planned.update(other.planned)
+    self.files_seen = max(self.files_seen, other.files_seen)
     return self
 
 
@@ -220,15 +230,14 @@ class SummarizeRun(beam.CombineFn):
 
 
 class CountRates(beam.CombineFn):
-  """ProbedBlocks -> {sample rate: number of files}, each block counted
+  """StoredBlocks -> {sample rate: number of files}, each block counted
   once (a runner may deliver one twice)."""
 
   def create_accumulator(self):
     return {}
 
   def add_input(self, by_block, probed):
-    by_block[probed.block] = collections.Counter(
-        info.sample_rate for info in probed.infos)
+    by_block[probed.block] = collections.Counter(dict(probed.rate_counts))
     return by_block
 
   def merge_accumulators(self, accumulators):

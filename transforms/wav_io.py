@@ -8,10 +8,11 @@ import collections
 import contextlib
 import dataclasses
 import io
+import itertools
 import os
 import re
 import struct
-from typing import List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import numpy as np
 import soundfile as sf
@@ -80,20 +81,32 @@ def list_wav_files(input_dir: str) -> List[str]:
   followed, as in Beam's listing. Elsewhere, Beam's listing of the folder
   with its name escaped, so that [, ], * and ? in it are plain characters.
   """
+  return sorted(iter_wav_files(input_dir))
+
+
+def iter_wav_files(input_dir: str) -> Iterator[str]:
+  """list_wav_files's names, unsorted, one at a time (a local walk holds
+  only the folders still to visit)."""
   if filesystem.is_local(input_dir):
-    paths, folders = [], [input_dir]
+    folders = [input_dir]
     while folders:
       with os.scandir(folders.pop()) as entries:
         for entry in entries:
           if entry.is_dir(follow_symlinks=False):
             folders.append(entry.path)
-          elif not (entry.is_symlink() and os.path.isdir(entry.path)):
-            paths.append(entry.path)
+          elif (entry.name.lower().endswith('.wav') and
+                not (entry.is_symlink() and os.path.isdir(entry.path))):
+            yield entry.path
   else:
     pattern = naming.pattern_under(input_dir, '**')
-    paths = naming.within(input_dir, [
+    yield from (p for p in naming.within(input_dir, [
         m.path for m in FileSystems.match([pattern])[0].metadata_list])
-  return sorted(p for p in paths if p.lower().endswith('.wav'))
+                if p.lower().endswith('.wav'))
+
+
+def count_wav_files(input_dir: str, up_to: int) -> int:
+  """How many .wav files input_dir holds, counting no further than up_to."""
+  return sum(1 for _ in itertools.islice(iter_wav_files(input_dir), up_to))
 
 
 def undecodable_name(path: str) -> Optional[str]:

@@ -1,0 +1,45 @@
+"""Probe results kept between the passes of a run: one file per block.
+
+Planning needs every file's probe twice, with a whole-corpus barrier before
+each use: the dataset's rate (most files) before windows are counted, the
+layout (every block's counts) before windows get their shard. Passed
+through the graph, the probes were kept by the local runner between the
+passes, one process holding every file's entry (722 MB at 1,000,000
+files against 292 MB at 100,000). Written here, into the output's temp
+folder (removed when the run completes), only each block's file name and
+counts travel through the graph.
+"""
+
+import pickle
+import uuid
+from typing import Iterable, Tuple
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline import naming
+from transforms import run_marker
+from transforms.wav_io import WavInfo
+
+FOLDER = 'probes'
+
+
+def write(dataset_dir: str, block: int, infos: Iterable[WavInfo]) -> str:
+  """Stores a block's probes; returns the file's path.
+
+  A fresh name per attempt: a block probed twice (a retry, or Beam's
+  DaskRunner computing a branch again) never rewrites a file another task
+  may be reading.
+  """
+  path = naming.join(naming.join(run_marker.temp_dir(dataset_dir), FOLDER),
+                     f'block-{block:07d}-{uuid.uuid4().hex}')
+  with FileSystems.create(
+      path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    f.write(pickle.dumps(tuple(infos), protocol=pickle.HIGHEST_PROTOCOL))
+  return path
+
+
+def read(path: str) -> Tuple[WavInfo, ...]:
+  with FileSystems.open(
+      path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    return pickle.loads(f.read())
