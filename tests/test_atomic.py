@@ -13,8 +13,10 @@ import pytest
 
 from pipeline import metadata
 from pipeline import naming
+from pipeline import progress
 from pipeline import replay
 from tests import helpers as H
+from transforms import block_store
 from transforms import run_marker
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -61,7 +63,8 @@ def _temp_files(out):
   except FileNotFoundError:
     return 0
   return sum(1 for n in names
-             if n not in (naming.STARTED_FILE, run_marker.HEARTBEAT_FILE))
+             if n not in (naming.STARTED_FILE, run_marker.HEARTBEAT_FILE,
+                          progress.PLAN_FILE, block_store.FOLDER))
 
 
 def _verify(out):

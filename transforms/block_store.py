@@ -40,6 +40,13 @@ def write(dataset_dir: str, block: int, infos: Iterable[WavInfo]) -> str:
 
 
 def read(path: str) -> Tuple[WavInfo, ...]:
-  with FileSystems.open(
-      path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-    return pickle.loads(f.read())
+  """A block's probes; OutputChanged when its file is gone (the output's
+  temp folder was removed while the job ran)."""
+  try:
+    with FileSystems.open(
+        path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+      return pickle.loads(f.read())
+  except (OSError, IOError) as e:
+    raise run_marker.OutputChanged(
+        f'{path}, which this run wrote, cannot be read ({e}): its output '
+        'folder was changed by someone else while this job ran') from e

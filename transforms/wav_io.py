@@ -39,6 +39,9 @@ class WavInfo:
   # time rejects its windows instead of mixing two versions of a file.
   size: int = -1
   mtime: float = -1.0
+  # Where the samples of a plain WAV start (plain_wav_header): such a file
+  # is read without libsndfile. -1: read through libsndfile.
+  data_offset: int = -1
 
 
 NOTE = 'note'  # a Rejection stage: the file is used, with a remark
@@ -173,9 +176,10 @@ _PLAIN_SUBTYPES = {(1, 8): 'PCM_U8', (1, 16): 'PCM_16', (1, 24): 'PCM_24',
 
 
 def plain_wav_header(head: bytes,
-                     size: int) -> Optional[Tuple[int, int, int, str]]:
-  """(frames, sample rate, channels, subtype) of a plain WAV, from its
-  first bytes and its size; None for anything else, left to libsndfile.
+                     size: int) -> Optional[Tuple[int, int, int, str, int]]:
+  """(frames, sample rate, channels, subtype, data offset) of a plain WAV,
+  from its first bytes and its size; None for anything else, left to
+  libsndfile.
 
   Plain: RIFF, a 16- or 18-byte fmt chunk of PCM or IEEE float with packed
   samples, no odd-sized chunk before the data, and the whole declared data
@@ -204,7 +208,7 @@ def plain_wav_header(head: bytes,
           block_align != channels * bits // 8 or
           body + chunk_size > size or chunk_size < block_align):
         return None
-      return chunk_size // block_align, rate, channels, subtype
+      return chunk_size // block_align, rate, channels, subtype, body
     elif chunk_size & 1:
       return None  # writers disagree on the pad byte: libsndfile decides
     pos = body + chunk_size
@@ -223,8 +227,9 @@ def probe(index: int, path: str) -> Tuple[WavInfo, Optional[str]]:
       raise BadWav('empty file (0 bytes)')
     plain = plain_wav_header(head, size)
     if plain is not None:
-      return WavInfo(index, path, *plain, size,
-                     meta.last_updated_in_seconds), None
+      frames, rate, channels, subtype, offset = plain
+      return WavInfo(index, path, frames, rate, channels, subtype, size,
+                     meta.last_updated_in_seconds, offset), None
     with open_wav(path) as wav:
       info = WavInfo(index, path, wav.frames, wav.samplerate, wav.channels,
                      wav.subtype, size, meta.last_updated_in_seconds)
@@ -257,6 +262,57 @@ def probe(index: int, path: str) -> Tuple[WavInfo, Optional[str]]:
           f'truncated: header declares {data_bytes} data bytes, the file '
           f'holds {max(0, size - offset)}')
   return info, None
+
+
+# subtype -> (stored sample dtype, zero, scale to full scale). libsndfile's
+# conversions to float64 are these same exact operations (powers of two).
+_PLAIN_SAMPLES = {'PCM_U8': ('u1', 128, 2.0**-7), 'PCM_16': ('<i2', 0, 2.0**-15),
+                  'PCM_24': ('<i4', 0, 2.0**-31), 'PCM_32': ('<i4', 0, 2.0**-31),
+                  'FLOAT': ('<f4', 0, 1.0), 'DOUBLE': ('<f8', 0, 1.0)}
+
+
+def decode_plain(data: bytes, subtype: str, channels: int) -> np.ndarray:
+  """A plain WAV's sample bytes -> (frames, channels) float64, the values
+  libsndfile gives (tested bit for bit)."""
+  dtype, zero, scale = _PLAIN_SAMPLES[subtype]
+  if subtype == 'PCM_24':  # 3 bytes a sample: into the top of an int32
+    packed = np.frombuffer(data, np.uint8).reshape(-1, 3)
+    wide = np.zeros((len(packed), 4), np.uint8)
+    wide[:, 1:] = packed
+    samples = wide.view(dtype).ravel()
+  else:
+    samples = np.frombuffer(data, dtype)
+  out = samples.astype(np.float64)
+  if zero:
+    out -= zero
+  if scale != 1.0:
+    out *= scale
+  return out.reshape(-1, channels)
+
+
+class PlainWav:
+  """Reads frames of a plain WAV (WavInfo.data_offset set) from an open
+  binary file, without libsndfile: 17 instead of 77 us per 1-s clip."""
+
+  def __init__(self, raw, info: WavInfo):
+    self.raw, self.info = raw, info
+    self.frame_bytes = info.channels * np.dtype(
+        _PLAIN_SAMPLES[info.subtype][0]).itemsize
+    if info.subtype == 'PCM_24':
+      self.frame_bytes = info.channels * 3
+
+  def seek(self, frame: int) -> None:
+    self.raw.seek(self.info.data_offset + frame * self.frame_bytes)
+
+  def read(self, count: int, dtype='float64', always_2d=True) -> np.ndarray:
+    del dtype, always_2d  # always float64, (frames, channels)
+    count = max(0, min(count, self.info.frames - self._frame()))
+    data = self.raw.read(count * self.frame_bytes)
+    data = data[:len(data) - len(data) % self.frame_bytes]
+    return decode_plain(data, self.info.subtype, self.info.channels)
+
+  def _frame(self) -> int:
+    return (self.raw.tell() - self.info.data_offset) // self.frame_bytes
 
 
 def _read(wav, start: int, count: int) -> np.ndarray:
@@ -303,7 +359,10 @@ class OpenFiles:
         stack.close()
       stack = contextlib.ExitStack()
       try:
-        wav = stack.enter_context(open_wav(path))
+        if probed is not None and probed.data_offset >= 0:
+          wav = PlainWav(stack.enter_context(open_binary(path)), probed)
+        else:
+          wav = stack.enter_context(open_wav(path))
       except BaseException:
         stack.close()
         raise
