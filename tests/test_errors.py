@@ -162,3 +162,5 @@ def test_local_runner_defaults():
   options = run_lib.pipeline_options(['--runner=DataflowRunner'])
   assert options.view_as(StandardOptions).runner == 'DataflowRunner'
   assert options.view_as(DirectOptions).direct_num_workers == 1
+  from apache_beam.options.pipeline_options import TypeOptions
+  assert options.view_as(TypeOptions).pipeline_type_check is False
