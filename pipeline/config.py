@@ -282,7 +282,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default = splits_text(default)
       elif isinstance(default, tuple):
         default = ','.join(default)
-      kwargs['help'] += f' (default: {default})'
+      if '(default:' not in kwargs['help']:  # else the help says it better
+        shown = 'unset' if default is None else default
+        kwargs['help'] += f' (default: {shown})'
       kwargs['default'] = default
     if field.type is int:
       kwargs['type'] = int
@@ -329,9 +331,13 @@ def parse_known_args(
       'dataset. Flags not listed here (--runner, --direct_num_workers, ...) '
       "are passed to Beam's PipelineOptions.")
   add_arguments(parser)
-  # The launcher's own flag (pipeline.run reads it first); listed for --help.
+  # The launcher's own flags (pipeline.run reads them first); listed for
+  # --help.
   parser.add_argument('--quiet', action='store_true',
-                      help='no progress display and no INFO logs; the final '
-                      'summary and errors are still printed')
+                      help='no progress display; the final summary, '
+                      'warnings and errors are still printed')
+  parser.add_argument('--verbose', action='store_true',
+                      help="Beam's, gRPC's and wavbeam's INFO logs too "
+                      '(by default only warnings and errors are logged)')
   args, beam_args = parser.parse_known_args(argv)
   return from_args(args), beam_args

@@ -8,6 +8,7 @@ wrote and one replayed element, and draws scratch/demo/examples.png.
 import json
 import os
 import sys
+import tempfile
 
 import numpy as np
 
@@ -21,7 +22,30 @@ from pipeline import run as run_lib
 ROOT = os.path.join('scratch', 'demo')
 
 
+def import_tensorflow_quietly():
+  """Imports TensorFlow with its start-up chatter held back: absl's lines
+  written before its log is set up, and on a machine without a GPU a
+  `failed call to cuInit` error line, which nothing here needs and users
+  read as a failure. Shown after all if the import fails."""
+  sys.stderr.flush()
+  saved = os.dup(2)
+  with tempfile.TemporaryFile() as held:
+    os.dup2(held.fileno(), 2)
+    try:
+      import tensorflow as tf  # pylint: disable=import-outside-toplevel
+      tf.config.list_physical_devices('GPU')  # where cuInit is called
+    except BaseException:
+      os.dup2(saved, 2)
+      held.seek(0)
+      sys.stderr.write(held.read().decode('utf-8', 'replace'))
+      raise
+    finally:
+      os.dup2(saved, 2)
+      os.close(saved)
+
+
 def main() -> int:
+  run_lib.quiet_logs()
   corpus = os.path.join(ROOT, 'corpus')
   out = os.path.join(ROOT, 'dataset')
   if not os.path.isdir(corpus):
@@ -33,6 +57,7 @@ def main() -> int:
   run_lib.run(['--input_dir', corpus, '--output_dir', out, '--overwrite',
                '--features', 'signal,spectrogram,log_mel'])
 
+  import_tensorflow_quietly()
   from pipeline import replay  # TensorFlow only from here on
   metadata = replay.load_metadata(out)
   print(f'\n== wrote {out}')

@@ -307,6 +307,30 @@ class _StderrRelay:
     self._thread = None
 
 
+class _HarmlessWorkerWarnings(logging.Filter):
+  """Drops the warning every Beam worker process logs at start-up on the
+  local runner (no semi-persistent directory: a Dataflow notion). Other
+  worker warnings, wavbeam's own included, pass."""
+
+  def filter(self, record):
+    return 'No semi_persistent_directory found' not in record.getMessage()
+
+
+def quiet_logs(verbose: bool = False) -> None:
+  """wavbeam's own lines only, unless `verbose`: Beam's worker, gRPC and
+  absl loggers say about 30 INFO lines a run (channels opened, state
+  caches, harness shutdown), which users read as trouble. Warnings and
+  errors still show."""
+  level = logging.INFO if verbose else logging.WARNING
+  logging.getLogger().setLevel(level)
+  relay = logging.getLogger('apache_beam.runners.portability.local_job_service')
+  if not verbose and not any(isinstance(f, _HarmlessWorkerWarnings)
+                             for f in relay.filters):
+    relay.addFilter(_HarmlessWorkerWarnings())
+  os.environ.setdefault('GRPC_VERBOSITY', 'INFO' if verbose else 'ERROR')
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if verbose else '2')
+
+
 def main(argv=None) -> int:
   """The CLI: exit 0 when the dataset is complete, 2 for a bad option or
   input/output location (before anything runs), 1 when the run failed."""
@@ -322,10 +346,10 @@ def _main(argv) -> int:
     sys.stdout, sys.stderr = _ClosedSafe(sys.stdout), _ClosedSafe(sys.stderr)
   launcher = argparse.ArgumentParser(add_help=False)
   launcher.add_argument('--quiet', action='store_true')
+  launcher.add_argument('--verbose', action='store_true')
   flags, rest = launcher.parse_known_args(sys.argv[1:] if argv is None
                                           else argv)
-  logging.getLogger().setLevel(logging.WARNING if flags.quiet
-                               else logging.INFO)
+  quiet_logs(verbose=flags.verbose)
   start = time.perf_counter()
   try:
     config, beam_args = config_lib.parse_known_args(rest)
@@ -344,7 +368,8 @@ def _main(argv) -> int:
           '--overwrite', file=sys.stderr)
     return 1
   meta = read_metadata(config.dataset_dir)
-  print(summary(config.dataset_dir, time.perf_counter() - start, meta))
+  print(summary(config.dataset_dir, time.perf_counter() - start, meta),
+        file=sys.stderr)
   for line in empty_warnings(config.dataset_dir, meta):
     print(line, file=sys.stderr)
   return 0

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -68,6 +69,12 @@ def test_cli_reports_errors_and_documents_every_option():
   for field in dataclasses.fields(config_lib.PipelineConfig):
     assert '--' + field.name in proc.stdout
   assert '(default: 32768)' in proc.stdout
+  # Each option's default is stated once (hop_len's help names win_len).
+  blocks = re.split(r'\n  (?=--)', proc.stdout.split('options:')[1])
+  assert len(blocks) > 30
+  for block in blocks:
+    assert block.count('(default:') <= 1, block
+  assert '(default: None)' not in proc.stdout
 
 
 def test_reader_imports_without_beam():

@@ -265,7 +265,7 @@ def test_cli_multi_processing_workers(corpus, tmp_path):
   assert proc.returncode == 0, proc.stderr[-3000:]
   meta = json.load(open(out / 'metadata.json'))
   assert (f'wavbeam: {meta["counts"]["examples"]} examples in 1 shards'
-          in proc.stdout), proc.stdout
+          in proc.stderr), proc.stderr
   config = H.make_config(corpus, out, win_len=WIN, hop_len=1000,
                          features=('signal', 'log_mel'), signal_dtype='int16')
   H.assert_matches_reference(str(out), config, _paths(corpus),

@@ -52,8 +52,39 @@ def test_quiet_prints_only_the_summary(tmp_path):
   proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
               str(tmp_path / 'out'), '--win_len', '1024', '--quiet')
   assert proc.returncode == 0, proc.stderr[-2000:]
-  assert proc.stdout.startswith('wavbeam: 8 examples in 1 shards')
-  assert 'INFO' not in proc.stderr and 'files planned' not in proc.stderr
+  assert proc.stdout == ''
+  assert proc.stderr.startswith('wavbeam: 8 examples in 1 shards')
+  assert len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.parametrize('mode', ['multi_threading', 'multi_processing'])
+def test_a_default_run_prints_only_its_own_lines(tmp_path, mode):
+  """No Beam, gRPC or absl chatter: every line on stderr is wavbeam's
+  (progress, summary), nothing on stdout; --verbose brings Beam's back."""
+  for i in range(3):
+    H.write_wav(str(tmp_path / f'in/c{i % 2}/{i}.wav'), H.noise(30000, seed=i))
+  flags = ['--input_dir', str(tmp_path / 'in'), '--win_len', '1024',
+           '--direct_num_workers', '2', '--direct_running_mode', mode]
+  proc = _cli(*flags, '--output_dir', str(tmp_path / 'out'))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.stdout == ''
+  lines = proc.stderr.splitlines()
+  assert lines and all(line.startswith('wavbeam: ') for line in lines), lines
+  assert 'examples in' in lines[-1]
+  loud = _cli(*flags, '--output_dir', str(tmp_path / 'loud'), '--verbose')
+  assert loud.returncode == 0
+  assert 'INFO:apache_beam' in loud.stderr
+
+
+def test_demo_prints_nothing_on_stderr(tmp_path):
+  """The demo imports TensorFlow: its start-up lines (and the cuInit
+  error on machines without a GPU) are held back."""
+  proc = subprocess.run([sys.executable, '-m', 'pipeline.demo'], cwd=tmp_path,
+                        capture_output=True, text=True, timeout=600,
+                        env=dict(os.environ, PYTHONPATH=ROOT))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.stderr == ''
+  assert '== one replayed element' in proc.stdout
 
 
 @pytest.fixture(scope='module')
