@@ -17,6 +17,7 @@ WINDOW_FUNCTIONS = ('hann', 'hamming', 'rect')
 SIGNAL_DTYPES = ('int16', 'int32', 'float32', 'float64')
 COMPRESSIONS = ('none', 'gzip')
 SPECTROGRAM_SCALES = ('linear', 'log')
+SINKS = ('shards', 'write_to_tfrecord')
 SPLIT_SOURCES = ('hash', 'subdir')
 DEFAULT_SHARD_BYTES = 150 * 2**20  # TFRecord advice: shards of 100-200 MB
 # Upper bounds, past which a value is a typo rather than a choice. A shard
@@ -107,6 +108,12 @@ class PipelineConfig:
       default=DEFAULT_SHARD_BYTES)
   compression: str = _opt('shard compression', default='none',
                           choices=COMPRESSIONS)
+  sink: str = _opt(
+      "shards: wavbeam's own shard writer (deterministic layout and global "
+      "shuffle); write_to_tfrecord: Beam's WriteToTFRecord with "
+      'runner-chosen sharding (or --num_shards), fused with the feature '
+      'work, in no global order (no shuffle of any kind, no --shuffle_seed)',
+      default='shards', choices=SINKS)
   overwrite: bool = _opt('replace a dataset already in output_dir',
                          default=False)
   dataset_version: str = _opt('version recorded for TFDS (x.y.z)',
@@ -196,6 +203,17 @@ class PipelineConfig:
     if not 0 <= self.shuffle_seed <= MAX_COUNT:
       raise ConfigError('shuffle_seed', self.shuffle_seed,
                         f'must be in [0, {MAX_COUNT}]')
+    if self.sink == 'write_to_tfrecord':
+      if self.split_from != 'hash':
+        raise ConfigError('sink', self.sink, 'needs the split names before '
+                          'the run (one WriteToTFRecord per split): use '
+                          '--splits, or --sink shards with --split_from '
+                          'subdir')
+      if self.shuffle_seed != 0:
+        raise ConfigError('shuffle_seed', self.shuffle_seed,
+                          '--sink write_to_tfrecord writes in no global '
+                          'order, so there is nothing to seed; use --sink '
+                          'shards for a shuffled layout')
     if self.num_shards is not None and self.max_examples_per_shard is not None:
       raise ConfigError('num_shards', self.num_shards,
                         'give either --num_shards or --max_examples_per_shard')

@@ -22,6 +22,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline import naming
 from pipeline import progress
 from pipeline.config import ConfigError, PipelineConfig
 from transforms import balance
@@ -31,7 +32,9 @@ from transforms import labels
 from transforms import example_codec
 from transforms import layout as layout_lib
 from transforms import plan as plan_lib
+from transforms import run_marker
 from transforms import stats as stats_lib
+from transforms import tfrecord
 from transforms import wav_io
 from transforms.extract import FeatureExtractor
 from transforms.features import ExtraFeatures
@@ -229,6 +232,85 @@ class WriteShards(beam.PTransform):
           )
 
 
+class EncodeAndWriteToTFRecord(beam.PTransform):
+  """StoredBlocks -> examples written by Beam's WriteToTFRecord, one per
+  split: the shape the project was specified with (--sink
+  write_to_tfrecord). Windows go in work units of references to a ParDo
+  that computes features and encodes examples; its main output goes to the
+  split's WriteToTFRecord, its per-unit facts (schema, counts, statistics)
+  and rejections to the run's summary combine, and each file the sink
+  reports as written has its records counted, one element per file.
+  Runner-chosen sharding unless --num_shards; no shuffle of any kind.
+
+  Returns ShardStats, ExampleStats and Rejections, mixed.
+  """
+
+  def __init__(self, config: PipelineConfig, extra_features=None,
+               allowed=None):
+    super().__init__()
+    self.config = config
+    self.extra_features = extra_features
+    self.allowed = allowed  # windows kept per block (--num_elems), or None
+
+  def expand(self, inputs):
+    stored, class_names, rate = inputs
+    c = self.config
+    side = beam.pvalue
+    limit = ({} if self.allowed is None else
+             {'allowed': side.AsSingleton(self.allowed)})
+    encoded = (stored
+               | 'WorkUnits' >> beam.FlatMap(
+                   lambda stored, rate, allowed=None: dofns.work_units(
+                       stored, c, rate, allowed),
+                   side.AsSingleton(rate), **limit)
+               | 'EncodeExamples' >> beam.ParDo(
+                   dofns.EncodeExamples(c, self.extra_features),
+                   class_names=side.AsSingleton(class_names))
+               | 'SplitEncoded' >> SplitByType(
+                   records=tuple, stats=stats_lib.ExampleStats,
+                   rejected=wav_io.Rejection))
+    folder = naming.join(run_marker.temp_dir(c.dataset_dir), SINK_FOLDER)
+    results = [encoded['stats'], encoded['rejected']]
+    for i, split in enumerate(c.split_names):
+      results.append(
+          encoded['records']
+          | f'RecordsOfSplit{i}' >> beam.FlatMap(
+              lambda record, split: [record[1]] if record[0] == split else [],
+              split)
+          | f'WriteToTFRecord{i}' >> write_to_tfrecord(
+              c, naming.join(folder, naming.shard_prefix(c.dataset_name,
+                                                         split)))
+          | f'CountRecords{i}' >> beam.ParDo(
+              dofns.CountShard(split, c.compression)))
+    return results | 'SinkResults' >> beam.Flatten()
+
+
+SINK_FOLDER = 'sink'  # in the temp folder: WriteToTFRecord's output
+
+
+def write_to_tfrecord(config: PipelineConfig, prefix: str):
+  """Beam's WriteToTFRecord for one split's shards.
+
+  WriteToTFRecord takes no size cap, but the sink under it does (Beam's
+  FileBasedSink: a file ends at the first record that reaches the cap):
+  with runner-chosen sharding, --max_examples_per_shard caps records and
+  otherwise --max_shard_bytes caps the bytes (before compression). A fixed
+  --num_shards groups every example by shard instead, which the local
+  runner holds in memory (4-6 GB at 1-2 h of audio, ../shared/NOTES.md).
+  """
+  write = beam.io.WriteToTFRecord(
+      prefix, num_shards=config.num_shards or 0,
+      shard_name_template=naming.SHARD_NAME_TEMPLATE,
+      compression_type=tfrecord.beam_compression(config.compression))
+  if not config.num_shards:
+    sink = write._sink  # pylint: disable=protected-access
+    if config.max_examples_per_shard:
+      sink.max_records_per_shard = config.max_examples_per_shard
+    else:
+      sink.max_bytes_per_shard = config.max_shard_bytes
+  return write
+
+
 def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
                    extra_features: Optional[ExtraFeatures] = None,
                    run_id: Optional[str] = None):
@@ -245,6 +327,14 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   example_bytes = estimate_example_bytes(config, extra_features)
 
   dask_partitions = _dask_partitions(p)
+  if (type(p.runner).__name__ == 'DaskRunner' and
+      config.sink == 'write_to_tfrecord'):
+    # Run on a 2-worker cluster: the files came out empty (the sink's
+    # write results reach its finalize step as an empty side input), and
+    # the final step's count check refused to publish them.
+    raise ConfigError('sink', config.sink, "Beam 2.77's DaskRunner loses "
+                      "WriteToTFRecord's records (its shards come out "
+                      'empty); use --sink shards on Dask')
   listing = p | 'ListWavFiles' >> ListWavFiles(config.input_dir,
                                                dask_partitions)
   files = listing['blocks']
@@ -260,10 +350,15 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
                  progress.write_plan, dataset_dir=config.dataset_dir,
                  files_seen=beam.pvalue.AsSingleton(files_seen),
                  example_bytes=example_bytes))
-  written = ((planned['stored'], layouts, class_names, planned['rate'])
-             | 'WriteShards' >> WriteShards(config, extra_features,
-                                            dask_partitions, run_id,
-                                            planned['allowed']))
+  if config.sink == 'write_to_tfrecord':
+    written = ((planned['stored'], class_names, planned['rate'])
+               | 'EncodeAndWriteToTFRecord' >> EncodeAndWriteToTFRecord(
+                   config, extra_features, planned['allowed']))
+  else:
+    written = ((planned['stored'], layouts, class_names, planned['rate'])
+               | 'WriteShards' >> WriteShards(config, extra_features,
+                                              dask_partitions, run_id,
+                                              planned['allowed']))
   # Every result of the run goes through one combine into the final step's
   # main input: it runs after every shard is written, and runners that
   # compute only what the last transform needs, or recompute each side

@@ -17,6 +17,18 @@ def shard_name(dataset_name: str, split: str, shard: int,
   return f'{shard_prefix(dataset_name, split)}-{shard:05d}-of-{num_shards:05d}'
 
 
+# What WriteToTFRecord's shard_name_template makes shard_name's suffix.
+SHARD_NAME_TEMPLATE = '-SSSSS-of-NNNNN'
+
+
+def shard_numbers(path: str):
+  """(shard, num_shards) from a shard's name (...-00002-of-00005)."""
+  match = re.search(r'-(\d{5,})-of-(\d{5,})$', path)
+  if match is None:
+    raise ValueError(f'{path}: not a shard name (...-SSSSS-of-NNNNN)')
+  return int(match.group(1)), int(match.group(2))
+
+
 def shard_prefix(dataset_name: str, split: str) -> str:
   """File-name prefix of a split's shards, as TFDS names them."""
   return f'{dataset_name}-{split}.tfrecord'

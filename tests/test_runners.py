@@ -196,6 +196,15 @@ def test_dataflow_job_builds_offline(corpus, tmp_path, monkeypatch):
   assert opts['setup_file'] == os.path.join(ROOT, 'setup.py')
   assert opts['temp_location'].startswith('gs://wavbeam-bucket/wavbeam/temp')
   assert not os.path.exists(tmp_path / 'out' / 'metadata.json')
+  # The specified shape (--sink write_to_tfrecord) builds for Dataflow too.
+  p, _ = _build(argv + ['--sink', 'write_to_tfrecord'])
+  result = p.run()
+  assert result.state == 'DONE'
+  names = {t.unique_name for t in result.job.proto_pipeline.components
+           .transforms.values()}
+  assert 'EncodeAndWriteToTFRecord' in names and 'WriteShards' not in names
+  assert any(n.startswith('EncodeAndWriteToTFRecord/WriteToTFRecord0/')
+             for n in names)
 
 
 def test_job_graph_holds_no_file_names_and_does_not_grow(corpus, tmp_path):

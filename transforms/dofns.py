@@ -160,6 +160,69 @@ def stored_block_refs(stored, config: PipelineConfig, dataset_rate: int,
       layouts, shuffle=not config.no_shuffle, seed=config.shuffle_seed)
 
 
+class ExampleMaker:
+  """Reads windows, computes their features and encodes their examples:
+  the work of a shard task (WriteShard) or of a work unit (EncodeExamples).
+  Not a DoFn: built in a DoFn's setup, one per worker thread."""
+
+  def __init__(self, config: PipelineConfig, extra_features=None):
+    self.config = config
+    self._extractor = FeatureExtractor(config, extra_features)
+    self._examples = counters.counter(counters.EXAMPLES_WRITTEN)
+    self._windows_rejected = counters.counter(counters.WINDOWS_REJECTED)
+
+  def examples(self, split, refs, class_names, stats: ExampleStats):
+    """Serialized examples of refs [(FilePlan, window, key)], in the order
+    given, and a Rejection (with its split) per window that cannot be
+    used; `stats` counts what is yielded."""
+    plans = {plan.info.index: plan for plan, _, _ in refs}
+    refs = [(plan.info.index, window) for plan, window, _ in refs]
+    with wav_io.OpenFiles() as files:
+      for start in range(0, len(refs), BATCH_WINDOWS):
+        batch = refs[start:start + BATCH_WINDOWS]
+        windows, kept, rejections = read_windows(batch, plans, self.config,
+                                                 files)
+        self._windows_rejected.inc(len(rejections))
+        for rejection in rejections:
+          yield dataclasses.replace(rejection, split=split)
+        kept_refs = [batch[i] for i in kept]
+        step = compute_windows(self.config.win_len)
+        for part in range(0, len(kept_refs), step):
+          yield from self._encode(stats, kept_refs[part:part + step],
+                                  windows[part:part + step], plans,
+                                  class_names)
+
+  def _encode(self, stats, refs, windows, plans, class_names):
+    columns = self._columns(refs, plans, class_names)
+    arrays = self._extractor.compute(windows, plans[refs[0][0]].sample_rate)
+    stats.add_moments(arrays)
+    columns.update(arrays)
+    # Scalar columns have fixed types: a batch's schema can only change
+    # with its arrays' dtypes or shapes.
+    signature = tuple((k, a.dtype.str, a.shape[1:])
+                      for k, a in sorted(arrays.items()))
+    if signature != stats.schema_signature:
+      stats.schema = stats.schema.merge(example_codec.batch_schema(columns))
+      stats.schema_signature = signature
+    self._examples.inc(len(refs))
+    for ref, record in zip(refs, example_codec.encode_batch(columns,
+                                                            len(refs))):
+      stats.add(plans[ref[0]].label, len(record))
+      yield record
+
+  def _columns(self, refs, plans, class_names):
+    rows = [plans[index] for index, _ in refs]
+    return {
+        'class': [p.label for p in rows],
+        'filepath': [p.info.path for p in rows],
+        'index': [p.info.index for p in rows],
+        'num_classes': [len(class_names)] * len(rows),
+        'target': [class_names.index(p.label) if p.label
+                   else labels.NO_LABEL_TARGET for p in rows],
+        'win_start_idx': [w * self.config.hop_len for _, w in refs],
+    }
+
+
 class WriteShard(beam.DoFn):
   """((split, shard, salt), window refs) -> one shard file, under a temp name.
 
@@ -178,18 +241,14 @@ class WriteShard(beam.DoFn):
 
   def setup(self):
     allocator.keep_freed_memory()  # per worker process; see allocator.py
-    self._extractor = FeatureExtractor(self.config, self.extra_features)
-    self._examples = counters.counter(counters.EXAMPLES_WRITTEN)
+    self._maker = ExampleMaker(self.config, self.extra_features)
     self._bytes = counters.counter(counters.BYTES_WRITTEN)
-    self._windows_rejected = counters.counter(counters.WINDOWS_REJECTED)
 
   def process(self, keyed_refs, class_names):
     started_ms = int(time.time() * 1000)
     (split, shard, _), refs = keyed_refs  # _: transforms/balance.py's salt
     # set(): a runner may deliver a reference twice (Beam's DaskRunner does).
     refs = sorted(set(map(tuple, refs)), key=lambda ref: ref[2])
-    plans = {plan.info.index: plan for plan, _, _ in refs}
-    refs = [(plan.info.index, window, key) for plan, window, key in refs]
     # A fresh name per attempt: two attempts at one shard (retries, or
     # DaskRunner recomputing a branch) never write into the same file.
     run_marker.check_marker(self.config.dataset_dir, self.run_id)
@@ -197,22 +256,12 @@ class WriteShard(beam.DoFn):
                        f'{split}-{shard:05d}-{uuid.uuid4().hex}')
     compression = tfrecord.beam_compression(self.config.compression)
     stats = ExampleStats(split=split, shard=shard)
-    with FileSystems.create(path, compression_type=compression) as f, \
-        wav_io.OpenFiles() as files:
-      for start in range(0, len(refs), BATCH_WINDOWS):
-        batch = [(i, w) for i, w, _ in refs[start:start + BATCH_WINDOWS]]
-        windows, kept, rejections = read_windows(batch, plans, self.config,
-                                                 files)
-        self._windows_rejected.inc(len(rejections))
-        for rejection in rejections:
-          yield dataclasses.replace(rejection, split=split)
-        if not kept:
-          continue
-        kept_refs = [batch[i] for i in kept]
-        step = compute_windows(self.config.win_len)
-        for part in range(0, len(kept_refs), step):
-          self._write_examples(f, stats, kept_refs[part:part + step],
-                               windows[part:part + step], plans, class_names)
+    with FileSystems.create(path, compression_type=compression) as f:
+      for item in self._maker.examples(split, refs, class_names, stats):
+        if isinstance(item, wav_io.Rejection):
+          yield item
+        else:
+          self._bytes.inc(tfrecord.write_record(f, item))
     run_marker.check_marker(self.config.dataset_dir, self.run_id)
     yield ShardStats(split, shard, path, stats.num_examples,
                      filesystem.metadata(path).size_in_bytes, started_ms,
@@ -220,32 +269,69 @@ class WriteShard(beam.DoFn):
     yield stats
     counters.counter(counters.SHARDS_WRITTEN).inc()
 
-  def _write_examples(self, f, stats, refs, windows, plans, class_names):
-    columns = self._columns(refs, plans, class_names)
-    arrays = self._extractor.compute(windows, plans[refs[0][0]].sample_rate)
-    stats.add_moments(arrays)
-    columns.update(arrays)
-    # Scalar columns have fixed types: a batch's schema can only change
-    # with its arrays' dtypes or shapes.
-    signature = tuple((k, a.dtype.str, a.shape[1:])
-                      for k, a in sorted(arrays.items()))
-    if signature != stats.schema_signature:
-      stats.schema = stats.schema.merge(example_codec.batch_schema(columns))
-      stats.schema_signature = signature
-    for ref, record in zip(refs, example_codec.encode_batch(columns,
-                                                            len(refs))):
-      self._bytes.inc(tfrecord.write_record(f, record))
-      stats.add(plans[ref[0]].label, len(record))
-    self._examples.inc(len(refs))
 
-  def _columns(self, refs, plans, class_names):
-    rows = [plans[index] for index, _ in refs]
-    return {
-        'class': [p.label for p in rows],
-        'filepath': [p.info.path for p in rows],
-        'index': [p.info.index for p in rows],
-        'num_classes': [len(class_names)] * len(rows),
-        'target': [class_names.index(p.label) if p.label
-                   else labels.NO_LABEL_TARGET for p in rows],
-        'win_start_idx': [w * self.config.hop_len for _, w in refs],
-    }
+# Window references per work unit of the write_to_tfrecord sink: one
+# compute batch's worth at least, few enough that units spread over
+# workers.
+UNIT_WINDOWS = 64
+_UNIT_PARTS = 1 << 24  # unit number = block * _UNIT_PARTS + part
+
+
+def work_units(stored, config: PipelineConfig, dataset_rate: int,
+               allowed=None):
+  """((split, unit), refs) for a StoredBlock's windows, in file order, in
+  parts of UNIT_WINDOWS: the write_to_tfrecord sink's elements. Unit
+  numbers are unique and ordered by block, so statistics merge in the same
+  order whatever the bundling."""
+  planned = planned_block(stored, config, dataset_rate, allowed)
+  by_split = {}
+  for plan in planned.plans:
+    refs = by_split.setdefault(plan.split, [])
+    refs.extend((plan, w, len(refs)) for w in range(plan.num_windows))
+  for split, refs in sorted(by_split.items()):
+    for part, start in enumerate(range(0, len(refs), UNIT_WINDOWS)):
+      yield ((split, stored.block * _UNIT_PARTS + part),
+             refs[start:start + UNIT_WINDOWS])
+
+
+class EncodeExamples(beam.DoFn):
+  """A work unit ((split, unit), refs) -> (split, serialized example) per
+  window, one ExampleStats (keyed by the unit) and a Rejection per window
+  that could not be used: the write_to_tfrecord sink's ParDo."""
+
+  def __init__(self, config: PipelineConfig, extra_features=None):
+    self.config = config
+    self.extra_features = extra_features
+
+  def setup(self):
+    allocator.keep_freed_memory()
+    self._maker = ExampleMaker(self.config, self.extra_features)
+
+  def process(self, unit, class_names):
+    (split, number), refs = unit
+    stats = ExampleStats(split=split, shard=number)
+    for item in self._maker.examples(split, refs, class_names, stats):
+      yield item if isinstance(item, wav_io.Rejection) else (split, item)
+    yield stats
+
+
+class CountShard(beam.DoFn):
+  """A shard file written by WriteToTFRecord (its final name,
+  ...-SSSSS-of-NNNNN) -> ShardStats, its records counted from the framing
+  (lengths and CRCs checked)."""
+
+  def __init__(self, split: str, compression: str):
+    self.split = split
+    self.compression = compression
+
+  def process(self, path):
+    shard, num_shards = naming.shard_numbers(path)
+    with FileSystems.open(path, compression_type=tfrecord.beam_compression(
+        self.compression)) as f:
+      count = sum(1 for _ in tfrecord.read_records(f, path))
+    meta = filesystem.metadata(path)
+    # Written while the features were computed: the shard phase spans the
+    # files' completion times.
+    done_ms = int(meta.last_updated_in_seconds * 1000)
+    yield ShardStats(self.split, shard, path, count, meta.size_in_bytes,
+                     done_ms, done_ms, num_shards)

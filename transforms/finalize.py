@@ -78,11 +78,16 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   renames, splits, schema = [], {}, None
   for name in split_names:
     shards = [by_split[name][k] for k in sorted(by_split[name])]
-    expected = layouts[name].num_shards if name in layouts else 0
+    split_stats = stats.get(name) or SplitSummary(split=name)
+    if shards and shards[0].num_shards:  # the writer chose how many
+      if split_stats.num_examples == 0:
+        shards = []  # WriteToTFRecord's one empty file for an empty split
+      expected = shards[0].num_shards if shards else 0
+    else:
+      expected = layouts[name].num_shards if name in layouts else 0
     if [s.shard for s in shards] != list(range(expected)):
       raise IncompleteRun(f'split {name!r}: expected shards 0..{expected - 1}'
                           f', got {[s.shard for s in shards]}')
-    split_stats = stats.get(name) or SplitSummary(split=name)
     if sum(s.num_examples for s in shards) != split_stats.num_examples:
       raise IncompleteRun(f'split {name!r}: shards hold '
                           f'{sum(s.num_examples for s in shards)} records, '
