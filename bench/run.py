@@ -55,6 +55,11 @@ def writers(corpus, out, win_len=32768):
       'wavbeam_noshuffle': base + ['--no_shuffle'],
       'wavbeam_2proc': base + ['--direct_num_workers=2',
                                '--direct_running_mode=multi_processing'],
+      # The specified shape: Beam's WriteToTFRecord, runner-chosen shards.
+      'wavbeam_sink': base + ['--sink', 'write_to_tfrecord'],
+      'wavbeam_sink_2proc': base + ['--sink', 'write_to_tfrecord',
+                                    '--direct_num_workers=2',
+                                    '--direct_running_mode=multi_processing'],
       'baseline': baseline,
       'baseline_2proc': baseline + ['--procs', '2'],
       'tfdata_seed': [PY, '-m', 'bench.baseline_tfdata', corpus, out],
