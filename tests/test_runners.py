@@ -89,6 +89,46 @@ def test_dask_cluster_writes_the_same_dataset(corpus, local_run):
         H.replayed(str(local_run), split).keys()
 
 
+def _free_port():
+  import socket
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+def test_portable_runner_on_a_job_service_writes_the_same_dataset(
+    corpus, local_run):
+  """The Job API path Flink and Spark use: Beam's local job service (a
+  real server process on 127.0.0.1), the job submitted by PortableRunner,
+  the SDK harness in the submitting process (LOOPBACK)."""
+  import time
+  port = _free_port()
+  server = subprocess.Popen(
+      [sys.executable, '-m',
+       'apache_beam.runners.portability.local_job_service_main',
+       '--port', str(port)], cwd=ROOT, stdout=subprocess.DEVNULL,
+      stderr=subprocess.DEVNULL)
+  try:
+    import socket
+    deadline = time.time() + 60
+    while True:
+      try:
+        socket.create_connection(('127.0.0.1', port), timeout=1).close()
+        break
+      except OSError:
+        assert time.time() < deadline and server.poll() is None
+        time.sleep(0.2)
+    out = corpus / 'portable'
+    _run_cli(_flags(corpus, out) + [
+        '--runner=PortableRunner', f'--job_endpoint=localhost:{port}',
+        '--environment_type=LOOPBACK'])
+  finally:
+    server.terminate()
+    server.wait(timeout=30)
+  assert _digests(out) == _digests(local_run)
+  assert _metadata(out) == _metadata(local_run)
+
+
 def test_multi_processing_workers_write_the_same_dataset(corpus, local_run):
   out = corpus / 'multi'
   _run_cli(_flags(corpus, out) + ['--direct_num_workers=2',
