@@ -41,6 +41,8 @@ setuptools.setup(
     version='0.1.0',
     description='WAV corpora to sharded TFRecord datasets with Apache Beam',
     packages=['pipeline', 'transforms'],
+    # `wavbeam run|inspect|verify|demo`: the python -m commands, installed.
+    entry_points={'console_scripts': ['wavbeam = pipeline.cli:main']},
     python_requires='>=3.10',
     install_requires=RUNTIME,
     extras_require={

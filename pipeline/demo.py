@@ -44,7 +44,13 @@ def import_tensorflow_quietly():
       os.close(saved)
 
 
-def main() -> int:
+def main(argv=None) -> int:
+  """Takes no flags (argv: only --help)."""
+  if argv:
+    print('usage: python -m pipeline.demo (or wavbeam demo): no flags; '
+          f'writes into {ROOT}', file=sys.stderr if argv != ['--help']
+          else sys.stdout)
+    return 0 if argv == ['--help'] else 2
   run_lib.quiet_logs()
   corpus = os.path.join(ROOT, 'corpus')
   out = os.path.join(ROOT, 'dataset')
@@ -85,4 +91,4 @@ def main() -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,48 @@
+"""The `wavbeam` command that `pip install` puts on the PATH.
+
+    wavbeam run --input_dir IN --output_dir OUT [flags]   # python -m pipeline.run
+    wavbeam inspect OUT [--show N] [--plot FILE.png]       # python -m pipeline.inspect
+    wavbeam verify OUT                                     # python -m pipeline.verify
+    wavbeam demo                                           # python -m pipeline.demo
+
+Each subcommand is exactly its module's command: same flags, same exit
+codes. Only the chosen module is imported (Beam for run, TensorFlow only
+where a command reads with it).
+"""
+
+import importlib
+import sys
+from typing import Optional, Sequence
+
+COMMANDS = {
+    'run': ('pipeline.run', 'preprocess a folder of WAV files into a dataset'),
+    'inspect': ('pipeline.inspect', 'summarize a dataset, show examples, '
+                'plot them'),
+    'verify': ('pipeline.verify', "check every shard against metadata.json"),
+    'demo': ('pipeline.demo', 'make a small corpus, preprocess it, read it '
+             'back and plot it (in ./scratch/demo)'),
+}
+
+
+def usage() -> str:
+  lines = ['usage: wavbeam {run,inspect,verify,demo} [ARGS]', '',
+           'commands (wavbeam COMMAND --help for its flags):']
+  lines += [f'  {name:8s} {text}' for name, (_, text) in COMMANDS.items()]
+  return '\n'.join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+  argv = list(sys.argv[1:] if argv is None else argv)
+  if not argv or argv[0] in ('-h', '--help'):
+    print(usage(), file=sys.stdout if argv else sys.stderr)
+    return 0 if argv else 2
+  command, rest = argv[0], argv[1:]
+  if command not in COMMANDS:
+    print(f'{usage()}\nerror: unknown command {command!r}', file=sys.stderr)
+    return 2
+  module = importlib.import_module(COMMANDS[command][0])
+  return module.main(rest)
+
+
+if __name__ == '__main__':
+  sys.exit(main())
