@@ -119,14 +119,31 @@ def test_portable_runner_on_a_job_service_writes_the_same_dataset(
         assert time.time() < deadline and server.poll() is None
         time.sleep(0.2)
     out = corpus / 'portable'
-    _run_cli(_flags(corpus, out) + [
-        '--runner=PortableRunner', f'--job_endpoint=localhost:{port}',
-        '--environment_type=LOOPBACK'])
+    portable = ['--runner=PortableRunner', f'--job_endpoint=localhost:{port}',
+                '--environment_type=LOOPBACK']
+    _run_cli(_flags(corpus, out) + portable)
+    sink_out = corpus / 'portable_sink'
+    _run_cli(_flags(corpus, sink_out) + portable +
+             ['--sink', 'write_to_tfrecord'])
   finally:
     server.terminate()
     server.wait(timeout=30)
   assert _digests(out) == _digests(local_run)
   assert _metadata(out) == _metadata(local_run)
+  # The specified shape on the same service: the same examples.
+  assert _all_records(sink_out) == _all_records(local_run)
+  assert _metadata(sink_out)['counts'] == _metadata(local_run)['counts']
+
+
+def _all_records(out):
+  import collections
+  from transforms import tfrecord
+  found = collections.Counter()
+  for name in os.listdir(out):
+    if '.tfrecord-' in name:
+      with open(os.path.join(out, name), 'rb') as f:
+        found.update(r for _, r in tfrecord.read_records(f))
+  return found
 
 
 def test_multi_processing_workers_write_the_same_dataset(corpus, local_run):
