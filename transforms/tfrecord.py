@@ -8,7 +8,6 @@ import struct
 from typing import BinaryIO, Iterator, Tuple
 
 import google_crc32c
-from apache_beam.io.filesystem import CompressionTypes
 
 _MASK_DELTA = 0xA282EAD8
 
@@ -29,7 +28,9 @@ def write_record(f: BinaryIO, data: bytes) -> int:
 
 
 def beam_compression(compression: str) -> str:
-  """The --compression name ('none' or 'gzip') as Beam's CompressionTypes."""
+  """The --compression name ('none' or 'gzip') as Beam's CompressionTypes.
+  (Beam imported here only: readers use this module without Beam.)"""
+  from apache_beam.io.filesystem import CompressionTypes  # pylint: disable=import-outside-toplevel
   return (CompressionTypes.GZIP if compression == 'gzip'
           else CompressionTypes.UNCOMPRESSED)
 

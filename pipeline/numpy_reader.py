@@ -1,0 +1,200 @@
+"""Read a wavbeam dataset back as numpy arrays: no TensorFlow, no Beam.
+
+    for example in numpy_dataset('out/', 'train'):
+      example['spectrogram']   # np.ndarray, float32, (127, 257)
+
+    for batch in numpy_dataset('out/', 'train', batch_size=32, shuffle=True,
+                               seed=0):
+      batch['signal']          # (32, 32768) int32; strings as lists
+
+The same elements, bit for bit, as replay_dataset (same keys, dtypes and
+shapes), from the same shards; for PyTorch, JAX or plain numpy training
+code. Every record's CRCs are checked, every shard must hold exactly the
+records metadata.json lists and be the size it lists, and any problem
+raises DatasetError naming the shard and the record. Local files (or any
+mounted file system).
+"""
+
+import gzip
+import os
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from pipeline import metadata as metadata_lib
+from pipeline import naming
+from pipeline import schema as schema_lib
+from transforms import example_codec
+from transforms import tfrecord
+
+_SHUFFLE_BUFFER = 1024
+
+
+class DatasetError(ValueError):
+  """The dataset is missing, incomplete, or does not match its metadata."""
+
+
+def load_metadata(output_dir: str) -> Tuple[str, Dict]:
+  """(dataset folder, its checked metadata.json); DatasetError otherwise."""
+  found = naming.find_dataset_dir(
+      output_dir, os.path.exists,
+      lambda pattern: _glob(pattern))
+  path = os.path.join(found, naming.METADATA_FILE)
+  if not os.path.exists(path):
+    if os.path.exists(os.path.join(found, naming.TEMP_DIR)):
+      raise DatasetError(
+          f'{found} is an incomplete dataset (no {naming.METADATA_FILE}): the '
+          'run that wrote it did not finish; rerun the pipeline with '
+          '--overwrite')
+    raise DatasetError(f'no wavbeam dataset at {found} ({path} not found)')
+  with open(path, encoding='utf-8') as f:
+    text = f.read()
+  try:
+    return found, metadata_lib.parse(text, path)
+  except metadata_lib.MetadataError as e:
+    raise DatasetError(str(e)) from e
+
+
+def _glob(pattern):
+  import glob  # pylint: disable=import-outside-toplevel
+  return glob.glob(pattern)
+
+
+class NumpyDataset:
+  """An iterable over a split's examples (or batches) as numpy arrays, with
+  len() from metadata.json. Iterating again reads again (a new epoch; with
+  shuffle, in a new order unless `seed` fixes it).
+
+  `shard_indices` restricts reading to some of the split's shards (the
+  PyTorch wrapper deals them to DataLoader workers and ranks).
+  """
+
+  def __init__(self, output_dir: str, split: str = 'train', *,
+               features: Optional[Sequence[str]] = None,
+               batch_size: Optional[int] = None, shuffle: bool = False,
+               seed: Optional[int] = None, drop_remainder: bool = False,
+               shuffle_buffer_size: int = _SHUFFLE_BUFFER,
+               shard_indices: Optional[Sequence[int]] = None):
+    self.output_dir, self.metadata = load_metadata(output_dir)
+    splits = self.metadata['splits']
+    if split not in splits:
+      raise DatasetError(f'unknown split {split!r} in {self.output_dir}; it '
+                         f'has {sorted(splits)}')
+    self.split = split
+    self.schema = metadata_lib.schema_of(self.metadata)
+    specs = self.schema.as_dict()
+    self.keys = list(features) if features is not None else sorted(specs)
+    unknown = [k for k in self.keys if k not in specs]
+    if unknown:
+      raise DatasetError(f'unknown feature {unknown} in {self.output_dir}; '
+                         f'it has {sorted(specs)}')
+    shards = splits[split]['shards']
+    indices = (range(len(shards)) if shard_indices is None
+               else list(shard_indices))
+    self.shards = [shards[i] for i in indices]
+    self.batch_size = batch_size
+    self.shuffle, self.seed = shuffle, seed
+    self.drop_remainder = drop_remainder
+    self.shuffle_buffer_size = shuffle_buffer_size
+    self._epoch = 0
+
+  def __len__(self) -> int:
+    """Examples (or batches) one pass yields."""
+    n = sum(s['num_examples'] for s in self.shards)
+    if self.batch_size is None:
+      return n
+    return n // self.batch_size if self.drop_remainder else -(
+        -n // self.batch_size)
+
+  def __iter__(self) -> Iterator:
+    rng = np.random.default_rng(
+        None if self.seed is None else [self.seed, self._epoch])
+    self._epoch += 1
+    examples = self._examples(rng)
+    if self.shuffle:
+      examples = _buffer_shuffle(examples, self.shuffle_buffer_size, rng)
+    if self.batch_size is None:
+      return examples
+    return _batches(examples, self.batch_size, self.drop_remainder)
+
+  def _examples(self, rng) -> Iterator[Dict]:
+    order = list(range(len(self.shards)))
+    if self.shuffle:
+      rng.shuffle(order)
+    for i in order:
+      yield from self.read_shard(self.shards[i])
+
+  def read_shard(self, shard: Dict) -> Iterator[Dict]:
+    """A shard's examples, checked: size, CRCs, record count, schema."""
+    path = os.path.join(self.output_dir, shard['file'])
+    try:
+      size = os.path.getsize(path)
+    except OSError as e:
+      raise DatasetError(f'shard {path} listed in metadata.json cannot be '
+                         f'read ({e})') from e
+    if size != shard['num_bytes']:
+      raise DatasetError(
+          f'shard {path} is {size} bytes but metadata.json says '
+          f'{shard["num_bytes"]}: it was changed or cut after writing')
+    opener = gzip.open if self.metadata['compression'] == 'gzip' else open
+    wanted = set(self.keys)
+    count = 0
+    with opener(path, 'rb') as f:
+      try:
+        for _, record in tfrecord.read_records(f, f'shard {path}'):
+          if count == shard['num_examples']:
+            raise DatasetError(f'shard {path} holds more records than the '
+                               f'{shard["num_examples"]} metadata.json says')
+          try:
+            example = example_codec.decode_example(record, self.schema)
+          except schema_lib.SchemaError as e:
+            raise DatasetError(f'shard {path}: record {count}: {e}') from e
+          count += 1
+          yield {k: v for k, v in example.items() if k in wanted}
+      except (tfrecord.CorruptRecord, OSError, EOFError) as e:
+        raise DatasetError(f'{e} (run python -m pipeline.verify on the '
+                           'dataset)') from e
+    if count != shard['num_examples']:
+      raise DatasetError(f'shard {path} holds {count} records, '
+                         f'metadata.json says {shard["num_examples"]}')
+
+
+def numpy_dataset(output_dir: str, split: str = 'train',
+                  **kwargs) -> NumpyDataset:
+  """The examples of `split` as dicts of numpy arrays (see NumpyDataset):
+  features=, batch_size=, shuffle=, seed=, drop_remainder=."""
+  return NumpyDataset(output_dir, split, **kwargs)
+
+
+def _buffer_shuffle(items: Iterator, size: int, rng) -> Iterator:
+  buffer: List = []
+  for item in items:
+    if len(buffer) < size:
+      buffer.append(item)
+      continue
+    i = int(rng.integers(size))
+    yield buffer[i]
+    buffer[i] = item
+  rng.shuffle(buffer)
+  yield from buffer
+
+
+def _batches(examples: Iterator[Dict], size: int,
+             drop_remainder: bool) -> Iterator[Dict]:
+  batch: List[Dict] = []
+  for example in examples:
+    batch.append(example)
+    if len(batch) == size:
+      yield _stack(batch)
+      batch = []
+  if batch and not drop_remainder:
+    yield _stack(batch)
+
+
+def _stack(batch: List[Dict]) -> Dict:
+  """Arrays stacked on a new first axis; strings as lists."""
+  out = {}
+  for key in batch[0]:
+    values = [e[key] for e in batch]
+    out[key] = values if isinstance(values[0], str) else np.stack(values)
+  return out

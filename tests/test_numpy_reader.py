@@ -1,0 +1,127 @@
+"""pipeline/numpy_reader: the TensorFlow-free reader, against replay_dataset."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pipeline import numpy_reader
+from tests import helpers as H
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope='module')
+def dataset(tmp_path_factory):
+  d = tmp_path_factory.mktemp('npreader')
+  for i in range(14):
+    cls = ('bus', 'car')[i % 2]
+    H.write_wav(str(d / 'in' / cls / f'{i}.wav'),
+                H.noise(1024 * (2 + i % 3), 1 + i % 2, seed=i))
+  config = H.make_config(d / 'in', d / 'out', win_len=1024,
+                         splits='train=0.7,test=0.3', max_examples_per_shard=5,
+                         n_fft=256, fft_hop=128,
+                         features=('signal', 'spectrogram', 'log_mel'))
+  H.run_pipeline(config)
+  return d / 'out'
+
+
+def _key(e):
+  return int(e['index']), int(e['win_start_idx'])
+
+
+@pytest.mark.parametrize('split', ['train', 'test'])
+def test_same_elements_as_replay_dataset_bit_for_bit(dataset, split):
+  theirs = H.replayed(str(dataset), split)
+  ours = {_key(e): e for e in numpy_reader.numpy_dataset(str(dataset), split)}
+  assert ours.keys() == theirs.keys()
+  for key, e in ours.items():
+    assert e.keys() == theirs[key].keys()
+    for name, value in e.items():
+      want = theirs[key][name]
+      if isinstance(value, str):
+        assert value.encode() == want
+      else:
+        assert value.dtype == want.dtype and value.shape == want.shape
+        assert np.asarray(value).tobytes() == np.asarray(want).tobytes()
+
+
+def test_never_imports_tensorflow_or_beam(dataset):
+  code = (
+      'import sys\n'
+      'for name in ("tensorflow", "apache_beam"): sys.modules[name] = None\n'
+      'from pipeline import numpy_reader\n'
+      f'ds = numpy_reader.numpy_dataset({str(dataset)!r}, "train",\n'
+      '                                 batch_size=4, shuffle=True, seed=3)\n'
+      'n = sum(len(b["index"]) for b in ds)\n'
+      'print(n, len(ds), sorted(m for m in sys.modules\n'
+      '      if m.startswith(("tensorflow", "apache_beam")) and sys.modules[m]))\n')
+  proc = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                        text=True, cwd=ROOT)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  n = len(numpy_reader.numpy_dataset(str(dataset), 'train'))
+  assert proc.stdout.split() == [str(n), str(-(-n // 4)), '[]']
+
+
+def test_batches_shuffle_and_features(dataset):
+  plain = [_key(e) for e in numpy_reader.numpy_dataset(str(dataset))]
+  ds = numpy_reader.numpy_dataset(str(dataset), batch_size=4, shuffle=True,
+                                  seed=7, shuffle_buffer_size=6,
+                                  features=['index', 'win_start_idx', 'class'])
+  first = [list(zip(b['index'].tolist(), b['win_start_idx'].tolist()))
+           for b in ds]
+  second = [list(zip(b['index'].tolist(), b['win_start_idx'].tolist()))
+            for b in ds]
+  assert len(first) == len(ds) == -(-len(plain) // 4)
+  flat = [k for b in first for k in b]
+  assert sorted(flat) == sorted(plain) and flat != plain
+  assert first != second  # a new order each epoch
+  again = numpy_reader.numpy_dataset(str(dataset), batch_size=4, shuffle=True,
+                                     seed=7, shuffle_buffer_size=6,
+                                     features=['index', 'win_start_idx'])
+  assert [list(zip(b['index'].tolist(), b['win_start_idx'].tolist()))
+          for b in again] == first  # seeded: reproducible
+  batch = next(iter(numpy_reader.numpy_dataset(
+      str(dataset), batch_size=3, features=['signal', 'class'])))
+  assert batch['signal'].shape == (3, 1024) and len(batch['class']) == 3
+
+
+def _copy(dataset, tmp_path):
+  import shutil
+  out = tmp_path / 'copy'
+  shutil.copytree(dataset, out)
+  meta = numpy_reader.load_metadata(str(out))[1]
+  return out, meta['splits']['train']['shards'][1]
+
+
+def test_a_flipped_bit_names_the_shard_and_record(dataset, tmp_path):
+  out, shard = _copy(dataset, tmp_path)
+  path = out / shard['file']
+  data = bytearray(path.read_bytes())
+  data[len(data) // 2] ^= 0x10
+  path.write_bytes(bytes(data))
+  with pytest.raises(numpy_reader.DatasetError) as e:
+    list(numpy_reader.numpy_dataset(str(out)))
+  assert shard['file'] in str(e.value) and 'CRC mismatch' in str(e.value)
+  assert 'record ' in str(e.value)
+
+
+def test_a_cut_or_grown_shard_is_refused(dataset, tmp_path):
+  out, shard = _copy(dataset, tmp_path)
+  path = out / shard['file']
+  data = path.read_bytes()
+  path.write_bytes(data[:-10])
+  with pytest.raises(numpy_reader.DatasetError, match='changed or cut'):
+    list(numpy_reader.numpy_dataset(str(out)))
+  path.write_bytes(data + data[:100])
+  with pytest.raises(numpy_reader.DatasetError, match='bytes but'):
+    list(numpy_reader.numpy_dataset(str(out)))
+
+
+def test_unknown_split_or_feature(dataset):
+  with pytest.raises(numpy_reader.DatasetError, match='unknown split'):
+    numpy_reader.numpy_dataset(str(dataset), 'dev')
+  with pytest.raises(numpy_reader.DatasetError, match='unknown feature'):
+    numpy_reader.numpy_dataset(str(dataset), features=['mfcc'])
