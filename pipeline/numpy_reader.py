@@ -194,7 +194,12 @@ def _batches(examples: Iterator[Dict], size: int,
 def _stack(batch: List[Dict]) -> Dict:
   """Arrays stacked on a new first axis; strings as lists."""
   out = {}
-  for key in batch[0]:
+  for key, first in batch[0].items():
     values = [e[key] for e in batch]
-    out[key] = values if isinstance(values[0], str) else np.stack(values)
+    if isinstance(first, str):
+      out[key] = values
+    elif first.ndim == 0:  # np.stack of scalars costs 10x np.array's
+      out[key] = np.array(values, first.dtype)
+    else:
+      out[key] = np.stack(values)
   return out

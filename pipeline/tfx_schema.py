@@ -1,7 +1,8 @@
 """schema.pbtxt: a tensorflow_metadata Schema for TFX tooling (TFXIO, TFDV).
 
 float32 arrays are FLOAT features with their shape, so TFX and TFDV see
-numbers. Raw-bytes arrays (integer and float64) are BYTES features: the
+numbers; `class` has a string domain of the class names and `target` an
+int domain of their indices. Raw-bytes arrays (integer and float64) are BYTES features: the
 schema cannot state their decoded dtype and shape, so annotations carry them
 (tags `wavbeam.dtype:int32`, `wavbeam.shape:32768`,
 `wavbeam.encoding:raw_bytes_little_endian`). Built as the Schema proto and
@@ -18,6 +19,7 @@ from pipeline import schema as schema_lib
 
 FILE_NAME = 'schema.pbtxt'
 LABEL_KEY = 'target'
+CLASS_KEY = 'class'
 _TYPES = {schema_lib.RAW_BYTES: schema_pb2.BYTES,
           schema_lib.BYTES_LIST: schema_pb2.BYTES,
           schema_lib.INT64_LIST: schema_pb2.INT,
@@ -33,6 +35,10 @@ def proto(metadata: Mapping) -> schema_pb2.Schema:
       feature.int_domain.min = 0
       feature.int_domain.max = metadata['num_classes'] - 1
       feature.int_domain.is_categorical = True
+    if key == CLASS_KEY and metadata['num_classes'] > 0:
+      # TFDV then reports class frequencies and flags unknown classes.
+      feature.string_domain.name = CLASS_KEY
+      feature.string_domain.value.extend(metadata['classes'])
     feature.presence.min_fraction = 1.0
     feature.shape.SetInParent()  # a scalar, or one value per example
     if spec.encoding == schema_lib.FLOAT_LIST:

@@ -172,6 +172,9 @@ def test_tfxio_reads_the_shards_into_record_batches(dataset):
   assert 'wavbeam.dtype:int32' in signal.annotation.tag
   target = [f for f in schema.feature if f.name == 'target'][0]
   assert target.int_domain.max == len(CLASSES) - 1
+  assert target.int_domain.is_categorical
+  label = [f for f in schema.feature if f.name == 'class'][0]
+  assert list(label.string_domain.value) == list(CLASSES)
   spectrogram = [f for f in schema.feature if f.name == 'spectrogram'][0]
   assert spectrogram.type == schema_pb2.FLOAT
   assert [d.size for d in spectrogram.shape.dim] == \

@@ -1,0 +1,163 @@
+"""Reading speed of every reader, one fresh process per reader and pass set.
+
+    .venv/bin/python -m bench.readers [--datasets 1h,clips1s] [--repeats 3]
+
+Datasets: the bench's 1 h corpus (window 32768) and its 20,000 one-second
+clips (window 16000), written by wavbeam into scratch/bench/readers_*
+(signal + spectrogram, the defaults). Each reader reads the train split,
+all features, in a process of its own (start-up not timed), 3 passes:
+the first pass is reported apart ("first": tf.data's and the page cache's
+warm-up included, files already in the page cache from writing), then the
+median of the others ("warm"). Readers run interleaved, `--repeats`
+times; the table gives medians. Examples/s; a reader whose package is not
+installed is skipped and said so (the `tfrecord` package, the PyTorch
+users' TFRecord reader: `pip install tfrecord==1.14.6`, a bench-only
+package).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.join('scratch', 'bench')
+DATASETS = {'1h': ('1h', 32768), 'clips1s': ('clips1s', 16000)}
+READERS = ('replay_dataset', 'hand_written', 'tfds_as_dataset',
+           'numpy_reader', 'numpy_reader_batched', 'tfrecord_package')
+BATCH = 64
+
+
+def dataset_for(name):
+  from bench.run import corpus_for  # pylint: disable=import-outside-toplevel
+  corpus, win_len = DATASETS[name]
+  out = os.path.join(ROOT, f'readers_{name}')
+  if not os.path.exists(os.path.join(out, 'metadata.json')):
+    subprocess.run([sys.executable, '-m', 'pipeline.run', '--input_dir',
+                    corpus_for(corpus)[0], '--output_dir', out, '--overwrite',
+                    '--win_len', str(win_len), '--quiet'], check=True)
+  return out
+
+
+def _count(batches):
+  n = 0
+  for b in batches:
+    n += len(b['index']) if np.ndim(b['index']) else 1
+  return n
+
+
+def make_reader(name, out):
+  """A function that reads the train split once; returns examples read."""
+  if name == 'numpy_reader':
+    from pipeline import numpy_reader
+    return lambda: _count(numpy_reader.numpy_dataset(out, 'train'))
+  if name == 'numpy_reader_batched':
+    from pipeline import numpy_reader
+    return lambda: _count(numpy_reader.numpy_dataset(out, 'train',
+                                                     batch_size=BATCH))
+  if name == 'tfrecord_package':
+    return _tfrecord_package(out)
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  from bench import read_bench
+  from pipeline import replay
+  if name == 'replay_dataset':
+    return lambda: _count(replay.replay_dataset(out, 'train',
+                                                batch_size=BATCH))
+  if name == 'hand_written':
+    return lambda: _count(read_bench.hand_written(out))
+  if name == 'tfds_as_dataset':
+    import tensorflow_datasets as tfds
+    builder = tfds.builder_from_directory(out)
+    return lambda: _count(builder.as_dataset(split='train',
+                                             batch_size=BATCH))
+  raise ValueError(name)
+
+
+def _tfrecord_package(out):
+  """What a PyTorch user writes with the `tfrecord` package: its loader
+  per shard, then the arrays rebuilt from metadata.json by hand."""
+  from tfrecord.reader import tfrecord_loader
+  meta = json.load(open(os.path.join(out, 'metadata.json')))
+  schema = meta['schema']
+  files = [os.path.join(out, s['file'])
+           for s in meta['splits']['train']['shards']]
+  description = {'signal': 'byte', 'spectrogram': 'float', 'class': 'byte',
+                 'filepath': 'byte', 'index': 'int', 'num_classes': 'int',
+                 'target': 'int', 'win_start_idx': 'int'}
+  signal_shape = schema['signal']['shape']
+  spec_shape = schema['spectrogram']['shape']
+
+  def read():
+    n = 0
+    for path in files:
+      for e in tfrecord_loader(path, None, description):
+        np.frombuffer(bytes(e['signal']), '<i4').reshape(signal_shape)
+        e['spectrogram'].reshape(spec_shape)
+        n += 1
+    return n
+  return read
+
+
+def run_one(name, out, passes):
+  read = make_reader(name, out)
+  rates = []
+  for _ in range(passes):
+    start = time.perf_counter()
+    n = read()
+    rates.append(n / (time.perf_counter() - start))
+  return {'examples': n, 'first': rates[0],
+          'warm': statistics.median(rates[1:])}
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--datasets', default='1h,clips1s')
+  parser.add_argument('--repeats', type=int, default=3)
+  parser.add_argument('--readers', default=','.join(READERS))
+  parser.add_argument('--one', help=argparse.SUPPRESS)
+  parser.add_argument('--dataset_dir', help=argparse.SUPPRESS)
+  args = parser.parse_args(argv)
+  if args.one:
+    print(json.dumps(run_one(args.one, args.dataset_dir, 3)))
+    return
+  names = args.readers.split(',')
+  for dataset in args.datasets.split(','):
+    out = dataset_for(dataset)
+    results = {n: [] for n in names}
+    skipped = {}
+    for _ in range(args.repeats):
+      for name in names:
+        if name in skipped:
+          continue
+        proc = subprocess.run([sys.executable, '-m', 'bench.readers', '--one',
+                               name, '--dataset_dir', out],
+                              capture_output=True, text=True)
+        if proc.returncode:
+          skipped[name] = proc.stderr.strip().splitlines()[-1]
+          continue
+        results[name].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    print(f'\n### {dataset}: {out}\n')
+    print('| reader | first pass, ex/s | warm passes, ex/s | warm vs '
+          'hand_written | warm vs tfds |')
+    print('|---|---|---|---|---|')
+    warm = {n: statistics.median(r['warm'] for r in rs)
+            for n, rs in results.items() if rs}
+    counts = {rs[0]['examples'] for rs in results.values() if rs}
+    assert len(counts) == 1, counts
+    for name, rs in results.items():
+      if not rs:
+        print(f'| {name} | skipped: {skipped.get(name, "")} | | | |')
+        continue
+      first = statistics.median(r['first'] for r in rs)
+      rel = lambda other: (f'{warm[name] / warm[other]:.2f}x'
+                           if other in warm else '')
+      print(f'| {name} | {first:.0f} | {warm[name]:.0f} | '
+            f'{rel("hand_written")} | {rel("tfds_as_dataset")} |')
+
+
+if __name__ == '__main__':
+  main()
