@@ -17,6 +17,16 @@ def shard_name(dataset_name: str, split: str, shard: int,
   return f'{shard_prefix(dataset_name, split)}-{shard:05d}-of-{num_shards:05d}'
 
 
+# Beside each uncompressed shard: one `offset length` line per record, the
+# index format of the `tfrecord` package (PyTorch's TFRecord reader), which
+# it needs to give each DataLoader worker its own records.
+INDEX_SUFFIX = '.tfindex'
+
+
+def index_name(shard_file: str) -> str:
+  return shard_file + INDEX_SUFFIX
+
+
 # What WriteToTFRecord's shard_name_template makes shard_name's suffix.
 SHARD_NAME_TEMPLATE = '-SSSSS-of-NNNNN'
 

@@ -24,6 +24,20 @@ class VerifyError(Exception):
   """The dataset is not what metadata.json says; names file and record."""
 
 
+def _check_index(shard_path: str, record_sizes) -> None:
+  """The shard's `tfrecord`-package index, where there is one, must give
+  every record's offset and length."""
+  index = naming.index_name(shard_path)
+  if not FileSystems.exists(index):
+    return
+  with FileSystems.open(index) as f:
+    text = f.read().decode('ascii', 'replace')
+  if text != tfrecord.index_text(record_sizes):
+    raise VerifyError(f'{index}: does not list the offsets and lengths of '
+                      'the shard\'s records (rewrite it with '
+                      'python -m tfrecord.tools.tfrecord2idx)')
+
+
 def verify(output_dir: str) -> str:
   """Checks everything; returns a summary line or raises VerifyError."""
   output_dir = resolve_dataset_dir(output_dir)
@@ -43,10 +57,11 @@ def verify(output_dir: str) -> str:
       problem = shard_problem(path, shard['num_bytes'])
       if problem:
         raise VerifyError(problem)
-      count = 0
+      count, sizes = 0, []
       with FileSystems.open(path, compression_type=compression) as f:
         try:
           for _, data in tfrecord.read_records(f, path, check_crc=True):
+            sizes.append(len(data) + 16)
             try:
               example_codec.decode_example(data, schema)
             except metadata_lib.schema_lib.SchemaError as e:
@@ -62,10 +77,11 @@ def verify(output_dir: str) -> str:
       if count != shard['num_examples']:
         raise VerifyError(f'{path}: {count} records, metadata.json says '
                           f'{shard["num_examples"]}')
+      _check_index(path, sizes)
       shards += 1
       examples += count
   return (f'{output_dir}: OK, {examples} examples in {shards} shards match '
-          'metadata.json (CRCs, counts, schema)')
+          'metadata.json (CRCs, counts, schema, record indexes)')
 
 
 def main(argv=None) -> int:

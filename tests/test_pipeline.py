@@ -98,6 +98,7 @@ def test_shard_lengths_are_exact(corpus, tmp_path):
       f'wavbeam-train.tfrecord-{i:05d}-of-{n:05d}' for i in range(n)]
   assert sorted(os.listdir(out)) == sorted(
       [s['file'] for s in shards] +
+      [s['file'] + '.tfindex' for s in shards] +  # the tfrecord package's
       ['metadata.json', 'rejects.jsonl', 'dataset_info.json', 'features.json',
        'target.labels.txt', 'schema.pbtxt'])
   ds = replay.replay_dataset(str(out), batch_size=4)

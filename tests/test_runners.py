@@ -140,7 +140,7 @@ def _all_records(out):
   from transforms import tfrecord
   found = collections.Counter()
   for name in os.listdir(out):
-    if '.tfrecord-' in name:
+    if '.tfrecord-' in name and not name.endswith('.tfindex'):
       with open(os.path.join(out, name), 'rb') as f:
         found.update(r for _, r in tfrecord.read_records(f))
   return found
@@ -180,6 +180,12 @@ def test_non_local_file_system_for_input_and_output(corpus, local_run):
     if name == 'rejects.jsonl':  # paths differ: mem://corpus vs the folder
       data = data.replace(b'mem://corpus', str(corpus / 'in').encode())
       assert data == (local_run / name).read_bytes()
+    elif name.endswith('.tfindex'):  # offsets of the mem:// shard's records
+      import io
+      from transforms import tfrecord
+      shard = memfs.get(f'mem://out/{name[:-len(".tfindex")]}')
+      sizes = [len(d) + 16 for _, d in tfrecord.read_records(io.BytesIO(shard))]
+      assert data.decode() == tfrecord.index_text(sizes)
     elif '.tfrecord-' in name:
       assert _records(data, 'mem://corpus') == _records(
           (local_run / name).read_bytes(), str(corpus / 'in'))

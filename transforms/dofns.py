@@ -256,18 +256,32 @@ class WriteShard(beam.DoFn):
                        f'{split}-{shard:05d}-{uuid.uuid4().hex}')
     compression = tfrecord.beam_compression(self.config.compression)
     stats = ExampleStats(split=split, shard=shard)
+    sizes = []
     with FileSystems.create(path, compression_type=compression) as f:
       for item in self._maker.examples(split, refs, class_names, stats):
         if isinstance(item, wav_io.Rejection):
           yield item
         else:
-          self._bytes.inc(tfrecord.write_record(f, item))
+          sizes.append(tfrecord.write_record(f, item))
+    self._bytes.inc(sum(sizes))
+    index = write_index(path, sizes, self.config.compression)
     run_marker.check_marker(self.config.dataset_dir, self.run_id)
     yield ShardStats(split, shard, path, stats.num_examples,
                      filesystem.metadata(path).size_in_bytes, started_ms,
-                     int(time.time() * 1000))
+                     int(time.time() * 1000), index_path=index)
     yield stats
     counters.counter(counters.SHARDS_WRITTEN).inc()
+
+
+def write_index(shard_path: str, record_sizes, compression: str) -> str:
+  """Writes the shard's `tfrecord`-package index beside it; returns its
+  path ('' for compressed shards, whose offsets that package cannot use)."""
+  if compression != 'none':
+    return ''
+  path = naming.index_name(shard_path)
+  with FileSystems.create(path) as f:
+    f.write(tfrecord.index_text(record_sizes).encode('ascii'))
+  return path
 
 
 # Window references per work unit of the write_to_tfrecord sink: one
@@ -328,10 +342,12 @@ class CountShard(beam.DoFn):
     shard, num_shards = naming.shard_numbers(path)
     with FileSystems.open(path, compression_type=tfrecord.beam_compression(
         self.compression)) as f:
-      count = sum(1 for _ in tfrecord.read_records(f, path))
+      sizes = [len(data) + 16 for _, data in tfrecord.read_records(f, path)]
+    count = len(sizes)
+    index = write_index(path, sizes, self.compression)
     meta = filesystem.metadata(path)
     # Written while the features were computed: the shard phase spans the
     # files' completion times.
     done_ms = int(meta.last_updated_in_seconds * 1000)
     yield ShardStats(self.split, shard, path, count, meta.size_in_bytes,
-                     done_ms, done_ms, num_shards)
+                     done_ms, done_ms, num_shards, index)

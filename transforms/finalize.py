@@ -99,6 +99,9 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
       final = naming.shard_name(config.dataset_name, name, s.shard,
                                 len(shards))
       renames.append((s.path, naming.join(out, final)))
+      if s.index_path:
+        renames.append((s.index_path,
+                        naming.join(out, naming.index_name(final))))
       entries.append({'file': final, 'num_examples': s.num_examples,
                       'num_bytes': s.num_bytes})
     splits[name] = metadata_lib.split_entry(
@@ -137,7 +140,8 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   path = naming.join(out, naming.METADATA_FILE)
   write_text(path, metadata_lib.dumps(metadata))
   logging.info('wrote %s: %d examples in %d shards, %d files rejected', path,
-               examples, len(renames), len(rejected_paths))
+               examples, sum(len(e["shards"]) for e in splits.values()),
+               len(rejected_paths))
   return path
 
 

@@ -18,4 +18,6 @@ class ShardStats:
   # Shards of the split, when the writer chose it (WriteToTFRecord's
   # -of-NNNNN); 0 when the layout decided it.
   num_shards: int = 0
+  # Its `tfrecord`-package index (naming.INDEX_SUFFIX), when uncompressed.
+  index_path: str = ''
 

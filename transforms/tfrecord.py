@@ -27,6 +27,16 @@ def write_record(f: BinaryIO, data: bytes) -> int:
   return len(data) + 16
 
 
+def index_text(record_sizes) -> str:
+  """The `tfrecord` package's index of a shard: `offset length` per record,
+  framing included (what its tfrecord2idx writes)."""
+  lines, offset = [], 0
+  for size in record_sizes:
+    lines.append(f'{offset} {size}\n')
+    offset += size
+  return ''.join(lines)
+
+
 def beam_compression(compression: str) -> str:
   """The --compression name ('none' or 'gzip') as Beam's CompressionTypes.
   (Beam imported here only: readers use this module without Beam.)"""

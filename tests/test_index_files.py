@@ -1,0 +1,85 @@
+"""The `tfrecord` package's index files beside each uncompressed shard."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pipeline import naming
+from tests import helpers as H
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope='module')
+def corpus(tmp_path_factory):
+  d = tmp_path_factory.mktemp('index')
+  for i in range(10):
+    H.write_wav(str(d / 'in' / ('a', 'b')[i % 2] / f'{i}.wav'),
+                H.noise(1024 * (3 + i % 4), seed=i))
+  return d
+
+
+def _run(corpus, out, **kw):
+  return H.run_pipeline(H.make_config(
+      corpus / 'in', out, win_len=1024, splits='train=0.8,test=0.2',
+      max_examples_per_shard=6, n_fft=256, fft_hop=128, **kw))
+
+
+# Run apart: the package registers its own copy of TensorFlow's Example
+# protos, which clashes with TensorFlow's in one process.
+_CHECK = """
+import collections, sys
+from tfrecord.reader import tfrecord_iterator
+from tfrecord.tools.tfrecord2idx import create_index
+for path in sys.argv[2:]:
+  create_index(path, sys.argv[1])
+  assert open(path + '.tfindex').read() == open(sys.argv[1]).read(), path
+  everything = [bytes(r) for r in tfrecord_iterator(path)]
+  if len(everything) < 2:
+    continue  # the package's np.loadtxt cannot read a one-line index
+  parts = collections.Counter()
+  for worker in range(3):  # as DataLoader workers ask for them
+    parts.update(bytes(r) for r in tfrecord_iterator(
+        path, path + '.tfindex', shard=(worker, 3)))
+  assert parts == collections.Counter(everything), path
+print('checked', len(sys.argv) - 2)
+"""
+
+
+@pytest.mark.parametrize('sink', ['shards', 'write_to_tfrecord'])
+def test_index_matches_tfrecord2idx_and_splits_records_exactly_once(
+    corpus, tmp_path, sink):
+  out = tmp_path / 'out'
+  meta = _run(corpus, out, sink=sink)
+  shards = [str(out / s['file']) for e in meta['splits'].values()
+            for s in e['shards']]
+  assert len(shards) > 2
+  assert all(naming.index_name(p).endswith('.tfindex') for p in shards)
+  proc = subprocess.run([sys.executable, '-c', _CHECK,
+                         str(tmp_path / 'expected'), *shards],
+                        capture_output=True, text=True)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.stdout.split() == ['checked', str(len(shards))]
+
+
+def test_no_index_for_gzip_shards(corpus, tmp_path):
+  meta = _run(corpus, tmp_path / 'out', compression='gzip')
+  assert not [n for n in os.listdir(tmp_path / 'out')
+              if n.endswith(naming.INDEX_SUFFIX)]
+  assert meta['compression'] == 'gzip'
+
+
+def test_verify_checks_the_index(corpus, tmp_path):
+  out = tmp_path / 'out'
+  meta = _run(corpus, out)
+  shard = out / meta['splits']['train']['shards'][0]['file']
+  index = naming.index_name(str(shard))
+  lines = open(index).read().splitlines()
+  lines[1] = lines[1].replace(' ', '0 ', 1)
+  open(index, 'w').write('\n'.join(lines) + '\n')
+  proc = subprocess.run([sys.executable, '-m', 'pipeline.verify', str(out)],
+                        capture_output=True, text=True, cwd=ROOT)
+  assert proc.returncode == 1
+  assert 'does not list the offsets' in proc.stderr
