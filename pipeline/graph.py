@@ -341,7 +341,11 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   files_seen = (listing['records']
                 | 'OnlyCount' >> beam.Filter(
                     lambda r: isinstance(r, stats_lib.ListedFiles))
-                | 'FilesSeen' >> beam.Map(lambda listed: listed.count))
+                | 'Counts' >> beam.Map(lambda listed: listed.count)
+                # One value even if a runner repeats the listing's output
+                # (Beam's DaskRunner does): the same count, taken once.
+                | 'FilesSeen' >> beam.CombineGlobally(
+                    lambda counts: max(counts, default=0)))
   class_names = files | 'ClassNames' >> ClassNames(config)
   planned = files | 'ProbeAndPlan' >> ProbeAndPlan(config)
   layouts = (planned['windows']
