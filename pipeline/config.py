@@ -10,6 +10,8 @@ import dataclasses
 import re
 from typing import Optional, Sequence, Tuple
 
+from pipeline.errors import WavbeamError
+
 BUILTIN_FEATURES = ('signal', 'spectrogram', 'log_mel', 'fft')
 LABEL_MODES = ('subdir', 'suffix', 'none')
 CHANNEL_POLICIES = ('mean', 'first')
@@ -30,7 +32,7 @@ MAX_SHARD_BYTES = 2**40
 MAX_COUNT = 2**62             # window and example counts, seeds
 
 
-class ConfigError(ValueError):
+class ConfigError(WavbeamError, ValueError):
   """An option has a value the pipeline cannot work with."""
 
   def __init__(self, option: str, value, reason: str):

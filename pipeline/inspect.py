@@ -24,13 +24,14 @@ from pipeline import metadata as metadata_lib
 from pipeline import naming
 from pipeline.dataset_dir import read_metadata, shard_problem
 from pipeline.dataset_dir import resolve as resolve_dataset_dir
+from pipeline.errors import WavbeamError
 from transforms import audio
 from transforms import example_codec
 from transforms import features as F
 from transforms import tfrecord
 
 
-class InspectError(Exception):
+class InspectError(WavbeamError):
   """What cannot be read, and where."""
 
 

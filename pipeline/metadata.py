@@ -10,6 +10,7 @@ from typing import Dict, Mapping, Optional, Sequence
 
 from pipeline import naming
 from pipeline import schema as schema_lib
+from pipeline.errors import WavbeamError
 
 FORMAT = 'wavbeam'
 # 2: float32 arrays are packed FloatLists (1 stored them as raw bytes; the
@@ -18,7 +19,7 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 
 
-class MetadataError(ValueError):
+class MetadataError(WavbeamError, ValueError):
   """metadata.json is missing, unreadable or inconsistent."""
 
 

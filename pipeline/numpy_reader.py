@@ -30,8 +30,7 @@ from transforms import tfrecord
 _SHUFFLE_BUFFER = 1024
 
 
-class DatasetError(ValueError):
-  """The dataset is missing, incomplete, or does not match its metadata."""
+from pipeline.errors import DatasetError  # noqa: F401  (re-exported)
 
 
 def load_metadata(output_dir: str) -> Tuple[str, Dict]:

@@ -21,8 +21,7 @@ _PARSE_BATCH = 64  # records parsed per parse_example call when not batching
 _SHUFFLE_BUFFER = 1024
 
 
-class DatasetError(ValueError):
-  """The dataset is missing, incomplete, or does not match its metadata."""
+from pipeline.errors import DatasetError  # noqa: F401  (re-exported)
 
 
 def dataset_dir(output_dir: str) -> str:

@@ -10,6 +10,8 @@ Beam or numpy.
 import dataclasses
 from typing import Dict, Mapping, Tuple
 
+from pipeline.errors import WavbeamError
+
 # How a value is stored inside a tf.train.Example.
 RAW_BYTES = 'raw_bytes'    # little-endian array bytes in one BytesList entry
 INT64_LIST = 'int64_list'  # a scalar int64
@@ -23,7 +25,7 @@ NUMERIC_DTYPES = (
     'uint64', 'float16', 'float32', 'float64', 'complex64', 'complex128')
 
 
-class SchemaError(ValueError):
+class SchemaError(WavbeamError, ValueError):
   """Two parts of a dataset disagree on what a feature is."""
 
 

@@ -16,11 +16,12 @@ from pipeline import metadata as metadata_lib
 from pipeline import naming
 from pipeline.dataset_dir import read_metadata, shard_problem
 from pipeline.dataset_dir import resolve as resolve_dataset_dir
+from pipeline.errors import WavbeamError
 from transforms import example_codec
 from transforms import tfrecord
 
 
-class VerifyError(Exception):
+class VerifyError(WavbeamError):
   """The dataset is not what metadata.json says; names file and record."""
 
 

@@ -172,3 +172,22 @@ def test_local_runner_defaults():
   assert options.view_as(DirectOptions).direct_num_workers == 1
   from apache_beam.options.pipeline_options import TypeOptions
   assert options.view_as(TypeOptions).pipeline_type_check is False
+
+
+def test_every_error_has_one_root():
+  """`except WavbeamError` catches every error wavbeam raises on purpose;
+  the older bases still catch them too."""
+  from pipeline import config, errors, inspect, metadata, numpy_reader
+  from pipeline import replay, schema, verify
+  from transforms import finalize, run_marker, tfrecord, wav_io
+  classes = [config.ConfigError, inspect.InspectError, metadata.MetadataError,
+             numpy_reader.DatasetError, replay.DatasetError,
+             schema.SchemaError, verify.VerifyError, finalize.IncompleteRun,
+             run_marker.OutputChanged, tfrecord.CorruptRecord, wav_io.BadWav]
+  assert all(issubclass(c, errors.WavbeamError) for c in classes)
+  assert replay.DatasetError is numpy_reader.DatasetError
+  for c in (config.ConfigError, metadata.MetadataError, schema.SchemaError,
+            replay.DatasetError, tfrecord.CorruptRecord):
+    assert issubclass(c, ValueError)
+  assert issubclass(finalize.IncompleteRun, RuntimeError)
+  assert issubclass(run_marker.OutputChanged, RuntimeError)

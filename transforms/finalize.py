@@ -12,11 +12,12 @@ from pipeline import naming
 from pipeline import tfds_info
 from pipeline import tfx_schema
 from pipeline.config import PipelineConfig
+from pipeline.errors import WavbeamError
 from transforms import filesystem
 from transforms import run_marker
 from transforms.stats import RunSummary, SplitSummary
 
-class IncompleteRun(RuntimeError):
+class IncompleteRun(WavbeamError, RuntimeError):
   """The written shards do not account for every example produced."""
 
 

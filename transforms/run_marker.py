@@ -20,6 +20,7 @@ from typing import Optional
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import naming
+from pipeline.errors import WavbeamError
 from transforms import filesystem
 
 HEARTBEAT_FILE = 'heartbeat'
@@ -29,7 +30,7 @@ HEARTBEAT_SECONDS = 5.0
 STALE_AFTER_SECONDS = 3 * HEARTBEAT_SECONDS
 
 
-class OutputChanged(RuntimeError):
+class OutputChanged(WavbeamError, RuntimeError):
   """The output folder no longer belongs to this run."""
 
 

@@ -9,6 +9,8 @@ from typing import BinaryIO, Iterator, Tuple
 
 import google_crc32c
 
+from pipeline.errors import WavbeamError
+
 _MASK_DELTA = 0xA282EAD8
 
 
@@ -45,7 +47,7 @@ def beam_compression(compression: str) -> str:
           else CompressionTypes.UNCOMPRESSED)
 
 
-class CorruptRecord(ValueError):
+class CorruptRecord(WavbeamError, ValueError):
   pass
 
 

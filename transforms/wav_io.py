@@ -20,6 +20,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import naming
+from pipeline.errors import WavbeamError
 from transforms import filesystem
 
 # Errors that mean "this input is bad", as opposed to bugs in our code.
@@ -68,7 +69,7 @@ class Rejection:
     return out
 
 
-class BadWav(Exception):
+class BadWav(WavbeamError):
   """The file cannot be used; the message is the recorded reason."""
 
 

@@ -1,0 +1,17 @@
+"""The root of every error wavbeam raises on purpose.
+
+`except WavbeamError` catches any of them (a bad option, a broken
+dataset, a corrupt record, a changed output folder), and none of Python's
+or a library's own errors. Each keeps its older base (ValueError,
+RuntimeError) so existing handlers still catch it. Standard library only:
+every layer imports it.
+"""
+
+
+class WavbeamError(Exception):
+  """Anything wavbeam reports as a problem with input, output or options."""
+
+
+class DatasetError(WavbeamError, ValueError):
+  """A dataset is missing, incomplete, or does not match its metadata
+  (raised by every reader)."""
