@@ -215,8 +215,7 @@ class WriteShards(beam.PTransform):
     side = beam.pvalue
     group_keys = layouts | 'ChooseGroupKeys' >> beam.Map(
         balance.dask_group_keys, self.dask_partitions)
-    limit = ({} if self.allowed is None else
-             {'allowed': side.AsSingleton(self.allowed)})
+    limit = _allowance(self.allowed)
     return (stored
             | 'AssignWindowsToShards' >> beam.FlatMap(
                 lambda stored, rate, layouts, keys, allowed=None: (
@@ -256,8 +255,7 @@ class EncodeAndWriteToTFRecord(beam.PTransform):
     stored, class_names, rate = inputs
     c = self.config
     side = beam.pvalue
-    limit = ({} if self.allowed is None else
-             {'allowed': side.AsSingleton(self.allowed)})
+    limit = _allowance(self.allowed)
     encoded = (stored
                | 'WorkUnits' >> beam.FlatMap(
                    lambda stored, rate, allowed=None: dofns.work_units(
@@ -286,6 +284,13 @@ class EncodeAndWriteToTFRecord(beam.PTransform):
 
 
 SINK_FOLDER = 'sink'  # in the temp folder: WriteToTFRecord's output
+
+
+def _allowance(allowed):
+  """The `allowed` side input (windows kept per block, --num_elems) as
+  keyword arguments of a block-planning step; none without the option."""
+  return {} if allowed is None else {'allowed': beam.pvalue.AsSingleton(
+      allowed)}
 
 
 def write_to_tfrecord(config: PipelineConfig, prefix: str):

@@ -15,8 +15,10 @@ raises DatasetError naming the shard and the record. Local files (or any
 mounted file system).
 """
 
+import glob
 import gzip
 import os
+import stat
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -35,9 +37,7 @@ from pipeline.errors import DatasetError  # noqa: F401  (re-exported)
 
 def load_metadata(output_dir: str) -> Tuple[str, Dict]:
   """(dataset folder, its checked metadata.json); DatasetError otherwise."""
-  found = naming.find_dataset_dir(
-      output_dir, os.path.exists,
-      lambda pattern: _glob(pattern))
+  found = naming.find_dataset_dir(output_dir, os.path.exists, glob.glob)
   path = os.path.join(found, naming.METADATA_FILE)
   if not os.path.exists(path):
     if os.path.exists(os.path.join(found, naming.TEMP_DIR)):
@@ -52,11 +52,6 @@ def load_metadata(output_dir: str) -> Tuple[str, Dict]:
     return found, metadata_lib.parse(text, path)
   except metadata_lib.MetadataError as e:
     raise DatasetError(str(e)) from e
-
-
-def _glob(pattern):
-  import glob  # pylint: disable=import-outside-toplevel
-  return glob.glob(pattern)
 
 
 class NumpyDataset:
@@ -127,10 +122,13 @@ class NumpyDataset:
     """A shard's examples, checked: size, CRCs, record count, schema."""
     path = os.path.join(self.output_dir, shard['file'])
     try:
-      size = os.path.getsize(path)
+      info = os.stat(path)
     except OSError as e:
       raise DatasetError(f'shard {path} listed in metadata.json cannot be '
                          f'read ({e})') from e
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block the reader
+      raise DatasetError(f'shard {path} is not a plain file')
+    size = info.st_size
     if size != shard['num_bytes']:
       raise DatasetError(
           f'shard {path} is {size} bytes but metadata.json says '

@@ -125,3 +125,12 @@ def test_unknown_split_or_feature(dataset):
     numpy_reader.numpy_dataset(str(dataset), 'dev')
   with pytest.raises(numpy_reader.DatasetError, match='unknown feature'):
     numpy_reader.numpy_dataset(str(dataset), features=['mfcc'])
+
+
+def test_a_shard_that_is_not_a_plain_file_is_refused(dataset, tmp_path):
+  out, shard = _copy(dataset, tmp_path)
+  path = out / shard['file']
+  path.unlink()
+  os.mkfifo(path)
+  with pytest.raises(numpy_reader.DatasetError, match='not a plain file'):
+    list(numpy_reader.numpy_dataset(str(out)))

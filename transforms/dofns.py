@@ -52,7 +52,7 @@ def compute_windows(win_len: int) -> int:
 # DaskRunner merges a ParDo's tagged outputs into one stream.
 
 
-def index_blocks(paths, first_block: int = 0):
+def index_blocks(paths):
   """Sorted paths -> ([(block, ((index, path), ...))], [Rejection]):
   consecutive indices in blocks of plan.block_size, and a rejection for
   each name that is not UTF-8 (it keeps its index, so others keep theirs).
@@ -71,7 +71,7 @@ def index_blocks(paths, first_block: int = 0):
           shown, 'file name is not valid UTF-8 (shown with its bytes as '
           '\\xNN): rename the file', 'list'))
   size = plan_lib.block_size(len(paths))
-  blocks = [(first_block + b, tuple(indexed[start:start + size]))
+  blocks = [(b, tuple(indexed[start:start + size]))
             for b, start in enumerate(range(0, len(indexed), size))]
   return blocks, unnamed
 
