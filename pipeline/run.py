@@ -34,6 +34,8 @@ from pipeline.dataset_dir import read_metadata  # noqa: E402
 from pipeline.graph import build_pipeline  # noqa: E402
 from pipeline.naming import METADATA_FILE  # noqa: E402
 from transforms import counters  # noqa: E402
+from transforms import filesystem  # noqa: E402
+from transforms import launch_processes  # noqa: E402
 from transforms import run_marker  # noqa: E402
 from transforms import wav_io  # noqa: E402
 
@@ -49,12 +51,14 @@ MAX_WORKERS = 1024
 _RUNNER_ALIASES = {'DaskRunner': 'apache_beam.runners.dask.dask_runner.DaskRunner'}
 
 
-# Local runs of this many files or more use worker processes, fewer use
-# threads (bench.run, 2 cores, BENCHMARKS.md): 20,000 clips of 1 s took
-# 13.8 s with processes and 19.4 s with threads (the per-file Python work
-# holds the GIL), 4,800 clips of 3 s 8.4 and 8.5 s, while the 50- and
-# 201-file corpora of long files were 1.5 s and 0.7 s faster with threads
-# (worker start-up and shutdown, and twice the memory).
+# A local default run forks launch processes (transforms/launch_processes.py)
+# for its per-file and shard work. Where it cannot (not Linux, or a caller
+# that already runs threads), runs of this many files or more use Beam's
+# worker processes instead of threads (bench.run, 2 cores, session 6):
+# 20,000 clips of 1 s took 13.8 s with processes and 19.4 s with threads
+# (the per-file Python work holds the GIL), 4,800 clips of 3 s 8.4 and
+# 8.5 s, while the 50- and 201-file corpora of long files were 1.5 s and
+# 0.7 s faster with threads (worker start-up and shutdown, twice the memory).
 PROCESSES_FROM_FILES = 5000
 
 
@@ -62,9 +66,9 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
   """Beam's options, with wavbeam's defaults for the local runner.
 
   Locally, unless --direct_num_workers or --direct_running_mode is given,
-  one worker per core, as threads of one process; run_config switches to
-  worker processes for corpora of
-  PROCESSES_FROM_FILES files or more. One core: one process.
+  one worker per core, as threads of one process (run_config adds launch
+  processes, or else switches to Beam's worker processes for corpora of
+  PROCESSES_FROM_FILES files or more). One core: one process.
 
   On every runner, Beam's construction-time type check is off (as with
   --no_pipeline_type_check): the graph declares no type hints for it to
@@ -86,15 +90,18 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     raise config_lib.ConfigError(
         'direct_num_workers', workers,
         f'must be in [0, {MAX_WORKERS}] (0: one per core)')
-  if standard.runner == LOCAL_RUNNER and not any(
-      arg.startswith(('--direct_num_workers', '--direct_running_mode'))
-      for arg in beam_args):
+  if standard.runner == LOCAL_RUNNER and not _running_mode_given(beam_args):
     direct = options.view_as(DirectOptions)
     direct.direct_num_workers = os.cpu_count() or 1
     direct.direct_running_mode = (
         'in_memory' if direct.direct_num_workers == 1
         else 'multi_threading')
   return options
+
+
+def _running_mode_given(beam_args: Sequence[str]) -> bool:
+  return any(arg.startswith(('--direct_num_workers', '--direct_running_mode'))
+             for arg in beam_args)
 
 
 def _reject_unknown_flags(options: PipelineOptions,
@@ -134,10 +141,19 @@ def _input_files(config: config_lib.PipelineConfig, up_to: int) -> int:
 def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
                extra_features=None, show_progress: bool = False):
   """Builds and runs; with show_progress, a local run reports on stderr
-  (remote runners have their own UIs, which show the Beam metrics)."""
+  (remote runners have their own UIs, which show the Beam metrics). A
+  local default run forks its launch processes here unless the caller
+  (the CLI) already has."""
+  with launch_processes.started(launch_processes_for(config, beam_args)) \
+      as forked:
+    return _run_config(config, beam_args, extra_features, show_progress,
+                       forked)
+
+
+def _run_config(config, beam_args, extra_features, show_progress, forked):
   options = pipeline_options(beam_args)
   direct = options.view_as(DirectOptions)
-  if (direct.direct_running_mode == 'multi_threading' and
+  if (not forked and direct.direct_running_mode == 'multi_threading' and
       not any(a.startswith('--direct_running_mode') for a in beam_args) and
       _input_files(config, PROCESSES_FROM_FILES) >= PROCESSES_FROM_FILES):
     direct.direct_running_mode = 'multi_processing'
@@ -331,17 +347,29 @@ def quiet_logs(verbose: bool = False) -> None:
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if verbose else '2')
 
 
+def launch_processes_for(config: config_lib.PipelineConfig,
+                         beam_args: Sequence[str]) -> int:
+  """Launch processes (transforms/launch_processes.py) for a run: one per
+  worker thread of a local threaded run whose input and output are local
+  folders, 0 for anything else (other runners and modes, remote or
+  in-memory file systems, options the run itself will refuse)."""
+  try:
+    options = pipeline_options(beam_args)
+  except config_lib.ConfigError:
+    return 0
+  direct = options.view_as(DirectOptions)
+  local = (filesystem.is_local(config.input_dir) and
+           filesystem.is_local(config.output_dir))
+  if (options.view_as(StandardOptions).runner != LOCAL_RUNNER or
+      direct.direct_running_mode != 'multi_threading' or
+      _running_mode_given(beam_args) or not local):
+    return 0
+  return direct.direct_num_workers
+
+
 def main(argv=None) -> int:
   """The CLI: exit 0 when the dataset is complete, 2 for a bad option or
   input/output location (before anything runs), 1 when the run failed."""
-  relay = _StderrRelay()
-  try:
-    return _main(argv)
-  finally:
-    relay.close()
-
-
-def _main(argv) -> int:
   if not isinstance(sys.stderr, _ClosedSafe):
     sys.stdout, sys.stderr = _ClosedSafe(sys.stdout), _ClosedSafe(sys.stderr)
   launcher = argparse.ArgumentParser(add_help=False)
@@ -353,7 +381,21 @@ def _main(argv) -> int:
   start = time.perf_counter()
   try:
     config, beam_args = config_lib.parse_known_args(rest)
-    run_config(config, beam_args, show_progress=not flags.quiet)
+  except config_lib.ConfigError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  # Forked before the relay's thread exists: see launch_processes.
+  with launch_processes.started(launch_processes_for(config, beam_args)):
+    relay = _StderrRelay()
+    try:
+      return _run(config, beam_args, not flags.quiet, start)
+    finally:
+      relay.close()
+
+
+def _run(config, beam_args, show_progress: bool, start: float) -> int:
+  try:
+    run_config(config, beam_args, show_progress=show_progress)
   except config_lib.ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2

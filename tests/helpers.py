@@ -12,6 +12,7 @@ import shutil
 
 import apache_beam as beam
 import numpy as np
+import scipy.fft
 import soundfile as sf
 
 from pipeline import config as config_lib
@@ -102,7 +103,7 @@ def reference_features(windows, config, rate):
   out['log_mel'] = np.log(
       mag @ F.mel_filterbank(config.n_mels, config.n_fft, rate) +
       np.float32(F.LOG_OFFSET))
-  out['fft'] = np.abs(np.fft.rfft(w32, axis=-1))
+  out['fft'] = np.abs(scipy.fft.rfft(w32, axis=-1))
   return {k: v for k, v in out.items() if k in config.features}
 
 

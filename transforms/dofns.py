@@ -7,6 +7,7 @@ import uuid
 from typing import Optional
 
 import apache_beam as beam
+from apache_beam.internal import pickler
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import naming
@@ -17,6 +18,7 @@ from transforms import counters
 from transforms import example_codec
 from transforms import filesystem
 from transforms import labels
+from transforms import launch_processes
 from transforms import layout as layout_lib
 from transforms import plan as plan_lib
 from transforms import run_marker
@@ -98,24 +100,36 @@ class ProbeBlock(beam.DoFn):
     self.dataset_dir = dataset_dir
 
   def process(self, block):
-    number, files = block
-    infos = []
-    for index, path in files:
-      try:
-        info, note = wav_io.probe(index, path)
-      except wav_io.BadWav as e:
-        yield wav_io.Rejection(path, str(e), 'probe')
-        continue
-      infos.append(info)
-      if note:
-        yield wav_io.Rejection(path, note, wav_io.NOTE)
-    counters.counter(counters.FILES_PROBED).inc(len(files))
-    counters.counter(counters.FILES_REJECTED).inc(len(files) - len(infos))
-    rates = collections.Counter(info.sample_rate for info in infos)
-    yield plan_lib.StoredBlock(number,
-                               block_store.write(self.dataset_dir, number,
-                                                 infos),
-                               tuple(sorted(rates.items())))
+    processes = launch_processes.current()
+    items = (probe_block(self.dataset_dir, block) if processes is None else
+             launch_processes.call(processes, probe_block, self.dataset_dir,
+                                   block))
+    counters.counter(counters.FILES_PROBED).inc(len(block[1]))
+    counters.counter(counters.FILES_REJECTED).inc(sum(
+        isinstance(item, wav_io.Rejection) and not item.is_note
+        for item in items))
+    yield from items
+
+
+def probe_block(dataset_dir: str, block) -> list:
+  """ProbeBlock's work: [a Rejection or note per file that needs one, ...,
+  the StoredBlock]."""
+  number, files = block
+  items, infos = [], []
+  for index, path in files:
+    try:
+      info, note = wav_io.probe(index, path)
+    except wav_io.BadWav as e:
+      items.append(wav_io.Rejection(path, str(e), 'probe'))
+      continue
+    infos.append(info)
+    if note:
+      items.append(wav_io.Rejection(path, note, wav_io.NOTE))
+  rates = collections.Counter(info.sample_rate for info in infos)
+  items.append(plan_lib.StoredBlock(
+      number, block_store.write(dataset_dir, number, infos),
+      tuple(sorted(rates.items()))))
+  return items
 
 
 class PlanBlock(beam.DoFn):
@@ -163,13 +177,13 @@ def stored_block_refs(stored, config: PipelineConfig, dataset_rate: int,
 class ExampleMaker:
   """Reads windows, computes their features and encodes their examples:
   the work of a shard task (WriteShard) or of a work unit (EncodeExamples).
-  Not a DoFn: built in a DoFn's setup, one per worker thread."""
+  Not a DoFn: built in a DoFn's setup, one per worker thread, or in a
+  launch process. Counts nothing: Beam's counters exist only in a worker,
+  so the DoFns count what it returns."""
 
   def __init__(self, config: PipelineConfig, extra_features=None):
     self.config = config
     self._extractor = FeatureExtractor(config, extra_features)
-    self._examples = counters.counter(counters.EXAMPLES_WRITTEN)
-    self._windows_rejected = counters.counter(counters.WINDOWS_REJECTED)
 
   def examples(self, split, refs, class_names, stats: ExampleStats):
     """Serialized examples of refs [(FilePlan, window, key)], in the order
@@ -182,7 +196,6 @@ class ExampleMaker:
         batch = refs[start:start + BATCH_WINDOWS]
         windows, kept, rejections = read_windows(batch, plans, self.config,
                                                  files)
-        self._windows_rejected.inc(len(rejections))
         for rejection in rejections:
           yield dataclasses.replace(rejection, split=split)
         kept_refs = [batch[i] for i in kept]
@@ -204,7 +217,6 @@ class ExampleMaker:
     if signature != stats.schema_signature:
       stats.schema = stats.schema.merge(example_codec.batch_schema(columns))
       stats.schema_signature = signature
-    self._examples.inc(len(refs))
     for ref, record in zip(refs, example_codec.encode_batch(columns,
                                                             len(refs))):
       stats.add(plans[ref[0]].label, len(record))
@@ -242,35 +254,76 @@ class WriteShard(beam.DoFn):
   def setup(self):
     allocator.keep_freed_memory()  # per worker process; see allocator.py
     self._maker = ExampleMaker(self.config, self.extra_features)
-    self._bytes = counters.counter(counters.BYTES_WRITTEN)
+    self._pickled = None
 
   def process(self, keyed_refs, class_names):
-    started_ms = int(time.time() * 1000)
-    (split, shard, _), refs = keyed_refs  # _: transforms/balance.py's salt
-    # set(): a runner may deliver a reference twice (Beam's DaskRunner does).
-    refs = sorted(set(map(tuple, refs)), key=lambda ref: ref[2])
-    # A fresh name per attempt: two attempts at one shard (retries, or
-    # DaskRunner recomputing a branch) never write into the same file.
-    run_marker.check_marker(self.config.dataset_dir, self.run_id)
-    path = naming.join(run_marker.temp_dir(self.config.dataset_dir),
-                       f'{split}-{shard:05d}-{uuid.uuid4().hex}')
-    compression = tfrecord.beam_compression(self.config.compression)
-    stats = ExampleStats(split=split, shard=shard)
-    sizes = []
-    with FileSystems.create(path, compression_type=compression) as f:
-      for item in self._maker.examples(split, refs, class_names, stats):
-        if isinstance(item, wav_io.Rejection):
-          yield item
-        else:
-          sizes.append(tfrecord.write_record(f, item))
-    self._bytes.inc(sum(sizes))
-    index = write_index(path, sizes, self.config.compression)
-    run_marker.check_marker(self.config.dataset_dir, self.run_id)
-    yield ShardStats(split, shard, path, stats.num_examples,
-                     filesystem.metadata(path).size_in_bytes, started_ms,
-                     int(time.time() * 1000), index_path=index)
-    yield stats
-    counters.counter(counters.SHARDS_WRITTEN).inc()
+    processes = launch_processes.current()
+    if processes is None:
+      items = write_shard(self._maker, self.config, self.run_id, keyed_refs,
+                          class_names)
+    else:
+      items = launch_processes.call(processes, _write_shard_there,
+                                    self._state(), self.run_id, keyed_refs,
+                                    class_names)
+    for item in items:
+      if isinstance(item, ShardStats):
+        counters.counter(counters.SHARDS_WRITTEN).inc()
+        counters.counter(counters.EXAMPLES_WRITTEN).inc(item.num_examples)
+        counters.counter(counters.BYTES_WRITTEN).inc(item.num_bytes)
+      elif isinstance(item, wav_io.Rejection):
+        counters.counter(counters.WINDOWS_REJECTED).inc()
+      yield item
+
+  def _state(self) -> bytes:
+    if self._pickled is None:
+      self._pickled = pickler.dumps((self.config, self.extra_features))
+    return self._pickled
+
+
+_makers = {}  # in a launch process: pickled (config, features) -> maker
+
+
+def _write_shard_there(state: bytes, run_id: Optional[str], keyed_refs,
+                       class_names) -> list:
+  """write_shard in a launch process (transforms/launch_processes.py)."""
+  if state not in _makers:
+    _makers.clear()
+    allocator.keep_freed_memory()
+    _makers[state] = ExampleMaker(*pickler.loads(state))
+  maker = _makers[state]
+  return write_shard(maker, maker.config, run_id, keyed_refs, class_names)
+
+
+def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
+                run_id: Optional[str], keyed_refs, class_names) -> list:
+  """Writes one shard file under a temp name: [a Rejection per window
+  that could not be used, ..., its ShardStats, its ExampleStats]."""
+  started_ms = int(time.time() * 1000)
+  (split, shard, _), refs = keyed_refs  # _: transforms/balance.py's salt
+  # set(): a runner may deliver a reference twice (Beam's DaskRunner does).
+  refs = sorted(set(map(tuple, refs)), key=lambda ref: ref[2])
+  # A fresh name per attempt: two attempts at one shard (retries, or
+  # DaskRunner recomputing a branch) never write into the same file.
+  run_marker.check_marker(config.dataset_dir, run_id)
+  path = naming.join(run_marker.temp_dir(config.dataset_dir),
+                     f'{split}-{shard:05d}-{uuid.uuid4().hex}')
+  compression = tfrecord.beam_compression(config.compression)
+  stats = ExampleStats(split=split, shard=shard)
+  items, sizes = [], []
+  with FileSystems.create(path, compression_type=compression) as f:
+    for item in maker.examples(split, refs, class_names, stats):
+      if isinstance(item, wav_io.Rejection):
+        items.append(item)
+      else:
+        sizes.append(tfrecord.write_record(f, item))
+  index = write_index(path, sizes, config.compression)
+  run_marker.check_marker(config.dataset_dir, run_id)
+  items.append(ShardStats(split, shard, path, stats.num_examples,
+                          filesystem.metadata(path).size_in_bytes,
+                          started_ms, int(time.time() * 1000),
+                          index_path=index))
+  items.append(stats)
+  return items
 
 
 def write_index(shard_path: str, record_sizes, compression: str) -> str:
@@ -320,12 +373,19 @@ class EncodeExamples(beam.DoFn):
   def setup(self):
     allocator.keep_freed_memory()
     self._maker = ExampleMaker(self.config, self.extra_features)
+    self._examples = counters.counter(counters.EXAMPLES_WRITTEN)
+    self._windows_rejected = counters.counter(counters.WINDOWS_REJECTED)
 
   def process(self, unit, class_names):
     (split, number), refs = unit
     stats = ExampleStats(split=split, shard=number)
     for item in self._maker.examples(split, refs, class_names, stats):
-      yield item if isinstance(item, wav_io.Rejection) else (split, item)
+      if isinstance(item, wav_io.Rejection):
+        self._windows_rejected.inc()
+        yield item
+      else:
+        self._examples.inc()
+        yield split, item
     yield stats
 
 

@@ -8,6 +8,9 @@ a batch's result equals the row-by-row result bit for bit (tested).
 from typing import Callable, Dict
 
 import numpy as np
+# scipy's pocketfft, not numpy's: 1.75x faster on float32 frames here
+# (python -m bench.fft: 0.89 -> 0.50 ms per 4 windows of 32768).
+import scipy.fft
 
 LOG_OFFSET = 1e-6  # added before log so silence maps to log(1e-6), not -inf
 
@@ -39,8 +42,8 @@ def stft_magnitude(windows: np.ndarray, n_fft: int, fft_hop: int,
   """
   frames = np.lib.stride_tricks.sliding_window_view(
       windows, n_fft, axis=-1)[:, ::fft_hop]
-  # float32 in, complex64 out: numpy >= 2 transforms single precision natively.
-  spectrum = np.fft.rfft(frames * window, axis=-1)
+  # float32 in, complex64 out: scipy.fft transforms single precision natively.
+  spectrum = scipy.fft.rfft(frames * window, axis=-1)
   return np.abs(spectrum)
 
 
@@ -77,7 +80,7 @@ def mel_spectrogram(magnitude: np.ndarray, filterbank: np.ndarray) -> np.ndarray
 
 def fft_magnitude(windows: np.ndarray) -> np.ndarray:
   """|rFFT| of each whole window: (n, win_len // 2 + 1) float32."""
-  return np.abs(np.fft.rfft(windows, axis=-1))
+  return np.abs(scipy.fft.rfft(windows, axis=-1))
 
 
 # A user feature: (n, win_len) float32 windows and the sample rate in, an array

@@ -1,0 +1,153 @@
+"""Launch processes: forked before any thread, used by a local threaded
+run's shard tasks, and the same bytes as threads alone."""
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from pipeline import config as config_lib
+from pipeline import run as run_lib
+from tests import helpers as H
+from transforms import launch_processes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Unsendable(Exception):
+  """Cannot be rebuilt from its pickle (its __init__ takes two values)."""
+
+  def __init__(self, a, b):
+    super().__init__(f'{a}/{b}')
+
+
+def _raise_unsendable():
+  raise Unsendable('left', 'right')
+
+
+def _raise_value_error():
+  raise ValueError('bad window 7')
+
+
+def _die():
+  os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _in_fresh_process(code: str) -> str:
+  proc = subprocess.run([sys.executable, '-c', textwrap.dedent(code)],
+                        capture_output=True, text=True, cwd=ROOT, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc.stdout
+
+
+def test_errors_come_back_as_themselves_or_named():
+  out = _in_fresh_process('''
+      from transforms import launch_processes as L
+      from tests.test_launch_processes import (
+          _die, _raise_unsendable, _raise_value_error)
+      with L.started(1) as n:
+        assert n == 1
+        pool = L.current()
+        assert L.call(pool, pow, 2, 10) == 1024
+        try:
+          L.call(pool, _raise_value_error)
+        except ValueError as e:
+          cause = str(e.__cause__).splitlines()
+          print('value', e, cause[0], cause[-1])
+        try:
+          L.call(pool, _raise_unsendable)
+        except L.WorkerProcessFailed as e:
+          print('unsendable', e)
+        try:
+          L.call(pool, _die)
+        except L.WorkerProcessFailed as e:
+          print('died', 'killed' in str(e))
+      assert L.current() is None
+      ''')
+  assert ('value bad window 7 Traceback (most recent call last): '
+          'ValueError: bad window 7') in out
+  assert 'unsendable Unsendable: left/right' in out
+  assert 'died True' in out
+
+
+def test_no_fork_once_a_thread_exists():
+  stop = threading.Event()
+  thread = threading.Thread(target=stop.wait)
+  thread.start()
+  try:
+    assert not launch_processes.can_fork()
+    with launch_processes.started(2) as n:
+      assert n == 0 and launch_processes.current() is None
+  finally:
+    stop.set()
+    thread.join()
+
+
+@pytest.mark.parametrize('extra, expected', [
+    ([], 2),
+    (['--direct_running_mode=multi_threading', '--direct_num_workers=2'], 0),
+    (['--direct_num_workers=1'], 0),
+    (['--runner', 'DaskRunner'], 0),
+    (['--no_such_flag'], 0),
+])
+def test_only_a_default_local_threaded_run_gets_them(tmp_path, extra,
+                                                     expected, monkeypatch):
+  monkeypatch.setattr(os, 'cpu_count', lambda: 2)
+  H.write_wav(str(tmp_path / 'in' / 'a.wav'), H.noise(4096))
+  config, beam_args = config_lib.parse_known_args(
+      ['--input_dir', str(tmp_path / 'in'), '--output_dir',
+       str(tmp_path / 'out'), *extra])
+  assert run_lib.launch_processes_for(config, beam_args) == expected
+
+
+def test_remote_or_in_memory_folders_get_none(tmp_path, monkeypatch):
+  monkeypatch.setattr(os, 'cpu_count', lambda: 2)
+  config, beam_args = config_lib.parse_known_args(
+      ['--input_dir', str(tmp_path), '--output_dir', 'mem://out'])
+  assert run_lib.launch_processes_for(config, beam_args) == 0
+
+
+def _digests(out):
+  return {name: hashlib.sha256((out / name).read_bytes()).hexdigest()
+          for name in sorted(os.listdir(out)) if name != 'metadata.json'}
+
+
+def test_the_cli_writes_shards_in_them_with_the_same_bytes(tmp_path):
+  for i in range(10):
+    H.write_wav(str(tmp_path / 'in' / ('a', 'b')[i % 2] / f'{i}.wav'),
+                H.noise(3000 + 500 * i, seed=i))
+  flags = ['--input_dir', str(tmp_path / 'in'), '--win_len', '1024',
+           '--n_fft', '256', '--fft_hop', '128', '--quiet',
+           '--max_examples_per_shard', '8', '--splits', 'train=0.6,test=0.4']
+  # Records which process wrote each shard (the children are forked after
+  # the patch, so they carry it).
+  out = _in_fresh_process(f'''
+      import os, sys
+      from transforms import dofns
+      write_shard = dofns.write_shard
+      def recording(*args):
+        print('wrote in', os.getpid(), flush=True)
+        return write_shard(*args)
+      dofns.write_shard = recording
+      from pipeline import run
+      print('launcher', os.getpid())
+      code = run.main({flags + ['--output_dir', str(tmp_path / 'forked')]!r})
+      assert code == 0, code
+      ''')
+  launcher = next(line.split()[1] for line in out.splitlines()
+                  if line.startswith('launcher'))
+  writers = [line.split()[2] for line in out.splitlines()
+             if line.startswith('wrote in')]
+  assert len(writers) >= 2 and launcher not in writers
+  assert run_lib.main(flags + [
+      '--output_dir', str(tmp_path / 'threads'),
+      '--direct_running_mode=multi_threading',
+      '--direct_num_workers=2']) == 0
+  forked, threads = _digests(tmp_path / 'forked'), _digests(tmp_path /
+                                                            'threads')
+  assert forked == threads and len(forked) > 4

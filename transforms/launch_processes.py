@@ -1,0 +1,109 @@
+"""Processes forked at launch that do a local threaded run's shard work.
+
+Why: a local run's worker threads share one GIL. On many short clips much
+of a shard task is Python (a read, a header, an encoding and a framing per
+clip), so a second thread added little: 4,800 clips of 3 s, shard phase
+2.86 s with one thread, 2.46 s with two. Beam's multi_processing mode runs
+in parallel but starts fresh interpreters that import Beam after the job
+has started (+0.9 s before the first shard and +0.6 s after the last on
+that corpus). Processes forked at launch, while the launcher still has a
+single thread, start in milliseconds with every module already imported;
+each worker thread hands its shard to one of them and waits without the
+GIL (shard phase 1.5 s on that corpus; BENCHMARKS.md).
+
+Forking is safe only before any thread exists (a lock held by another
+thread at fork time stays held in the child forever), so `started` forks
+only when the process has one thread, and only on Linux (macOS forbids
+many frameworks after fork). Anything that cannot use them (another
+runner, a remote or in-memory file system, a caller that started threads)
+runs the same code in the worker thread: the output is the same bytes.
+"""
+
+import concurrent.futures
+import contextlib
+import multiprocessing
+import pickle
+import sys
+import threading
+import traceback
+from typing import Callable, Optional
+
+from pipeline.errors import WavbeamError
+
+_executor: Optional[concurrent.futures.ProcessPoolExecutor] = None
+
+
+class WorkerProcessFailed(WavbeamError, RuntimeError):
+  """A launch process died, or raised an error that cannot be sent back
+  as itself; the message holds the original error and its traceback."""
+
+
+class RemoteTraceback(Exception):
+  """The cause of an error raised in a launch process: its traceback
+  there, whose last line is the error (as concurrent.futures does)."""
+
+  def __str__(self):
+    return self.args[0].rstrip()
+
+
+def can_fork() -> bool:
+  return sys.platform.startswith('linux') and threading.active_count() == 1
+
+
+@contextlib.contextmanager
+def started(processes: int):
+  """Forks `processes` worker processes now (if this process may: see
+  can_fork) and makes them `current()` until exit; yields their number
+  (0 when none were started). Inside an outer `started`, uses the outer
+  one's processes."""
+  global _executor
+  if _executor is not None:  # started by an outer caller, who shuts down
+    yield _executor._max_workers  # pylint: disable=protected-access
+    return
+  if processes < 1 or not can_fork():
+    yield 0
+    return
+  executor = concurrent.futures.ProcessPoolExecutor(
+      processes, mp_context=multiprocessing.get_context('fork'))
+  # The first submit forks every process, before the executor starts its
+  # own threads (Python's fork-context pools launch all at once).
+  executor.submit(int).result()
+  _executor = executor
+  try:
+    yield processes
+  finally:
+    _executor = None
+    executor.shutdown(wait=True, cancel_futures=True)
+
+
+def current() -> Optional[concurrent.futures.ProcessPoolExecutor]:
+  return _executor
+
+
+def call(executor: concurrent.futures.ProcessPoolExecutor,
+         fn: Callable, *args):
+  """fn(*args) in one of the processes, its error raised here."""
+  try:
+    outcome, value = executor.submit(_call_sendable, fn, *args).result()
+  except concurrent.futures.process.BrokenProcessPool as e:
+    raise WorkerProcessFailed(
+        f'a worker process died ({e}); was it killed, or out of '
+        'memory?') from e
+  if outcome == 'raised':
+    error, where = value
+    raise error from RemoteTraceback(where)
+  return value
+
+
+def _call_sendable(fn: Callable, *args):
+  """('returned', value) or ('raised', error), with an error that cannot
+  travel between processes replaced by a WorkerProcessFailed naming it."""
+  try:
+    return 'returned', fn(*args)
+  except BaseException as e:  # pylint: disable=broad-except
+    where = traceback.format_exc()
+    try:
+      pickle.loads(pickle.dumps(e))
+    except Exception:  # pylint: disable=broad-except
+      e = WorkerProcessFailed(f'{type(e).__name__}: {e}')
+    return 'raised', (e, where)
