@@ -32,6 +32,7 @@ from transforms import labels
 from transforms import example_codec
 from transforms import layout as layout_lib
 from transforms import plan as plan_lib
+from transforms import reject_parts
 from transforms import run_marker
 from transforms import stats as stats_lib
 from transforms import tfrecord
@@ -104,8 +105,9 @@ class ListWavFiles(beam.PTransform):
 class ProbeAndPlan(beam.PTransform):
   """File blocks -> {'stored': StoredBlocks (probes kept per block, see
   transforms/block_store), 'windows': their BlockWindows, 'planned':
-  PlannedFiles, 'rejected', 'rate': the dataset's rate, 'allowed': windows
-  kept per block under --num_elems (else None)}."""
+  PlannedFiles, 'rejected': RejectParts (transforms/reject_parts), 'rate':
+  the dataset's rate, 'allowed': windows kept per block under --num_elems
+  (else None)}."""
 
   def __init__(self, config: PipelineConfig):
     super().__init__()
@@ -113,23 +115,22 @@ class ProbeAndPlan(beam.PTransform):
 
   def expand(self, blocks):
     c = self.config
-    probed = (blocks
-              | 'ProbeHeaders' >> beam.ParDo(dofns.ProbeBlock(c.dataset_dir))
-              | 'SplitProbed' >> SplitByType(ok=plan_lib.StoredBlock,
-                                             rejected=wav_io.Rejection))
+    stored = blocks | 'ProbeHeaders' >> beam.ParDo(
+        dofns.ProbeBlock(c.dataset_dir))
     if c.sample_rate:
       rate = blocks.pipeline | 'GivenRate' >> beam.Create([c.sample_rate])
     else:
-      rate = (probed['ok']
+      rate = (stored
               | 'CountRates' >> beam.CombineGlobally(stats_lib.CountRates())
               | 'MostCommonRate' >> beam.Map(plan_lib.most_common_rate))
-    planned = (probed['ok']
+    planned = (stored
                | 'PlanWindows' >> beam.ParDo(
                    dofns.PlanBlock(c),
                    dataset_rate=beam.pvalue.AsSingleton(rate))
-               | 'SplitPlanned' >> SplitByType(windows=plan_lib.BlockWindows,
-                                               files=stats_lib.PlannedFiles,
-                                               rejected=wav_io.Rejection))
+               | 'SplitPlanned' >> SplitByType(
+                   windows=plan_lib.BlockWindows,
+                   files=stats_lib.PlannedFiles,
+                   rejected=reject_parts.RejectPart))
     windows, allowed = planned['windows'], None
     if c.num_elems is not None:
       allowed = (windows
@@ -138,16 +139,14 @@ class ProbeAndPlan(beam.PTransform):
                  | 'AllCounts' >> beam.combiners.ToList()
                  | 'Allocate' >> beam.Map(plan_lib.limit_windows,
                                           c.num_elems))
-      windows = probed['ok'] | 'LimitToNumElems' >> beam.Map(
+      windows = stored | 'LimitToNumElems' >> beam.Map(
           lambda stored, rate, allowed: plan_lib.BlockWindows(
               stored.block,
               dofns.planned_block(stored, c, rate, allowed).counts()),
           beam.pvalue.AsSingleton(rate), beam.pvalue.AsSingleton(allowed))
-    rejected = ((probed['rejected'], planned['rejected'])
-                | 'AllPlanRejections' >> beam.Flatten())
-    return {'stored': probed['ok'], 'windows': windows,
-            'planned': planned['files'], 'rejected': rejected, 'rate': rate,
-            'allowed': allowed}
+    return {'stored': stored, 'windows': windows,
+            'planned': planned['files'], 'rejected': planned['rejected'],
+            'rate': rate, 'allowed': allowed}
 
 
 class ClassNames(beam.PTransform):

@@ -19,13 +19,15 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import naming
 from transforms import run_marker
-from transforms.wav_io import WavInfo
+from transforms.wav_io import Rejection, WavInfo
 
 FOLDER = 'probes'
 
 
-def write(dataset_dir: str, block: int, infos: Iterable[WavInfo]) -> str:
-  """Stores a block's probes; returns the file's path.
+def write(dataset_dir: str, block: int, infos: Iterable[WavInfo],
+          rejections: Iterable[Rejection] = ()) -> str:
+  """Stores a block's probes, and the rejections and notes of its files
+  that probing made; returns the file's path.
 
   A fresh name per attempt: a block probed twice (a retry, or Beam's
   DaskRunner computing a branch again) never rewrites a file another task
@@ -35,13 +37,19 @@ def write(dataset_dir: str, block: int, infos: Iterable[WavInfo]) -> str:
                      f'block-{block:07d}-{uuid.uuid4().hex}')
   with FileSystems.create(
       path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-    f.write(pickle.dumps(tuple(infos), protocol=pickle.HIGHEST_PROTOCOL))
+    f.write(pickle.dumps((tuple(infos), tuple(rejections)),
+                         protocol=pickle.HIGHEST_PROTOCOL))
   return path
 
 
 def read(path: str) -> Tuple[WavInfo, ...]:
   """A block's probes; OutputChanged when its file is gone (the output's
   temp folder was removed while the job ran)."""
+  return read_all(path)[0]
+
+
+def read_all(path: str) -> Tuple[Tuple[WavInfo, ...], Tuple[Rejection, ...]]:
+  """A block's probes and its probing's rejections and notes (read)."""
   try:
     with FileSystems.open(
         path, compression_type=CompressionTypes.UNCOMPRESSED) as f:

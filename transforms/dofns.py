@@ -21,6 +21,7 @@ from transforms import labels
 from transforms import launch_processes
 from transforms import layout as layout_lib
 from transforms import plan as plan_lib
+from transforms import reject_parts
 from transforms import run_marker
 from transforms import stats as stats_lib
 from transforms import tfrecord
@@ -92,60 +93,61 @@ class ListBlocks(beam.DoFn):
 
 
 class ProbeBlock(beam.DoFn):
-  """(block, ((index, path), ...)) -> one StoredBlock of the files that
-  open (their probes stored, see block_store), and a Rejection (or a note)
-  per file that needs one."""
+  """(block, ((index, path), ...)) -> one StoredBlock: the probes of the
+  files that open, and a Rejection (or a note) per file that needs one,
+  stored (see block_store) for PlanBlock."""
 
   def __init__(self, dataset_dir: str):
     self.dataset_dir = dataset_dir
 
   def process(self, block):
     processes = launch_processes.current()
-    items = (probe_block(self.dataset_dir, block) if processes is None else
-             launch_processes.call(processes, probe_block, self.dataset_dir,
-                                   block))
+    stored = (probe_block(self.dataset_dir, block) if processes is None else
+              launch_processes.call(processes, probe_block, self.dataset_dir,
+                                    block))
     counters.counter(counters.FILES_PROBED).inc(len(block[1]))
-    counters.counter(counters.FILES_REJECTED).inc(sum(
-        isinstance(item, wav_io.Rejection) and not item.is_note
-        for item in items))
-    yield from items
+    counters.counter(counters.FILES_REJECTED).inc(stored.files_rejected)
+    yield stored
 
 
-def probe_block(dataset_dir: str, block) -> list:
-  """ProbeBlock's work: [a Rejection or note per file that needs one, ...,
-  the StoredBlock]."""
+def probe_block(dataset_dir: str, block) -> plan_lib.StoredBlock:
+  """ProbeBlock's work: the block's probes stored with a Rejection or note
+  per file that needs one (PlanBlock writes those out)."""
   number, files = block
-  items, infos = [], []
+  rejections, infos = [], []
   for index, path in files:
     try:
       info, note = wav_io.probe(index, path)
     except wav_io.BadWav as e:
-      items.append(wav_io.Rejection(path, str(e), 'probe'))
+      rejections.append(wav_io.Rejection(path, str(e), 'probe'))
       continue
     infos.append(info)
     if note:
-      items.append(wav_io.Rejection(path, note, wav_io.NOTE))
+      rejections.append(wav_io.Rejection(path, note, wav_io.NOTE))
   rates = collections.Counter(info.sample_rate for info in infos)
-  items.append(plan_lib.StoredBlock(
-      number, block_store.write(dataset_dir, number, infos),
-      tuple(sorted(rates.items()))))
-  return items
+  return plan_lib.StoredBlock(
+      number, block_store.write(dataset_dir, number, infos, rejections),
+      tuple(sorted(rates.items())), len(files) - len(infos))
 
 
 class PlanBlock(beam.DoFn):
   """StoredBlock -> its planned files per split (PlannedFiles), its
-  windows (BlockWindows), and a Rejection per file that cannot become
-  windows (wrong rate, too short, no label)."""
+  windows (BlockWindows), and, when any file of the block was rejected
+  (by probing, or here: wrong rate, too short, no label) or noted, its
+  RejectPart."""
 
   def __init__(self, config: PipelineConfig):
     self.config = config
 
   def process(self, stored, dataset_rate):
-    infos = block_store.read(stored.path)
+    infos, probe_rejections = block_store.read_all(stored.path)
     planned, rejected = plan_lib.plan_block(stored.block, infos, self.config,
                                             dataset_rate)
-    for path, reason in rejected:
-      yield wav_io.Rejection(path, reason, 'plan')
+    rejections = probe_rejections + tuple(
+        wav_io.Rejection(path, reason, 'plan') for path, reason in rejected)
+    if rejections:
+      yield reject_parts.write(self.config.dataset_dir, stored.block,
+                               rejections)
     counters.counter(counters.FILES_REJECTED).inc(len(rejected))
     yield stats_lib.PlannedFiles(
         stored.block, tuple(sorted(planned.files_by_split().items())))

@@ -2,8 +2,8 @@
 
 import collections
 import datetime
-import json
 import logging
+from typing import Iterable
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -14,6 +14,7 @@ from pipeline import tfx_schema
 from pipeline.config import PipelineConfig
 from pipeline.errors import WavbeamError
 from transforms import filesystem
+from transforms import reject_parts
 from transforms import run_marker
 from transforms.stats import RunSummary, SplitSummary
 
@@ -23,9 +24,15 @@ class IncompleteRun(WavbeamError, RuntimeError):
 
 def write_text(path: str, text: str) -> None:
   """Writes via a temporary name and a rename, so readers never see half."""
+  write_lines(path, [text])
+
+
+def write_lines(path: str, lines: Iterable[str]) -> None:
+  """write_text of lines that come one at a time."""
   tmp = path + '.tmp'
   with FileSystems.create(tmp) as f:
-    f.write(text.encode('utf-8'))
+    for line in lines:
+      f.write(line.encode('utf-8'))
   if FileSystems.exists(path):
     filesystem.delete([path])
   FileSystems.rename([tmp], [path])
@@ -50,27 +57,26 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   run_marker.check_marker(out, run_id)
   files_seen = summary.files_seen
 
-  def by_path(r):
-    return (r.path, r.frame_range or (0, 0), r.stage)
-
-  rejects = sorted((r for r in summary.rejections if not r.is_note),
-                   key=by_path)
-  notes = sorted((r for r in summary.rejections if r.is_note), key=by_path)
-  rejected_paths = {r.path for r in rejects}
+  parts = summary.reject_parts.values()
+  held = [r for r in summary.rejections if not r.is_note]
   # A planned file is ok unless one of its windows was rejected when read;
-  # files rejected earlier were never planned.
-  read_rejected = {(r.split, r.path) for r in rejects if r.stage == 'read'}
+  # files rejected earlier (listed, probed or planned) were never planned.
+  read_rejected = {(r.split, r.path) for r in held if r.stage == 'read'}
+  early_rejected = (sum(p.files_rejected for p in parts) +
+                    len({r.path for r in held if r.stage != 'read'}))
+  files_rejected = early_rejected + len({path for _, path in read_rejected})
+  num_rejections = sum(p.rejections for p in parts) + len(held)
+  num_notes = (sum(p.notes for p in parts) + len(summary.rejections) -
+               len(held))
   planned = summary.planned_by_split()
   files_ok = collections.Counter(planned)
   for split, _ in read_rejected:
     files_ok[split] -= 1
-  early_rejected = {r.path for r in rejects if r.stage != 'read'}
-  if sum(planned.values()) + len(early_rejected) \
-      != files_seen or len(early_rejected) + len(read_rejected) != len(
-          rejected_paths):
+  if (sum(planned.values()) + early_rejected != files_seen or
+      len(read_rejected) != files_rejected - early_rejected):
     raise IncompleteRun(
         f'{files_seen} files seen but {sum(files_ok.values())} ok and '
-        f'{len(rejected_paths)} rejected')
+        f'{files_rejected} rejected')
   stats = summary.splits
   split_names = config.split_names or sorted(layouts)
   by_split = {name: {} for name in split_names}
@@ -112,12 +118,11 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
         key: m.to_json() for key, m in sorted(split_stats.moments.items())}
   if renames:
     FileSystems.rename([a for a, _ in renames], [b for _, b in renames])
+  write_lines(naming.join(out, naming.REJECTS_FILE),
+              reject_parts.lines(parts, summary.rejections))
   temp = naming.join(out, naming.TEMP_DIR)
   if FileSystems.exists(temp):
     filesystem.delete([temp])
-  write_text(naming.join(out, naming.REJECTS_FILE),
-             ''.join(json.dumps(r.to_json(), sort_keys=True) + '\n'
-                     for r in sorted(rejects + notes, key=by_path)))
   examples = sum(v['num_examples'] for v in splits.values())
   metadata = metadata_lib.build(
       name=config.dataset_name, version=config.dataset_version,
@@ -129,8 +134,8 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
               else expected_schema or metadata_lib.schema_lib.Schema()),
       input_key=default_input_key(config.features), splits=splits,
       counts={'files_seen': files_seen, 'files_ok': sum(files_ok.values()),
-              'files_rejected': len(rejected_paths),
-              'rejections': len(rejects), 'notes': len(notes),
+              'files_rejected': files_rejected,
+              'rejections': num_rejections, 'notes': num_notes,
               'examples': examples},
       compression=config.compression,
       shards_written=metadata_lib.shards_written_entry(
@@ -142,7 +147,7 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   write_text(path, metadata_lib.dumps(metadata))
   logging.info('wrote %s: %d examples in %d shards, %d files rejected', path,
                examples, sum(len(e["shards"]) for e in splits.values()),
-               len(rejected_paths))
+               files_rejected)
   return path
 
 

@@ -41,6 +41,7 @@ class StoredBlock:
   block: int
   path: str
   rate_counts: Tuple[Tuple[int, int], ...]   # (sample rate, files)
+  files_rejected: int = 0   # by probing (stored with the probes)
 
 
 @dataclasses.dataclass(frozen=True)

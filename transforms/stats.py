@@ -9,6 +9,7 @@ import apache_beam as beam
 import numpy as np
 
 from pipeline import schema as schema_lib
+from transforms.reject_parts import RejectPart
 from transforms.shards import ShardStats
 from transforms.wav_io import Rejection
 
@@ -164,7 +165,11 @@ class RunSummary:
   """Everything the run reports, each record counted once (by identity)."""
   shards: Dict[tuple, object] = dataclasses.field(default_factory=dict)
   splits: Dict[str, SplitSummary] = dataclasses.field(default_factory=dict)
+  # Rejections of the listing and of reads; those of probing and planning
+  # are in part files (transforms/reject_parts.py), one per block.
   rejections: set = dataclasses.field(default_factory=set)
+  reject_parts: Dict[int, RejectPart] = dataclasses.field(
+      default_factory=dict)
   planned: Dict[int, Tuple[Tuple[str, int], ...]] = dataclasses.field(
       default_factory=dict)   # block -> files planned per split
   files_seen: int = 0
@@ -187,6 +192,10 @@ class RunSummary:
                              SplitSummary(split=record.split)).add(record)
     elif isinstance(record, Rejection):
       self.rejections.add(record)
+    elif isinstance(record, RejectPart):
+      known = self.reject_parts.get(record.block)
+      if known is None or record.path < known.path:  # one attempt per block
+        self.reject_parts[record.block] = record
     elif isinstance(record, PlannedFiles):
       self.planned[record.block] = record.files_by_split
     elif isinstance(record, ListedFiles):  # one listing; delivered twice, once
@@ -201,6 +210,8 @@ class RunSummary:
       for stats in summary.shards.values():
         self.add(stats)
     self.rejections |= other.rejections
+    for part in other.reject_parts.values():
+      self.add(part)
     self.planned.update(other.planned)
     self.files_seen = max(self.files_seen, other.files_seen)
     return self

@@ -1,0 +1,94 @@
+"""rejects.jsonl written from parts, so no step holds every rejection.
+
+A corpus whose files are all rejected (a wrong --sample_rate, a folder of
+something else) has a rejection per file. Collected in the run's summary,
+they were held by its one final task: gigabytes at tens of millions of
+files. Instead each block's planning writes its probing and planning
+rejections, sorted, into a part file in the output's temp folder and sends
+only the counts. The final step streams the parts in block order (blocks
+hold consecutive names of the sorted listing, so that stream is sorted
+too) merged with the few it still holds: names that are not UTF-8, found
+by the listing, and windows rejected when read. The file comes out the
+same, line for line, as when every rejection was sorted at once.
+"""
+
+import dataclasses
+import heapq
+import itertools
+import json
+import uuid
+from typing import Iterable, Iterator, Tuple
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline import naming
+from transforms import run_marker
+from transforms.wav_io import NOTE, Rejection
+
+FOLDER = 'rejects'
+
+
+@dataclasses.dataclass(frozen=True)
+class RejectPart:
+  """One block's rejections, in a part file: what the summary keeps."""
+  block: int
+  path: str
+  files_rejected: int   # distinct files, notes aside
+  rejections: int
+  notes: int
+
+
+def line(rejection: Rejection) -> str:
+  return json.dumps(rejection.to_json(), sort_keys=True) + '\n'
+
+
+def order(entry: dict, text: str) -> tuple:
+  """rejects.jsonl's order: by path, then frames (whole files first), then
+  stage, then the line itself (so ties have one order too)."""
+  return (entry['path'], tuple(entry.get('frames', (0, 0))),
+          entry.get('stage', NOTE), text)
+
+
+def _keyed(rejections: Iterable[Rejection]):
+  return sorted((order(r.to_json(), line(r)), line(r)) for r in rejections)
+
+
+def write(dataset_dir: str, block: int,
+          rejections: Iterable[Rejection]) -> RejectPart:
+  """Writes a block's rejections and notes, sorted, under a fresh name per
+  attempt (as block_store does)."""
+  rejections = set(rejections)
+  path = naming.join(naming.join(run_marker.temp_dir(dataset_dir), FOLDER),
+                     f'block-{block:07d}-{uuid.uuid4().hex}.jsonl')
+  with FileSystems.create(
+      path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    for _, text in _keyed(rejections):
+      f.write(text.encode('utf-8'))
+  rejects = [r for r in rejections if not r.is_note]
+  return RejectPart(block, path, len({r.path for r in rejects}),
+                    len(rejects), len(rejections) - len(rejects))
+
+
+def _part_lines(part: RejectPart) -> Iterator[Tuple[tuple, str]]:
+  try:
+    with FileSystems.open(
+        part.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+      for raw in f:
+        text = raw.decode('utf-8')
+        yield order(json.loads(text), text), text
+  except (OSError, IOError) as e:
+    raise run_marker.OutputChanged(
+        f'{part.path}, which this run wrote, cannot be read ({e}): its '
+        'output folder was changed by someone else while this job ran'
+    ) from e
+
+
+def lines(parts: Iterable[RejectPart],
+          held: Iterable[Rejection]) -> Iterator[str]:
+  """rejects.jsonl's lines: the parts (in block order) merged with the
+  rejections held in memory."""
+  in_order = sorted(parts, key=lambda p: p.block)
+  from_parts = itertools.chain.from_iterable(map(_part_lines, in_order))
+  for _, text in heapq.merge(from_parts, _keyed(held)):
+    yield text
