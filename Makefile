@@ -3,23 +3,31 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: demo test bench clean
 
+# The demo needs the runtime, TensorFlow and matplotlib; tests and benches
+# also the clients the output is checked against (PyTorch among them).
 $(STAMP): requirements.txt requirements-tf.txt requirements-inspect.txt \
-          requirements-test.txt setup.py
+          setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -r requirements-test.txt
+	$(BIN)/pip install --quiet -r requirements.txt -r requirements-tf.txt \
+	    -r requirements-inspect.txt
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+$(TEST_STAMP): $(STAMP) requirements-test.txt requirements-torch.txt
+	$(BIN)/pip install --quiet -r requirements-test.txt
 	touch $@
 
 demo: $(STAMP)
 	$(BIN)/python -m pipeline.demo
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q tests
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python -m bench.run
 
 clean:

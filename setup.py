@@ -48,6 +48,7 @@ setuptools.setup(
     extras_require={
         'tf': requirements('requirements-tf.txt'),
         'inspect': requirements('requirements-inspect.txt'),
+        'torch': requirements('requirements-torch.txt'),
         'dask': [BEAM.replace('apache-beam', 'apache-beam[dask]')],
         'gcp': [BEAM.replace('apache-beam', 'apache-beam[gcp]')],
         'test': requirements('requirements-test.txt'),

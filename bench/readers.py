@@ -11,8 +11,7 @@ warm-up included, files already in the page cache from writing), then the
 median of the others ("warm"). Readers run interleaved, `--repeats`
 times; the table gives medians. Examples/s; a reader whose package is not
 installed is skipped and said so (the `tfrecord` package, the PyTorch
-users' TFRecord reader: `pip install tfrecord==1.14.6`, a bench-only
-package).
+users' TFRecord reader, and torch come with requirements-test.txt).
 """
 
 import argparse
@@ -28,7 +27,8 @@ import numpy as np
 ROOT = os.path.join('scratch', 'bench')
 DATASETS = {'1h': ('1h', 32768), 'clips1s': ('clips1s', 16000)}
 READERS = ('replay_dataset', 'hand_written', 'tfds_as_dataset',
-           'numpy_reader', 'numpy_reader_batched', 'tfrecord_package')
+           'numpy_reader', 'numpy_reader_batched', 'tfrecord_package',
+           'torch_loader_0_workers', 'torch_loader_2_workers')
 BATCH = 64
 
 
@@ -61,6 +61,8 @@ def make_reader(name, out):
                                                      batch_size=BATCH))
   if name == 'tfrecord_package':
     return _tfrecord_package(out)
+  if name.startswith('torch_loader_'):
+    return _torch_loader(out, int(name.split('_')[2]))
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   from bench import read_bench
   from pipeline import replay
@@ -100,6 +102,17 @@ def _tfrecord_package(out):
         n += 1
     return n
   return read
+
+
+def _torch_loader(out, workers):
+  """pipeline.torch_dataset in a DataLoader (batches of BATCH, all
+  features); workers persist between passes, as in training."""
+  import torch
+  from pipeline.torch_dataset import WavbeamIterableDataset
+  loader = torch.utils.data.DataLoader(
+      WavbeamIterableDataset(out, 'train'), batch_size=BATCH,
+      num_workers=workers, persistent_workers=workers > 0)
+  return lambda: sum(len(b['index']) for b in loader)
 
 
 def run_one(name, out, passes):

@@ -106,7 +106,7 @@ class NumpyDataset:
     self._epoch += 1
     examples = self._examples(rng)
     if self.shuffle:
-      examples = _buffer_shuffle(examples, self.shuffle_buffer_size, rng)
+      examples = buffer_shuffle(examples, self.shuffle_buffer_size, rng)
     if self.batch_size is None:
       return examples
     return _batches(examples, self.batch_size, self.drop_remainder)
@@ -163,7 +163,7 @@ def numpy_dataset(output_dir: str, split: str = 'train',
   return NumpyDataset(output_dir, split, **kwargs)
 
 
-def _buffer_shuffle(items: Iterator, size: int, rng) -> Iterator:
+def buffer_shuffle(items: Iterator, size: int, rng) -> Iterator:
   buffer: List = []
   for item in items:
     if len(buffer) < size:

@@ -83,3 +83,35 @@ def test_verify_checks_the_index(corpus, tmp_path):
                         capture_output=True, text=True, cwd=ROOT)
   assert proc.returncode == 1
   assert 'does not list the offsets' in proc.stderr
+
+
+def _readme_recipe() -> str:
+  readme = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
+  section = readme[readme.index('**With the `tfrecord` package**'):]
+  start = section.index('```python\n') + len('```python\n')
+  return section[start:section.index('\n```', start)]
+
+
+def test_readme_pytorch_recipe_reads_each_example_once(corpus, tmp_path):
+  """The README's DataLoader recipe, as printed, with 2 workers: every
+  example once, arrays equal to numpy_reader's."""
+  meta = _run(corpus, tmp_path / 'out', features=('signal', 'spectrogram'))
+  check = _readme_recipe() + '''
+import hashlib, sys
+seen = []
+for batch in loader:
+    for s, p in zip(batch['signal'], batch['spectrogram']):
+        seen.append(hashlib.sha1(s.numpy().tobytes() + p.numpy().tobytes()).hexdigest())
+print(' '.join(sorted(seen)))
+'''
+  proc = subprocess.run([sys.executable, '-c', check], cwd=tmp_path,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  import hashlib
+  from pipeline import numpy_reader
+  expected = sorted(
+      hashlib.sha1(e['signal'].tobytes() + e['spectrogram'].tobytes())
+      .hexdigest() for e in numpy_reader.numpy_dataset(
+          str(tmp_path / 'out'), 'train'))
+  assert len(expected) == meta['splits']['train']['num_examples'] > 6
+  assert proc.stdout.split() == expected

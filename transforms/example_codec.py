@@ -278,7 +278,8 @@ def decode_example(data: bytes, schema: schema_lib.Schema) -> dict:
         raise schema_lib.SchemaError(
             f'feature {key!r}: {len(items[0])} bytes, {spec.dtype}'
             f'{list(spec.shape)} needs {size}')
-      out[key] = decode_raw(bytes(items[0]), spec)
+      # bytearray copies: writable arrays (PyTorch warns on read-only ones).
+      out[key] = decode_raw(bytearray(items[0]), spec)
     elif spec.encoding == schema_lib.INT64_LIST:
       values = _int64s(items[0]) if items else []
       if len(values) != 1:
@@ -286,7 +287,8 @@ def decode_example(data: bytes, schema: schema_lib.Schema) -> dict:
       out[key] = np.int64(values[0])
     else:
       # Packed (one item) or, from other writers, one 4-byte item per value.
-      raw = b''.join(bytes(i) for i in items)
+      raw = (bytearray(items[0]) if len(items) == 1 else
+             bytearray().join(items))
       size = 4 * int(np.prod(spec.shape))
       if len(raw) != size:
         raise schema_lib.SchemaError(

@@ -1,0 +1,180 @@
+"""The PyTorch reader, with real torch: exactly once per epoch across
+DataLoader workers and distributed ranks, bit-equal to numpy_reader, and
+a tiny model trained for an epoch from it."""
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline import numpy_reader
+from pipeline.errors import DatasetError
+from pipeline.torch_dataset import WavbeamIterableDataset
+from tests import helpers as H
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FEATURES = ['spectrogram', 'target', 'filepath', 'win_start_idx']
+
+
+@pytest.fixture(scope='module')
+def dataset(tmp_path_factory):
+  d = tmp_path_factory.mktemp('torch')
+  for i in range(12):
+    H.write_wav(str(d / 'in' / ('owl', 'wren')[i % 2] / f'{i}.wav'),
+                H.noise(4096 + 700 * i, seed=i))
+  config = H.make_config(str(d / 'in'), str(d / 'out'), win_len=1024,
+                         hop_len=1024, n_fft=256, fft_hop=128,
+                         features=('signal', 'spectrogram'),
+                         max_examples_per_shard=7)
+  H.run_pipeline(config)
+  return str(d / 'out')
+
+
+def _key(example):
+  return (str(example['filepath']), int(example['win_start_idx']))
+
+
+def _reference(dataset):
+  return {_key(e): e for e in numpy_reader.numpy_dataset(
+      dataset, 'train', features=FEATURES)}
+
+
+def _keys_of_batches(batches):
+  keys = []
+  for batch in batches:
+    keys += zip(batch['filepath'], batch['win_start_idx'].tolist())
+  return keys
+
+
+@pytest.mark.parametrize('workers', [0, 2])
+@pytest.mark.filterwarnings('error::UserWarning')  # e.g. read-only arrays
+def test_every_example_once_per_epoch_bit_equal(dataset, workers):
+  reference = _reference(dataset)
+  data = WavbeamIterableDataset(dataset, 'train', features=FEATURES,
+                                shuffle=True, seed=3)
+  assert len(data) == len(reference) > 14  # more than two shards
+  loader = torch.utils.data.DataLoader(
+      data, batch_size=5, num_workers=workers,
+      multiprocessing_context='spawn' if workers else None)
+  orders = []
+  for epoch in range(2):
+    data.set_epoch(epoch)
+    batches = list(loader)
+    keys = _keys_of_batches(batches)
+    assert sorted(keys) == sorted(reference)  # each exactly once
+    orders.append(keys)
+    for batch in batches:
+      assert batch['spectrogram'].dtype == torch.float32
+      for i, key in enumerate(zip(batch['filepath'],
+                                  batch['win_start_idx'].tolist())):
+        expected = reference[key]
+        assert np.array_equal(batch['spectrogram'][i].numpy(),
+                              expected['spectrogram'])
+        assert int(batch['target'][i]) == int(expected['target'])
+  assert orders[0] != orders[1]  # set_epoch gives a new order
+
+
+def test_ranks_split_the_shards(dataset):
+  reference = _reference(dataset)
+  seen = []
+  for rank in range(2):
+    data = WavbeamIterableDataset(dataset, 'train', features=FEATURES,
+                                  rank=rank, world_size=2)
+    keys = [_key(e) for e in data]
+    assert len(keys) == len(data)
+    seen.append(set(keys))
+  assert not seen[0] & seen[1] and seen[0] | seen[1] == set(reference)
+  with pytest.raises(DatasetError, match='fewer than the 99 ranks'):
+    WavbeamIterableDataset(dataset, 'train', rank=0, world_size=99)
+  with pytest.raises(ValueError, match='give both'):
+    WavbeamIterableDataset(dataset, 'train', rank=1)
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+def test_torch_distributed_ranks_read_disjoint_parts(dataset, tmp_path):
+  """Two real processes in a gloo process group: each rank's reader takes
+  its rank from torch.distributed; together they read every example."""
+  script = textwrap.dedent('''
+      import sys, torch.distributed as dist
+      from pipeline.torch_dataset import WavbeamIterableDataset
+      rank, port, dataset, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+      dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}',
+                              rank=rank, world_size=2)
+      data = WavbeamIterableDataset(dataset, 'train',
+                                    features=['filepath', 'win_start_idx'])
+      with open(out, 'w') as f:
+        for e in data:
+          f.write(f"{e['filepath']}|{int(e['win_start_idx'])}\\n")
+        f.write(f'len {len(data)}\\n')
+      dist.barrier()
+      dist.destroy_process_group()
+      ''')
+  port = str(_free_port())
+  procs = [subprocess.Popen(
+      [sys.executable, '-c', script, str(rank), port, dataset,
+       str(tmp_path / f'rank{rank}.txt')], cwd=ROOT,
+      stderr=subprocess.PIPE, text=True) for rank in range(2)]
+  for proc in procs:
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+  parts = []
+  for rank in range(2):
+    lines = (tmp_path / f'rank{rank}.txt').read_text().splitlines()
+    assert lines[-1] == f'len {len(lines) - 1}'
+    parts.append({tuple(line.rsplit('|', 1)) for line in lines[:-1]})
+  expected = {(path, str(start)) for path, start in _reference(dataset)}
+  assert not parts[0] & parts[1] and parts[0] | parts[1] == expected
+
+
+def test_trains_a_tiny_model_for_an_epoch(dataset):
+  torch.manual_seed(0)
+  data = WavbeamIterableDataset(dataset, 'train',
+                                features=['spectrogram', 'target'],
+                                shuffle=True, seed=0)
+  model = torch.nn.Linear(data_shape(dataset)[-1], 2)
+  before = model.weight.detach().clone()
+  optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+  seen, losses = 0, []
+  for batch in torch.utils.data.DataLoader(data, batch_size=4):
+    logits = model(torch.log1p(batch['spectrogram']).mean(dim=1))
+    loss = torch.nn.functional.cross_entropy(logits, batch['target'])
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    seen += len(batch['target'])
+    losses.append(loss.item())
+  assert seen == len(data)
+  assert all(np.isfinite(losses))
+  assert not torch.equal(before, model.weight)
+
+
+def data_shape(dataset):
+  return next(iter(numpy_reader.numpy_dataset(
+      dataset, 'train', features=['spectrogram'])))['spectrogram'].shape
+
+
+def test_no_tensorflow_and_no_beam(dataset):
+  code = textwrap.dedent(f'''
+      import sys
+      class Blocked:
+        def find_spec(self, name, path=None, target=None):
+          if name.split('.')[0] in ('tensorflow', 'apache_beam'):
+            raise ImportError('blocked: ' + name)
+      sys.meta_path.insert(0, Blocked())
+      from pipeline.torch_dataset import WavbeamIterableDataset
+      print(sum(1 for _ in WavbeamIterableDataset({dataset!r})))
+      ''')
+  proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert int(proc.stdout) == len(_reference(dataset))
