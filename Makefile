@@ -17,7 +17,8 @@ $(STAMP): requirements.txt requirements-tf.txt requirements-inspect.txt \
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-$(TEST_STAMP): $(STAMP) requirements-test.txt requirements-torch.txt
+$(TEST_STAMP): $(STAMP) requirements-test.txt requirements-torch.txt \
+               requirements-array_record.txt
 	$(BIN)/pip install --quiet -r requirements-test.txt
 	touch $@
 
@@ -25,6 +26,7 @@ demo: $(STAMP)
 	$(BIN)/python -m pipeline.demo
 
 test: $(TEST_STAMP)
+	$(BIN)/ruff check --quiet .
 	$(BIN)/python -m pytest -q tests
 
 bench: $(TEST_STAMP)

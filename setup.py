@@ -49,6 +49,7 @@ setuptools.setup(
         'tf': requirements('requirements-tf.txt'),
         'inspect': requirements('requirements-inspect.txt'),
         'torch': requirements('requirements-torch.txt'),
+        'array_record': requirements('requirements-array_record.txt'),
         'dask': [BEAM.replace('apache-beam', 'apache-beam[dask]')],
         'gcp': [BEAM.replace('apache-beam', 'apache-beam[gcp]')],
         'test': requirements('requirements-test.txt'),

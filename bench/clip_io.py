@@ -12,7 +12,6 @@ probed file again (what the shard assignment does per file). Medians of
 
 import argparse
 import dataclasses
-import os
 import statistics
 import time
 

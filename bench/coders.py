@@ -1,4 +1,5 @@
-"""tfx-bsl's C++ example coders against wavbeam's own (transforms/example_codec).
+"""tfx-bsl's C++ example coders against wavbeam's own
+(transforms/example_codec).
 
     .venv/bin/python -m bench.coders [--batches 40] [--batch 32]
 
@@ -107,7 +108,8 @@ def main(argv=None):
   dec_theirs = rate(decode_theirs, chunks, n)
   print(f'{len(records)} examples, batches of {n}; bytes equal: '
         f'{same_bytes}; parsed Examples equal: {same_parse}')
-  print('| coder | wavbeam example_codec, ex/s | tfx-bsl, ex/s | tfx-bsl / wavbeam |')
+  print('| coder | wavbeam example_codec, ex/s | tfx-bsl, ex/s | '
+        'tfx-bsl / wavbeam |')
   print('|---|---|---|---|')
   print(f'| encode | {enc_ours:.0f} | {enc_theirs:.0f} | '
         f'{enc_theirs / enc_ours:.2f}x |')

@@ -4,7 +4,10 @@
 
 Datasets: the bench's 1 h corpus (window 32768) and its 20,000 one-second
 clips (window 16000), written by wavbeam into scratch/bench/readers_*
-(signal + spectrogram, the defaults). Each reader reads the train split,
+(signal + spectrogram, the defaults, with --array_record). Readers whose
+name ends in `_shuffled` read a full epoch in a fresh random order from
+the ArrayRecord copies (random access); the others read the TFRecord
+shards in sequence. Each reader reads the train split,
 all features, in a process of its own (start-up not timed), 3 passes:
 the first pass is reported apart ("first": tf.data's and the page cache's
 warm-up included, files already in the page cache from writing), then the
@@ -28,7 +31,9 @@ ROOT = os.path.join('scratch', 'bench')
 DATASETS = {'1h': ('1h', 32768), 'clips1s': ('clips1s', 16000)}
 READERS = ('replay_dataset', 'hand_written', 'tfds_as_dataset',
            'numpy_reader', 'numpy_reader_batched', 'tfrecord_package',
-           'torch_loader_0_workers', 'torch_loader_2_workers')
+           'torch_loader_0_workers', 'torch_loader_2_workers',
+           'array_record_shuffled', 'tfds_data_source_shuffled',
+           'grain_shuffled', 'torch_map_shuffled_2_workers')
 BATCH = 64
 
 
@@ -36,10 +41,13 @@ def dataset_for(name):
   from bench.run import corpus_for  # pylint: disable=import-outside-toplevel
   corpus, win_len = DATASETS[name]
   out = os.path.join(ROOT, f'readers_{name}')
-  if not os.path.exists(os.path.join(out, 'metadata.json')):
+  meta = os.path.join(out, 'metadata.json')
+  if not (os.path.exists(meta) and
+          '"array_record"' in open(meta, encoding='utf-8').read()):
     subprocess.run([sys.executable, '-m', 'pipeline.run', '--input_dir',
                     corpus_for(corpus)[0], '--output_dir', out, '--overwrite',
-                    '--win_len', str(win_len), '--quiet'], check=True)
+                    '--win_len', str(win_len), '--array_record', '--quiet'],
+                   check=True)
   return out
 
 
@@ -63,6 +71,14 @@ def make_reader(name, out):
     return _tfrecord_package(out)
   if name.startswith('torch_loader_'):
     return _torch_loader(out, int(name.split('_')[2]))
+  if name in ('array_record_shuffled', 'grain_shuffled',
+              'torch_map_shuffled_2_workers'):
+    return _random_access(name, out)
+  if name == 'tfds_data_source_shuffled':
+    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+    import tensorflow_datasets as tfds
+    source = tfds.builder_from_directory(out).as_data_source('train')
+    return lambda: _shuffled_epoch(source)
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   from bench import read_bench
   from pipeline import replay
@@ -112,6 +128,34 @@ def _torch_loader(out, workers):
   loader = torch.utils.data.DataLoader(
       WavbeamIterableDataset(out, 'train'), batch_size=BATCH,
       num_workers=workers, persistent_workers=workers > 0)
+  return lambda: sum(len(b['index']) for b in loader)
+
+
+def _shuffled_epoch(source, epoch=[0]):  # pylint: disable=dangerous-default-value
+  """One epoch of single-example reads in a fresh random order."""
+  epoch[0] += 1
+  order = np.random.default_rng(epoch[0]).permutation(len(source))
+  for i in order:
+    source[int(i)]
+  return len(order)
+
+
+def _random_access(name, out):
+  """Full shuffled epochs over the ArrayRecord copies (--array_record)."""
+  from pipeline.array_record_source import ArrayRecordSource
+  source = ArrayRecordSource(out, 'train')
+  if name == 'array_record_shuffled':
+    return lambda: _shuffled_epoch(source)
+  if name == 'grain_shuffled':
+    import grain
+    seeds = iter(range(1, 1 << 30))
+    return lambda: sum(len(b['index']) for b in grain.MapDataset.source(
+        source).shuffle(seed=next(seeds)).batch(BATCH))
+  import torch
+  from pipeline.torch_dataset import WavbeamMapDataset
+  loader = torch.utils.data.DataLoader(
+      WavbeamMapDataset(out, 'train'), batch_size=BATCH, shuffle=True,
+      num_workers=2, persistent_workers=True)
   return lambda: sum(len(b['index']) for b in loader)
 
 
@@ -166,8 +210,9 @@ def main(argv=None):
         print(f'| {name} | skipped: {skipped.get(name, "")} | | | |')
         continue
       first = statistics.median(r['first'] for r in rs)
-      rel = lambda other: (f'{warm[name] / warm[other]:.2f}x'
-                           if other in warm else '')
+      def rel(other):
+        return (f'{warm[name] / warm[other]:.2f}x' if other in warm
+                else '')
       print(f'| {name} | {first:.0f} | {warm[name]:.0f} | '
             f'{rel("hand_written")} | {rel("tfds_as_dataset")} |')
 

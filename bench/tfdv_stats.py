@@ -3,7 +3,8 @@
 TFDV's last release for Python 3.11 (1.16.1) needs TensorFlow 2.16 and
 numpy < 2, so it cannot share wavbeam's environment:
 
-    python3 -m venv tfdv && tfdv/bin/pip install tensorflow-data-validation==1.16.1 \\
+    python3 -m venv tfdv && tfdv/bin/pip install \\
+        tensorflow-data-validation==1.16.1 \\
         tfx-bsl==1.16.1 tensorflow-metadata==1.16.1 tensorflow==2.16.2 \\
         tensorflow-serving-api==2.16.1 'apache-beam[gcp]==2.60.0' \\
         pyarrow==10.0.1 numpy==1.26.4 pandas==1.5.3

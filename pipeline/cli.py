@@ -1,9 +1,9 @@
 """The `wavbeam` command that `pip install` puts on the PATH.
 
-    wavbeam run --input_dir IN --output_dir OUT [flags]   # python -m pipeline.run
-    wavbeam inspect OUT [--show N] [--plot FILE.png]       # python -m pipeline.inspect
-    wavbeam verify OUT                                     # python -m pipeline.verify
-    wavbeam demo                                           # python -m pipeline.demo
+    wavbeam run --input_dir IN --output_dir OUT [flags]  # pipeline.run
+    wavbeam inspect OUT [--show N] [--plot FILE.png]      # pipeline.inspect
+    wavbeam verify OUT                                    # pipeline.verify
+    wavbeam demo                                          # pipeline.demo
 
 Each subcommand is exactly its module's command: same flags, same exit
 codes. Only the chosen module is imported (Beam for run, TensorFlow only

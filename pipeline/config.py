@@ -116,6 +116,12 @@ class PipelineConfig:
       'runner-chosen sharding (or --num_shards), fused with the feature '
       'work, in no global order (no shuffle of any kind, no --shuffle_seed)',
       default='shards', choices=SINKS)
+  array_record: bool = _opt(
+      'also write every shard as ArrayRecord (the same Example bytes, '
+      'uncompressed, one record per group) for random access: '
+      'tfds.data_source, Grain, PyTorch map-style datasets; local output '
+      'only, --sink shards only; needs the array-record package '
+      '(pip install wavbeam[array_record])', default=False)
   overwrite: bool = _opt('replace a dataset already in output_dir',
                          default=False)
   dataset_version: str = _opt('version recorded for TFDS (x.y.z)',
@@ -216,6 +222,10 @@ class PipelineConfig:
                           '--sink write_to_tfrecord writes in no global '
                           'order, so there is nothing to seed; use --sink '
                           'shards for a shuffled layout')
+    if self.array_record and self.sink != 'shards':
+      raise ConfigError('array_record', True, 'needs --sink shards (the '
+                        "ArrayRecord files are written beside wavbeam's own "
+                        'shards)')
     if self.num_shards is not None and self.max_examples_per_shard is not None:
       raise ConfigError('num_shards', self.num_shards,
                         'give either --num_shards or --max_examples_per_shard')

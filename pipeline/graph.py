@@ -25,8 +25,10 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline import naming
 from pipeline import progress
 from pipeline.config import ConfigError, PipelineConfig
+from transforms import array_record_file
 from transforms import balance
 from transforms import dofns
+from transforms import filesystem
 from transforms import finalize
 from transforms import labels
 from transforms import example_codec
@@ -339,6 +341,14 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
     raise ConfigError('sink', config.sink, "Beam 2.77's DaskRunner loses "
                       "WriteToTFRecord's records (its shards come out "
                       'empty); use --sink shards on Dask')
+  if config.array_record:
+    if not filesystem.is_local(config.dataset_dir):
+      raise ConfigError('array_record', True, 'ArrayRecord files are written '
+                        f'to local folders only, not {config.dataset_dir}: '
+                        'write locally, then copy the dataset')
+    if not array_record_file.available():
+      raise ConfigError('array_record', True, 'needs the array-record '
+                        'package: pip install wavbeam[array_record]')
   listing = p | 'ListWavFiles' >> ListWavFiles(config.input_dir,
                                                dask_partitions)
   files = listing['blocks']

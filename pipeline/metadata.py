@@ -27,7 +27,8 @@ class MetadataError(WavbeamError, ValueError):
 RUN_KEYS = ('created', 'shards_written')
 
 
-def build(*, name: str, version: str, created: str, config: Mapping, sample_rate: int,
+def build(*, name: str, version: str, created: str, config: Mapping,
+          sample_rate: int,
           class_names: Sequence[str], schema: schema_lib.Schema,
           input_key: str, splits: Mapping[str, Mapping],
           counts: Mapping[str, int], compression: str,
@@ -183,6 +184,23 @@ class _Checker:
                   f'name this dataset uses ({expected!r})')
       self.get(shard, 'num_examples', int, f'{where}.num_examples')
       self.get(shard, 'num_bytes', int, f'{where}.num_bytes')
+    if naming.ARRAY_RECORD in entry:  # --array_record's copies
+      copies = self.get(entry, naming.ARRAY_RECORD, list,
+                        f'{at}.{naming.ARRAY_RECORD}')
+      if len(copies) != len(shards):
+        self.fail(f'{at}.{naming.ARRAY_RECORD}', f'{len(copies)} files for '
+                  f'{len(shards)} shards')
+      for i, (copy, shard) in enumerate(zip(copies, shards)):
+        where = f'{at}.{naming.ARRAY_RECORD}[{i}]'
+        expected = naming.shard_name(name, split, i, len(shards),
+                                     naming.ARRAY_RECORD)
+        if self.get(copy, 'file', str, f'{where}.file') != expected:
+          self.fail(f'{where}.file', f'{copy["file"]!r} is not the '
+                    f'ArrayRecord name this dataset uses ({expected!r})')
+        if self.get(copy, 'num_examples', int,
+                    f'{where}.num_examples') != shard['num_examples']:
+          self.fail(f'{where}.num_examples', 'differs from its shard\'s')
+        self.get(copy, 'num_bytes', int, f'{where}.num_bytes')
     if sum(s['num_examples'] for s in shards) != num_examples:
       self.fail(at, 'shard lengths do not add up to its num_examples')
     if sum(s['num_bytes'] for s in shards) != num_bytes:

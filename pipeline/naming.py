@@ -13,8 +13,9 @@ TFDS_FILEPATH_TEMPLATE = '{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}'
 
 
 def shard_name(dataset_name: str, split: str, shard: int,
-               num_shards: int) -> str:
-  return f'{shard_prefix(dataset_name, split)}-{shard:05d}-of-{num_shards:05d}'
+               num_shards: int, file_format: str = 'tfrecord') -> str:
+  return (f'{shard_prefix(dataset_name, split, file_format)}-{shard:05d}'
+          f'-of-{num_shards:05d}')
 
 
 # Beside each uncompressed shard: one `offset length` line per record, the
@@ -39,9 +40,15 @@ def shard_numbers(path: str):
   return int(match.group(1)), int(match.group(2))
 
 
-def shard_prefix(dataset_name: str, split: str) -> str:
+# The random-access copy of each shard (--array_record), named as TFDS
+# names that format.
+ARRAY_RECORD = 'array_record'
+
+
+def shard_prefix(dataset_name: str, split: str,
+                 file_format: str = 'tfrecord') -> str:
   """File-name prefix of a split's shards, as TFDS names them."""
-  return f'{dataset_name}-{split}.tfrecord'
+  return f'{dataset_name}-{split}.{file_format}'
 
 
 def escape_pattern(path: str) -> str:

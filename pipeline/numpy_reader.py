@@ -26,13 +26,12 @@ import numpy as np
 from pipeline import metadata as metadata_lib
 from pipeline import naming
 from pipeline import schema as schema_lib
+from pipeline.errors import DatasetError  # noqa: F401  (re-exported)
 from transforms import example_codec
 from transforms import tfrecord
 
 _SHUFFLE_BUFFER = 1024
 
-
-from pipeline.errors import DatasetError  # noqa: F401  (re-exported)
 
 
 def load_metadata(output_dir: str) -> Tuple[str, Dict]:

@@ -32,9 +32,9 @@ def write_plan(layouts, *, dataset_dir: str, files_seen: int,
   The same content on every attempt, so a retried step rewrites it safely.
   """
   plan = {'files_seen': files_seen,
-          'files_planned': sum(l.num_files for l in layouts.values()),
-          'examples': sum(l.total for l in layouts.values()),
-          'shards': sum(l.num_shards for l in layouts.values()),
+          'files_planned': sum(s.num_files for s in layouts.values()),
+          'examples': sum(s.total for s in layouts.values()),
+          'shards': sum(s.num_shards for s in layouts.values()),
           'example_bytes': example_bytes}
   with FileSystems.create(plan_path(dataset_dir)) as f:
     f.write(json.dumps(plan, sort_keys=True).encode('utf-8'))

@@ -16,12 +16,11 @@ import tensorflow as tf
 from pipeline import metadata as metadata_lib
 from pipeline import naming
 from pipeline import schema as schema_lib
+from pipeline.errors import DatasetError  # noqa: F401  (re-exported)
 
 _PARSE_BATCH = 64  # records parsed per parse_example call when not batching
 _SHUFFLE_BUFFER = 1024
 
-
-from pipeline.errors import DatasetError  # noqa: F401  (re-exported)
 
 
 def dataset_dir(output_dir: str) -> str:

@@ -48,7 +48,8 @@ LOCAL_RUNNER = 'FnApiRunner'
 _DIRECT_RUNNER_NAMES = (None, 'DirectRunner', 'SwitchingDirectRunner')
 MAX_WORKERS = 1024
 # Runners Beam knows only by their full name.
-_RUNNER_ALIASES = {'DaskRunner': 'apache_beam.runners.dask.dask_runner.DaskRunner'}
+_RUNNER_ALIASES = {
+    'DaskRunner': 'apache_beam.runners.dask.dask_runner.DaskRunner'}
 
 
 # A local default run forks launch processes (transforms/launch_processes.py)

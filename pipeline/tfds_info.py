@@ -77,6 +77,10 @@ def files(metadata: Mapping) -> Tuple[List[Tuple[str, str]], List[str]]:
       'name': metadata['name'],
       'version': metadata['version'],
       'fileFormat': 'tfrecord',
+      # as_data_source picks the random-access copy when there is one.
+      **({'alternativeFileFormats': [naming.ARRAY_RECORD]}
+         if any(naming.ARRAY_RECORD in e for e in metadata['splits'].values())
+         else {}),
       'description': ('Windows of WAV recordings written by wavbeam; see '
                       'metadata.json.'),
       'splits': splits,
@@ -85,7 +89,8 @@ def files(metadata: Mapping) -> Tuple[List[Tuple[str, str]], List[str]]:
     # TFDS's current form; its proto marks `input`/`output` deprecated.
     info['supervisedKeys'] = {'tuple': {'items': [
         {'featureKey': metadata['input_key']}, {'featureKey': LABEL_KEY}]}}
-  out = [('dataset_info.json', _dumps(info)), ('features.json', _dumps(features))]
+  out = [('dataset_info.json', _dumps(info)),
+         ('features.json', _dumps(features))]
   if num_classes > 0:
     out.append((f'{LABEL_KEY}.labels.txt',
                 ''.join(c + '\n' for c in metadata['classes'])))

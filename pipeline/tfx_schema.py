@@ -2,9 +2,9 @@
 
 float32 arrays are FLOAT features with their shape, so TFX and TFDV see
 numbers; `class` has a string domain of the class names and `target` an
-int domain of their indices. Raw-bytes arrays (integer and float64) are BYTES features: the
-schema cannot state their decoded dtype and shape, so annotations carry them
-(tags `wavbeam.dtype:int32`, `wavbeam.shape:32768`,
+int domain of their indices. Raw-bytes arrays (integer and float64) are
+BYTES features: the schema cannot state their decoded dtype and shape, so
+annotations carry them (tags `wavbeam.dtype:int32`, `wavbeam.shape:32768`,
 `wavbeam.encoding:raw_bytes_little_endian`). Built as the Schema proto and
 printed by protobuf's text_format, which escapes any feature key; the
 tensorflow-metadata package is protobuf only (no TensorFlow).

@@ -1,4 +1,7 @@
-"""A wavbeam split as a PyTorch IterableDataset: no TensorFlow, no Beam.
+"""A wavbeam split for PyTorch: no TensorFlow, no Beam.
+
+WavbeamIterableDataset streams the TFRecord shards; WavbeamMapDataset
+(below) gives random access to the ArrayRecord copies of --array_record.
 
     from pipeline.torch_dataset import WavbeamIterableDataset
 
@@ -32,6 +35,7 @@ import torch
 from torch.utils import data as torch_data
 
 from pipeline import numpy_reader
+from pipeline.array_record_source import ArrayRecordSource
 from pipeline.errors import DatasetError
 
 
@@ -101,3 +105,24 @@ def _rank_and_size(rank: Optional[int], world_size: Optional[int]):
                      'with 0 <= rank < world_size (or neither, to take them '
                      'from torch.distributed)')
   return rank, world_size
+
+
+class WavbeamMapDataset(torch_data.Dataset):
+  """Random access (a map-style Dataset) over a split written with
+  --array_record: `DataLoader(data, shuffle=True)` shuffles the whole
+  split each epoch, and a DistributedSampler splits it between ranks.
+  Items are ArrayRecordSource's (numpy_reader's dicts of arrays)."""
+
+  def __init__(self, output_dir: str, split: str = 'train', *,
+               features: Optional[Sequence[str]] = None):
+    super().__init__()
+    self.source = ArrayRecordSource(output_dir, split, features=features)
+
+  def __len__(self) -> int:
+    return len(self.source)
+
+  def __getitem__(self, index: int):
+    return self.source[index]
+
+  def __getitems__(self, indices):  # DataLoader fetches a batch at once
+    return self.source.__getitems__(indices)

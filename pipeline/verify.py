@@ -7,6 +7,7 @@ first bad file and record, 2 for usage errors.
 """
 
 import argparse
+import hashlib
 import sys
 import zlib
 
@@ -17,6 +18,7 @@ from pipeline import naming
 from pipeline.dataset_dir import read_metadata, shard_problem
 from pipeline.dataset_dir import resolve as resolve_dataset_dir
 from pipeline.errors import WavbeamError
+from transforms import array_record_file
 from transforms import example_codec
 from transforms import tfrecord
 
@@ -39,6 +41,26 @@ def _check_index(shard_path: str, record_sizes) -> None:
                       'python -m tfrecord.tools.tfrecord2idx)')
 
 
+def _check_array_record(path: str, num_bytes: int, shard_path: str,
+                        digests) -> None:
+  """--array_record's copy must hold the shard's records, in order."""
+  problem = shard_problem(path, num_bytes)
+  if problem:
+    raise VerifyError(problem)
+  try:
+    records = array_record_file.read_all(path)
+  except Exception as e:  # riegeli reports damage as its own errors
+    raise VerifyError(f'{path}: cannot be read as ArrayRecord '
+                      f'({" ".join(str(e).split())[:200]})') from e
+  if len(records) != len(digests):
+    raise VerifyError(f'{path}: {len(records)} records, its shard '
+                      f'{shard_path} holds {len(digests)}')
+  for i, (record, digest) in enumerate(zip(records, digests)):
+    if hashlib.sha256(record).digest() != digest:
+      raise VerifyError(f'{path}: record {i} differs from record {i} of '
+                        f'{shard_path}')
+
+
 def verify(output_dir: str) -> str:
   """Checks everything; returns a summary line or raises VerifyError."""
   output_dir = resolve_dataset_dir(output_dir)
@@ -53,16 +75,18 @@ def verify(output_dir: str) -> str:
   compression = tfrecord.beam_compression(metadata['compression'])
   shards = examples = 0
   for split, entry in sorted(metadata['splits'].items()):
-    for shard in entry['shards']:
+    copies = entry.get(naming.ARRAY_RECORD) or [None] * len(entry['shards'])
+    for shard, copy in zip(entry['shards'], copies):
       path = naming.join(output_dir, shard['file'])
       problem = shard_problem(path, shard['num_bytes'])
       if problem:
         raise VerifyError(problem)
-      count, sizes = 0, []
+      count, sizes, digests = 0, [], []
       with FileSystems.open(path, compression_type=compression) as f:
         try:
           for _, data in tfrecord.read_records(f, path, check_crc=True):
             sizes.append(len(data) + 16)
+            digests.append(hashlib.sha256(data).digest())
             try:
               example_codec.decode_example(data, schema)
             except metadata_lib.schema_lib.SchemaError as e:
@@ -79,10 +103,15 @@ def verify(output_dir: str) -> str:
         raise VerifyError(f'{path}: {count} records, metadata.json says '
                           f'{shard["num_examples"]}')
       _check_index(path, sizes)
+      if copy is not None:
+        _check_array_record(naming.join(output_dir, copy['file']),
+                            copy['num_bytes'], path, digests)
       shards += 1
       examples += count
+  copies = any(naming.ARRAY_RECORD in e for e in metadata['splits'].values())
   return (f'{output_dir}: OK, {examples} examples in {shards} shards match '
-          'metadata.json (CRCs, counts, schema, record indexes)')
+          'metadata.json (CRCs, counts, schema, record indexes'
+          f'{", ArrayRecord copies" if copies else ""})')
 
 
 def main(argv=None) -> int:

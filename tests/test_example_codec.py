@@ -66,8 +66,9 @@ def test_schema_mismatch_names_the_key_and_both_values():
   with pytest.raises(schema_lib.SchemaError, match="'spectrogram'"):
     example_codec.encode_example(element, schema)
   other = example_codec.schema_of(element)
-  with pytest.raises(schema_lib.SchemaError,
-                     match=r"'spectrogram'.*float32\[3, 5\] vs float32\[3, 6\]"):
+  with pytest.raises(
+      schema_lib.SchemaError,
+      match=r"'spectrogram'.*float32\[3, 5\] vs float32\[3, 6\]"):
     schema.merge(other)
 
 
@@ -103,8 +104,9 @@ def test_decode_is_the_inverse_of_encode_and_checks_the_schema():
   again = example_codec.decode_example(proto.SerializeToString(), schema)
   assert np.array_equal(again['signal'], element['signal'])
   short = dict(element, spectrogram=np.zeros((3, 4), np.float32))
-  with pytest.raises(schema_lib.SchemaError,
-                     match=r"'spectrogram': 12 float32 values, \[3, 5\] needs 15"):
+  with pytest.raises(
+      schema_lib.SchemaError,
+      match=r"'spectrogram': 12 float32 values, \[3, 5\] needs 15"):
     example_codec.decode_example(
         example_codec.encode_example(short), schema)
   with pytest.raises(schema_lib.SchemaError, match=r"missing \['index'\]"):

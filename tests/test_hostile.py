@@ -51,7 +51,8 @@ def test_catalogue_of_hostile_inputs(tmp_path):
   for rel, prefix in hostile.NOTES.items():
     assert notes[str(d / rel)].startswith(prefix), notes
   got = H.replayed(str(out))
-  examples_of = collections.Counter(e['filepath'].decode() for e in got.values())
+  examples_of = collections.Counter(e['filepath'].decode()
+                                    for e in got.values())
 
   for path, (kind, value) in expected.items():
     name = os.path.relpath(path, d)
@@ -78,7 +79,8 @@ def test_catalogue_of_hostile_inputs(tmp_path):
   assert counts['rejections'] + counts['notes'] == len(rejects)
   assert counts['notes'] == len(hostile.NOTES)
   shards = meta['splits']['train']['shards']
-  assert sum(s['num_examples'] for s in shards) == counts['examples'] == len(got)
+  assert (sum(s['num_examples'] for s in shards) == counts['examples'] ==
+          len(got))
 
   # Every written example equals an independent whole-file read, bit for
   # bit, and no feature holds NaN or Inf.

@@ -101,7 +101,8 @@ import hashlib, sys
 seen = []
 for batch in loader:
     for s, p in zip(batch['signal'], batch['spectrogram']):
-        seen.append(hashlib.sha1(s.numpy().tobytes() + p.numpy().tobytes()).hexdigest())
+        both = s.numpy().tobytes() + p.numpy().tobytes()
+        seen.append(hashlib.sha1(both).hexdigest())
 print(' '.join(sorted(seen)))
 '''
   proc = subprocess.run([sys.executable, '-c', check], cwd=tmp_path,

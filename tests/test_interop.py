@@ -215,7 +215,8 @@ def test_schema_pbtxt_escapes_any_feature_key(dataset):
   from pipeline import tfx_schema
   _, meta = dataset
   key = 'quote" back\\slash \\" ünï ✓'
-  odd = dict(meta, schema=dict(meta['schema'], **{key: meta['schema']['index']}))
+  odd = dict(meta, schema=dict(meta['schema'],
+                               **{key: meta['schema']['index']}))
   parsed = text_format.Parse(tfx_schema.text(odd), schema_pb2.Schema())
   assert key in [f.name for f in parsed.feature]
   assert len(parsed.feature) == len(odd['schema'])

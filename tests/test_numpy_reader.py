@@ -57,7 +57,8 @@ def test_never_imports_tensorflow_or_beam(dataset):
       '                                 batch_size=4, shuffle=True, seed=3)\n'
       'n = sum(len(b["index"]) for b in ds)\n'
       'print(n, len(ds), sorted(m for m in sys.modules\n'
-      '      if m.startswith(("tensorflow", "apache_beam")) and sys.modules[m]))\n')
+      '      if m.startswith(("tensorflow", "apache_beam"))\n'
+      '      and sys.modules[m]))\n')
   proc = subprocess.run([sys.executable, '-c', code], capture_output=True,
                         text=True, cwd=ROOT)
   assert proc.returncode == 0, proc.stderr[-2000:]

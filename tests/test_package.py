@@ -36,7 +36,8 @@ def test_installed_package_runs_its_command_outside_the_checkout(tmp_path):
   work.mkdir()
   env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
   where = subprocess.run(
-      [str(bin_dir / 'python'), '-c', 'import pipeline; print(pipeline.__file__)'],
+      [str(bin_dir / 'python'), '-c',
+       'import pipeline; print(pipeline.__file__)'],
       capture_output=True, text=True, cwd=work, env=env)
   assert where.stdout.startswith(child_site), where.stdout + where.stderr
   wavbeam = str(bin_dir / 'wavbeam')

@@ -41,7 +41,8 @@ def _paths(d):
 
 
 def test_replay_is_bit_exact_against_independent_reference(corpus, tmp_path):
-  config = H.make_config(corpus, tmp_path / 'out', win_len=WIN, hop_len=WIN // 2,
+  config = H.make_config(corpus, tmp_path / 'out', win_len=WIN,
+                         hop_len=WIN // 2,
                          features=('signal', 'spectrogram', 'log_mel', 'fft'))
   meta = H.run_pipeline(config)
   paths = _paths(corpus)
@@ -211,7 +212,8 @@ def test_bad_inputs_are_recorded_and_counts_add_up(tmp_path):
       'zero_frames.wav': 'empty', 'short.wav': 'too short',
       'rate.wav': 'sample rate 22050 Hz differs from the dataset\'s 16000 Hz '
                   '(pass --sample_rate to resample instead)',
-      'truncated.wav': 'truncated', 'nan.wav': 'non-finite samples (NaN or Inf)'}
+      'truncated.wav': 'truncated',
+      'nan.wav': 'non-finite samples (NaN or Inf)'}
   counts = meta['counts']
   assert counts['files_seen'] == 9 == counts['files_ok'] + \
       counts['files_rejected']
@@ -300,5 +302,6 @@ def test_beam_metrics_count_what_metadata_records(corpus, tmp_path):
   assert before - datetime.timedelta(milliseconds=1) <= first <= last <= after
   assert written['seconds'] == round((last - first).total_seconds(), 3) > 0
   line = run_lib.summary(str(out), 1.0)
-  assert f'{meta["counts"]["examples"]} examples in {len(shards)} shards' in line
+  examples = meta['counts']['examples']
+  assert f'{examples} examples in {len(shards)} shards' in line
   assert f'shards written in {max(written["seconds"], 0.001):.2f} s' in line

@@ -110,7 +110,8 @@ def small_input(tmp_path_factory):
     (['--output_dir', '{d}/done'], 2, "--output_dir='{d}/done': already holds "
      'a complete dataset'),
     (['--runner', 'Nope'], 2, "--runner='Nope': Unexpected pipeline runner"),
-    (['--win_lenn', '5'], 2, 'unrecognized: --win_lenn (did you mean --win_len?)'),
+    (['--win_lenn', '5'], 2,
+     'unrecognized: --win_lenn (did you mean --win_len?)'),
 ])
 def test_cli_errors_name_the_option_and_exit_2(small_input, argv, code,
                                                message):

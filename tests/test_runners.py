@@ -239,7 +239,8 @@ def _build(argv):
 def test_dataflow_job_builds_offline(corpus, tmp_path, monkeypatch):
   argv = _launcher_args(
       'dataflow', str(corpus / 'in'), str(tmp_path / 'out'), '--dry_run=True',
-      '--win_len', '1024', env={'PROJECT': 'wavbeam-test', 'BUCKET': 'wavbeam-bucket',
+      '--win_len', '1024', env={'PROJECT': 'wavbeam-test',
+                                'BUCKET': 'wavbeam-bucket',
                                 'MAX_WORKERS': '7'})
   monkeypatch.chdir(tmp_path)
   p, options = _build(argv)

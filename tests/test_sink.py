@@ -4,7 +4,6 @@ against wavbeam's own shard writer on the same corpus."""
 
 import collections
 import io
-import json
 import os
 import subprocess
 import sys
@@ -12,7 +11,6 @@ import sys
 import pytest
 
 from pipeline import config as config_lib
-from pipeline import metadata
 from tests import helpers as H
 from transforms import tfrecord
 

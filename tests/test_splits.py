@@ -112,7 +112,8 @@ def test_reruns_give_identical_bytes_and_split_from_subdir(tmp_path):
     for cls in ('x', 'y'):
       for i in range(3):
         H.write_wav(str(tmp_path / 'in' / split / cls / f'{i}.wav'),
-                    H.noise(2048, 2, seed=100 * (split == 'test') + 10 * (cls == 'y') + i),
+                    H.noise(2048, 2, seed=100 * (split == 'test') +
+                            10 * (cls == 'y') + i),
                     subtype='PCM_24')
   H.write_wav(str(tmp_path / 'in' / 'loose.wav'), H.noise(2048))
   digests = []

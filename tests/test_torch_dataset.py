@@ -107,7 +107,8 @@ def test_torch_distributed_ranks_read_disjoint_parts(dataset, tmp_path):
   script = textwrap.dedent('''
       import sys, torch.distributed as dist
       from pipeline.torch_dataset import WavbeamIterableDataset
-      rank, port, dataset, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+      rank, port, dataset, out = (int(sys.argv[1]), sys.argv[2],
+                                  sys.argv[3], sys.argv[4])
       dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}',
                               rank=rank, world_size=2)
       data = WavbeamIterableDataset(dataset, 'train',

@@ -49,7 +49,8 @@ def test_plain_header_reads_what_libsndfile_reads(tmp_path):
                            rate=rate, subtype=subtype)
         plain.append((path, True if channels <= 2 else None))
   hand = {  # name: (bytes, takes the plain path)
-      'list_before_data': (_riff(_fmt(), _chunk(b'LIST', b'INFOISFT\4\0\0\0abc\0'),
+      'list_before_data': (_riff(_fmt(),
+                                 _chunk(b'LIST', b'INFOISFT\4\0\0\0abc\0'),
                                  _chunk(b'data', bytes(4 * 9))), True),
       'fact_and_fmt18': (_riff(_fmt(tag=3, bits=32, extra=b'\0\0'),
                                _chunk(b'fact', struct.pack('<I', 5)),

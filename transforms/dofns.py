@@ -1,6 +1,7 @@
 """The pipeline's DoFns: small, stateless between elements, pickle-safe."""
 
 import collections
+import contextlib
 import dataclasses
 import time
 import uuid
@@ -13,6 +14,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline import naming
 from pipeline.config import PipelineConfig
 from transforms import allocator
+from transforms import array_record_file
 from transforms import block_store
 from transforms import counters
 from transforms import example_codec
@@ -312,18 +314,26 @@ def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
   compression = tfrecord.beam_compression(config.compression)
   stats = ExampleStats(split=split, shard=shard)
   items, sizes = [], []
-  with FileSystems.create(path, compression_type=compression) as f:
+  copy = (array_record_file.Writer(path + '.' + naming.ARRAY_RECORD)
+          if config.array_record else contextlib.nullcontext())
+  with FileSystems.create(path, compression_type=compression) as f, copy:
     for item in maker.examples(split, refs, class_names, stats):
       if isinstance(item, wav_io.Rejection):
         items.append(item)
       else:
         sizes.append(tfrecord.write_record(f, item))
+        if config.array_record:
+          copy.write(item)
   index = write_index(path, sizes, config.compression)
   run_marker.check_marker(config.dataset_dir, run_id)
-  items.append(ShardStats(split, shard, path, stats.num_examples,
-                          filesystem.metadata(path).size_in_bytes,
-                          started_ms, int(time.time() * 1000),
-                          index_path=index))
+  written = ShardStats(split, shard, path, stats.num_examples,
+                       filesystem.metadata(path).size_in_bytes, started_ms,
+                       int(time.time() * 1000), index_path=index)
+  if config.array_record:
+    written = dataclasses.replace(
+        written, array_record_path=copy.path,
+        array_record_bytes=filesystem.metadata(copy.path).size_in_bytes)
+  items.append(written)
   items.append(stats)
   return items
 

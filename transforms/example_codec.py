@@ -47,7 +47,8 @@ def to_array(value: Any) -> np.ndarray:
   if isinstance(value, int):
     return np.int64(value)
   if isinstance(value, float):
-    return np.float32(value) if np.float32(value) == value else np.float64(value)
+    return (np.float32(value) if np.float32(value) == value
+            else np.float64(value))
   return np.asarray(value)
 
 

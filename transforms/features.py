@@ -73,7 +73,8 @@ def mel_filterbank(n_mels: int, n_fft: int, sample_rate: int,
   return np.pad(weights, [[1, 0], [0, 0]]).astype(np.float32)
 
 
-def mel_spectrogram(magnitude: np.ndarray, filterbank: np.ndarray) -> np.ndarray:
+def mel_spectrogram(magnitude: np.ndarray,
+                    filterbank: np.ndarray) -> np.ndarray:
   """(n, frames, bins) magnitude -> (n, frames, n_mels)."""
   return magnitude @ filterbank
 

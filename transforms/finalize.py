@@ -101,7 +101,7 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
                           f'{split_stats.num_examples} were encoded')
     schema = split_stats.schema if schema is None else schema.merge(
         split_stats.schema)
-    entries = []
+    entries, copies = [], []
     for s in shards:
       final = naming.shard_name(config.dataset_name, name, s.shard,
                                 len(shards))
@@ -111,8 +111,16 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
                         naming.join(out, naming.index_name(final))))
       entries.append({'file': final, 'num_examples': s.num_examples,
                       'num_bytes': s.num_bytes})
+      if config.array_record:
+        copy = naming.shard_name(config.dataset_name, name, s.shard,
+                                 len(shards), naming.ARRAY_RECORD)
+        renames.append((s.array_record_path, naming.join(out, copy)))
+        copies.append({'file': copy, 'num_examples': s.num_examples,
+                       'num_bytes': s.array_record_bytes})
     splits[name] = metadata_lib.split_entry(
         entries, split_stats.example_bytes, split_stats.per_class)
+    if config.array_record:
+      splits[name][naming.ARRAY_RECORD] = copies
     splits[name]['num_files'] = files_ok[name]
     splits[name]['statistics'] = {
         key: m.to_json() for key, m in sorted(split_stats.moments.items())}

@@ -20,4 +20,7 @@ class ShardStats:
   num_shards: int = 0
   # Its `tfrecord`-package index (naming.INDEX_SUFFIX), when uncompressed.
   index_path: str = ''
+  # Its ArrayRecord copy (--array_record), and that file's size.
+  array_record_path: str = ''
+  array_record_bytes: int = 0
 

@@ -267,8 +267,10 @@ def probe(index: int, path: str) -> Tuple[WavInfo, Optional[str]]:
 
 # subtype -> (stored sample dtype, zero, scale to full scale). libsndfile's
 # conversions to float64 are these same exact operations (powers of two).
-_PLAIN_SAMPLES = {'PCM_U8': ('u1', 128, 2.0**-7), 'PCM_16': ('<i2', 0, 2.0**-15),
-                  'PCM_24': ('<i4', 0, 2.0**-31), 'PCM_32': ('<i4', 0, 2.0**-31),
+_PLAIN_SAMPLES = {'PCM_U8': ('u1', 128, 2.0**-7),
+                  'PCM_16': ('<i2', 0, 2.0**-15),
+                  'PCM_24': ('<i4', 0, 2.0**-31),
+                  'PCM_32': ('<i4', 0, 2.0**-31),
                   'FLOAT': ('<f4', 0, 1.0), 'DOUBLE': ('<f8', 0, 1.0)}
 
 

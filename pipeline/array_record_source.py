@@ -1,0 +1,147 @@
+"""Random access to a split written with --array_record: no TensorFlow, no
+Beam.
+
+    source = ArrayRecordSource('out/', 'train', features=['log_mel', 'target'])
+    len(source)          # the split's examples, from metadata.json
+    source[12345]        # one example: numpy_reader's dict of arrays
+
+Examples are numbered as the TFRecord shards hold them (shard by shard),
+so source[i] is the i-th example `replay_dataset` yields without shuffle.
+The source is what Grain calls a random-access data source (`__len__`,
+`__getitem__`), so a shuffled, sharded, checkpointable Grain pipeline
+starts from it:
+
+    import grain
+    data = (grain.MapDataset.source(source).shuffle(seed=0)
+            [jax.process_index()::jax.process_count()].batch(32))
+
+and pipeline.torch_dataset.WavbeamMapDataset serves it to a PyTorch
+DataLoader (`shuffle=True` for a true per-epoch shuffle). It pickles
+without its open files, so DataLoader and Grain worker processes each open
+their own.
+
+Checked before use: every file must be the ArrayRecord name of the
+dataset's pattern, exist, be a plain file, have the size metadata.json
+lists and hold the record count it lists. Each record is then read through
+riegeli, whose chunks carry their own hashes (a damaged chunk is an
+error, not wrong data), and decoded against the schema.
+"""
+
+import bisect
+import os
+import stat
+from typing import Dict, List, Optional, Sequence
+
+from pipeline import metadata as metadata_lib
+from pipeline import naming
+from pipeline import numpy_reader
+from pipeline import schema as schema_lib
+from pipeline.errors import DatasetError
+from transforms import array_record_file
+from transforms import example_codec
+
+# Random access: no read-ahead past the record asked for.
+_READER_OPTIONS = 'readahead_buffer_size:0'
+
+
+class ArrayRecordSource:
+  """One split's ArrayRecord files as a random-access sequence of
+  examples; see the module docstring."""
+
+  def __init__(self, output_dir: str, split: str = 'train', *,
+               features: Optional[Sequence[str]] = None):
+    self.output_dir, self.metadata = numpy_reader.load_metadata(output_dir)
+    splits = self.metadata['splits']
+    if split not in splits:
+      raise DatasetError(f'unknown split {split!r} in {self.output_dir}; it '
+                         f'has {sorted(splits)}')
+    entry = splits[split]
+    if naming.ARRAY_RECORD not in entry:
+      raise DatasetError(
+          f'{self.output_dir} has no ArrayRecord files (it was written '
+          'without --array_record); rerun the pipeline with --array_record '
+          'for random access, or read it with numpy_reader')
+    self.split = split
+    self.schema = metadata_lib.schema_of(self.metadata)
+    specs = self.schema.as_dict()
+    self.keys = list(features) if features is not None else sorted(specs)
+    unknown = [k for k in self.keys if k not in specs]
+    if unknown:
+      raise DatasetError(f'unknown feature {unknown} in {self.output_dir}; '
+                         f'it has {sorted(specs)}')
+    self.files = [os.path.join(self.output_dir, f['file'])
+                  for f in entry[naming.ARRAY_RECORD]]
+    counts = [f['num_examples'] for f in entry[naming.ARRAY_RECORD]]
+    for path, listed in zip(self.files, entry[naming.ARRAY_RECORD]):
+      _check_file(path, listed)
+    self._starts: List[int] = [0]
+    for n in counts:
+      self._starts.append(self._starts[-1] + n)
+    self._readers: Dict[int, object] = {}
+
+  def __len__(self) -> int:
+    return self._starts[-1]
+
+  def __getitem__(self, index: int) -> Dict:
+    return self.__getitems__([index])[0]
+
+  def __getitems__(self, indices: Sequence[int]) -> List[Dict]:
+    """Several examples (one read per file touched), in the order asked."""
+    located: Dict[int, List] = {}
+    for position, index in enumerate(indices):
+      index = int(index)
+      if index < 0:
+        index += len(self)
+      if not 0 <= index < len(self):
+        raise IndexError(f'example {index} of a split of {len(self)}')
+      file = bisect.bisect_right(self._starts, index) - 1
+      located.setdefault(file, []).append(
+          (position, index - self._starts[file]))
+    out: List = [None] * len(indices)
+    for file, wanted in located.items():
+      records = self._reader(file).read([local for _, local in wanted])
+      for (position, local), record in zip(wanted, records):
+        out[position] = self._decode(record, file, local)
+    return out
+
+  def _decode(self, record: bytes, file: int, local: int) -> Dict:
+    try:
+      example = example_codec.decode_example(record, self.schema)
+    except schema_lib.SchemaError as e:
+      raise DatasetError(f'{self.files[file]}: record {local}: {e}') from e
+    return {k: example[k] for k in self.keys}
+
+  def _reader(self, file: int):
+    if file not in self._readers:
+      module = array_record_file._module()  # pylint: disable=protected-access
+      reader = module.ArrayRecordReader(self.files[file], _READER_OPTIONS)
+      if reader.num_records() != self._starts[file + 1] - self._starts[file]:
+        raise DatasetError(
+            f'{self.files[file]} holds {reader.num_records()} records, '
+            'metadata.json says '
+            f'{self._starts[file + 1] - self._starts[file]}')
+      self._readers[file] = reader
+    return self._readers[file]
+
+  def __getstate__(self):
+    state = dict(self.__dict__)
+    state['_readers'] = {}  # open files stay in the process that opened them
+    return state
+
+  def __repr__(self):
+    return (f'ArrayRecordSource({self.output_dir!r}, {self.split!r}, '
+            f'{len(self)} examples)')
+
+
+def _check_file(path: str, listed: Dict) -> None:
+  try:
+    info = os.stat(path)
+  except OSError as e:
+    raise DatasetError(f'ArrayRecord file {path} listed in metadata.json '
+                       f'cannot be read ({e})') from e
+  if not stat.S_ISREG(info.st_mode):
+    raise DatasetError(f'ArrayRecord file {path} is not a plain file')
+  if info.st_size != listed['num_bytes']:
+    raise DatasetError(
+        f'ArrayRecord file {path} is {info.st_size} bytes but metadata.json '
+        f'says {listed["num_bytes"]}: it was changed or cut after writing')

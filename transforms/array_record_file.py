@@ -1,0 +1,65 @@
+"""ArrayRecord files: the random-access copy of each shard (--array_record).
+
+The same serialized Examples as the TFRecord shard, in the same order, one
+record per group and uncompressed, as TFDS writes them for
+`as_data_source`: reading record i then costs one seek and one read.
+The array-record package is imported only when used (an optional extra);
+its writer takes local paths only.
+"""
+
+import os
+
+
+def _module():
+  try:
+    from array_record.python import array_record_module  # pylint: disable=import-outside-toplevel
+  except ImportError as e:
+    raise ImportError(
+        '--array_record needs the array-record package: pip install '
+        'wavbeam[array_record] (or array-record==0.8.6)') from e
+  return array_record_module
+
+
+OPTIONS = 'group_size:1,uncompressed'
+
+
+def available() -> bool:
+  try:
+    _module()
+  except ImportError:
+    return False
+  return True
+
+
+class Writer:
+  """Appends records to a new local ArrayRecord file; a context manager."""
+
+  def __init__(self, path: str):
+    self.path = path
+    self._writer = _module().ArrayRecordWriter(os.fspath(path), OPTIONS)
+
+  def write(self, record: bytes) -> None:
+    self._writer.write(record)
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self._writer.close()
+
+
+def num_records(path: str) -> int:
+  reader = _module().ArrayRecordReader(os.fspath(path))
+  try:
+    return reader.num_records()
+  finally:
+    reader.close()
+
+
+def read_all(path: str):
+  """Every record of a file, in order (for verify)."""
+  reader = _module().ArrayRecordReader(os.fspath(path))
+  try:
+    return reader.read_all()
+  finally:
+    reader.close()
