@@ -21,6 +21,8 @@ COMPRESSIONS = ('none', 'gzip')
 SPECTROGRAM_SCALES = ('linear', 'log')
 SINKS = ('shards', 'write_to_tfrecord')
 SPLIT_SOURCES = ('hash', 'subdir')
+# With --split_lists, the split of every file no list names.
+REST_SPLIT = 'train'
 DEFAULT_SHARD_BYTES = 150 * 2**20  # TFRecord advice: shards of 100-200 MB
 # Upper bounds, past which a value is a typo rather than a choice. A shard
 # task holds 32 windows as float64: 2**22 samples (95 s at 44.1 kHz) make
@@ -95,6 +97,13 @@ class PipelineConfig:
       'hash (assign files by --splits) or subdir (the top-level folder under '
       'input_dir names the split: DIR/train/..., DIR/test/...)',
       default='hash', choices=SPLIT_SOURCES)
+  split_lists: Tuple[Tuple[str, str], ...] = _opt(
+      'files named in list files go to that split and all others to train, '
+      'as Speech Commands ships its official splits: e.g. '
+      'validation=validation_list.txt,test=testing_list.txt; a list holds '
+      'one path relative to input_dir per line, and a list file is found '
+      'relative to input_dir unless absolute or a URI; instead of --splits '
+      '(default: none)', default=())
   no_shuffle: bool = _opt(
       'write examples in input order (file, then window) instead of a '
       'deterministic pseudo-random order that mixes files and classes in '
@@ -140,6 +149,11 @@ class PipelineConfig:
       object.__setattr__(self, 'splits', _parse_splits(self.splits))
     object.__setattr__(self, 'splits',
                        tuple((n, float(f)) for n, f in self.splits))
+    if isinstance(self.split_lists, str):
+      object.__setattr__(self, 'split_lists',
+                         _parse_split_lists(self.split_lists))
+    object.__setattr__(self, 'split_lists',
+                       tuple((n, f) for n, f in self.split_lists))
     self._validate()
 
   def _validate(self):
@@ -222,6 +236,19 @@ class PipelineConfig:
                           '--sink write_to_tfrecord writes in no global '
                           'order, so there is nothing to seed; use --sink '
                           'shards for a shuffled layout')
+    if self.split_lists:
+      text = ','.join(f'{n}={f}' for n, f in self.split_lists)
+      names = [n for n, _ in self.split_lists]
+      if self.split_from != 'hash' or self.splits != (('train', 1.0),):
+        raise ConfigError('split_lists', text, 'give --split_lists or '
+                          '--splits / --split_from subdir, not both')
+      if len(set(names)) != len(names) or REST_SPLIT in names:
+        raise ConfigError('split_lists', text, 'names a split twice (the '
+                          f'files of no list go to {REST_SPLIT!r})')
+      for name in names:
+        if not re.fullmatch(r'[A-Za-z0-9_]+', name):
+          raise ConfigError('split_lists', text, f'split name {name!r}: use '
+                            'letters, digits and "_" only')
     if self.array_record and self.sink != 'shards':
       raise ConfigError('array_record', True, 'needs --sink shards (the '
                         "ArrayRecord files are written beside wavbeam's own "
@@ -244,7 +271,10 @@ class PipelineConfig:
 
   @property
   def split_names(self) -> Tuple[str, ...]:
-    """Known up front for hash splits; None when folders decide."""
+    """Known up front for hash splits and split lists; None when folders
+    decide."""
+    if self.split_lists:
+      return (REST_SPLIT, *(n for n, _ in self.split_lists))
     return tuple(n for n, _ in self.splits) if self.split_from == 'hash' \
         else None
 
@@ -291,6 +321,16 @@ def _parse_splits(text: str) -> Tuple[Tuple[str, float], ...]:
   return tuple(pairs)
 
 
+def _parse_split_lists(text: str) -> Tuple[Tuple[str, str], ...]:
+  pairs = []
+  for part in _split_list(text):
+    name, sep, path = part.partition('=')
+    if not sep or not name.strip() or not path.strip():
+      raise ConfigError('split_lists', text, f'{part!r} is not SPLIT=FILE')
+    pairs.append((name.strip(), path.strip()))
+  return tuple(pairs)
+
+
 def _optional_int(text: str) -> Optional[int]:
   return None if text.lower() in ('', 'none') else int(text)
 
@@ -310,6 +350,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     else:
       if field.name == 'splits':
         default = splits_text(default)
+      elif field.name == 'split_lists':
+        default = ''
       elif isinstance(default, tuple):
         default = ','.join(default)
       if '(default:' not in kwargs['help']:  # else the help says it better

@@ -36,6 +36,7 @@ from transforms import layout as layout_lib
 from transforms import plan as plan_lib
 from transforms import reject_parts
 from transforms import run_marker
+from transforms import split_lists
 from transforms import stats as stats_lib
 from transforms import tfrecord
 from transforms import wav_io
@@ -438,6 +439,8 @@ def check_input(config: PipelineConfig) -> None:
   if not wav_io.count_wav_files(config.input_dir, 1):
     raise ConfigError('input_dir', config.input_dir,
                       'holds no .wav files (searched recursively)')
+  if config.split_lists:
+    split_lists.listed_splits(config)  # readable, no path listed twice
 
 
 def _check_extra_features(config, extra_features):

@@ -8,9 +8,11 @@ bounded whatever the file length.
 import dataclasses
 from typing import Dict, Iterable, List, Tuple
 
+from pipeline import config as config_lib
 from pipeline.config import PipelineConfig
 from transforms import audio
 from transforms import labels
+from transforms import split_lists
 from transforms import splits
 from transforms.wav_io import BadWav, WavInfo
 
@@ -118,7 +120,10 @@ def plan_file(info: WavInfo, config: PipelineConfig,
               dataset_rate: int) -> FilePlan:
   """Checks a probed file against the dataset's rules; raises BadWav."""
   rel_path = splits.relative_path(info.path, config.input_dir)
-  if config.split_from == 'subdir':
+  if config.split_lists:
+    split = split_lists.listed_splits(config).get(rel_path,
+                                                  config_lib.REST_SPLIT)
+  elif config.split_from == 'subdir':
     split = splits.split_from_folder(rel_path)
     if split is None:
       raise BadWav('no split: --split_from=subdir needs the file inside a '

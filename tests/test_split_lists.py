@@ -1,0 +1,88 @@
+"""--split_lists, on a miniature Speech Commands layout: the same folder
+and list-file names, generated audio."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pipeline import config as config_lib
+from pipeline import numpy_reader
+from tests import helpers as H
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope='module')
+def speech_commands(tmp_path_factory):
+  """speech_commands_v0.02/{word}/{speaker}_nohash_{n}.wav plus its
+  validation_list.txt and testing_list.txt."""
+  root = tmp_path_factory.mktemp('sc') / 'speech_commands_v0.02'
+  names = []
+  for w, word in enumerate(('yes', 'no', 'up')):
+    for s in range(4):
+      name = f'{word}/{s:08x}_nohash_{w}.wav'
+      H.write_wav(str(root / name), H.noise(16000, seed=10 * w + s))
+      names.append(name)
+  validation = [n for n in names if n.startswith('0000000' + '1')]
+  testing = [n for n in names if n.startswith(('yes/00000002',
+                                               'no/00000003'))]
+  (root / 'validation_list.txt').write_text('\n'.join(validation) + '\n')
+  (root / 'testing_list.txt').write_text('\n'.join(testing) + '\n')
+  return root, names, validation, testing
+
+
+def test_listed_files_go_to_their_split_the_rest_to_train(speech_commands,
+                                                          tmp_path):
+  root, names, validation, testing = speech_commands
+  validation = [n for n in names if '/00000001_' in n]
+  (root / 'validation_list.txt').write_text('\n'.join(validation) + '\n')
+  out = tmp_path / 'out'
+  proc = subprocess.run(
+      [sys.executable, '-m', 'pipeline.run', '--input_dir', str(root),
+       '--output_dir', str(out), '--win_len', '16000', '--quiet',
+       '--split_lists',
+       'validation=validation_list.txt,test=testing_list.txt'],
+      capture_output=True, text=True, cwd=ROOT, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  meta = json.load(open(out / 'metadata.json'))
+  assert sorted(meta['splits']) == ['test', 'train', 'validation']
+  expected = {'validation': set(validation), 'test': set(testing)}
+  expected['train'] = set(names) - expected['validation'] - expected['test']
+  for split, wanted in expected.items():
+    got = {os.path.relpath(e['filepath'], root): e['class']
+           for e in numpy_reader.numpy_dataset(
+               str(out), split, features=['filepath', 'class'])}
+    assert set(got) == wanted, split
+    assert all(cls == name.split('/')[0] for name, cls in got.items())
+  assert meta['counts']['files_ok'] == len(names)
+
+
+def test_bad_lists_fail_before_anything_runs(speech_commands, tmp_path):
+  root, names, _, _ = speech_commands
+  twice = tmp_path / 'twice.txt'
+  twice.write_text(f'{names[0]}\n\n{names[1]}\n')
+  other = tmp_path / 'other.txt'
+  other.write_text(f'{names[1]}\n')
+  for lists, message in (
+      (f'validation={twice},test={other}',
+       f'{names[1]} is listed twice: {twice} line 3 (validation) and '
+       f'{other} line 1 (test)'),
+      ('validation=no_such_list.txt', 'cannot read'),
+      ('train=validation_list.txt', 'names a split twice'),
+      ('validation', 'is not SPLIT=FILE')):
+    out = tmp_path / 'out'
+    proc = subprocess.run(
+        [sys.executable, '-m', 'pipeline.run', '--input_dir', str(root),
+         '--output_dir', str(out), '--split_lists', lists],
+        capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 2, (lists, proc.stderr[-2000:])
+    assert message in proc.stderr and '--split_lists' in proc.stderr, (
+        lists, proc.stderr)
+    assert not out.exists()
+  with pytest.raises(config_lib.ConfigError, match='not both'):
+    H.make_config(str(root), str(tmp_path / 'o'),
+                  split_lists='validation=validation_list.txt',
+                  splits='train=0.5,test=0.5')

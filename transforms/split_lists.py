@@ -1,0 +1,56 @@
+"""--split_lists: files named in list files go to that split, the rest to
+train (the convention of Speech Commands' validation_list.txt and
+testing_list.txt).
+
+Each list is read once per process (the lists name paths, a few MB for
+100,000 files) and checked before the run starts: a path listed twice
+fails with both places named.
+"""
+
+import functools
+from typing import Dict, Tuple
+
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline import naming
+from pipeline.config import ConfigError, PipelineConfig
+
+
+def list_location(input_dir: str, path: str) -> str:
+  """A list file: absolute, a URI, or relative to input_dir."""
+  if path.startswith('/') or FileSystems.get_scheme(path):
+    return path
+  return naming.join(input_dir, path)
+
+
+@functools.lru_cache(maxsize=4)
+def _read(input_dir: str,
+          lists: Tuple[Tuple[str, str], ...]) -> Dict[str, str]:
+  text = ','.join(f'{n}={f}' for n, f in lists)
+  found: Dict[str, Tuple[str, str, int]] = {}
+  for split, path in lists:
+    location = list_location(input_dir, path)
+    try:
+      with FileSystems.open(location) as f:
+        lines = f.read().decode('utf-8').splitlines()
+    except (OSError, IOError, UnicodeDecodeError) as e:
+      raise ConfigError('split_lists', text,
+                        f'cannot read {location} ({e})') from e
+    for number, line in enumerate(lines, 1):
+      name = line.strip()
+      name = name[2:] if name.startswith('./') else name
+      if not name:
+        continue
+      if name in found:
+        other, where, at = found[name]
+        raise ConfigError('split_lists', text,
+                          f'{name} is listed twice: {where} line {at} '
+                          f'({other}) and {location} line {number} '
+                          f'({split})')
+      found[name] = (split, location, number)
+  return {name: split for name, (split, _, _) in found.items()}
+
+
+def listed_splits(config: PipelineConfig) -> Dict[str, str]:
+  """{path relative to input_dir: split} of every listed file."""
+  return _read(config.input_dir, config.split_lists)
