@@ -32,7 +32,6 @@ import os
 import stat
 from typing import Dict, List, Optional, Sequence
 
-from pipeline import metadata as metadata_lib
 from pipeline import naming
 from pipeline import numpy_reader
 from pipeline import schema as schema_lib
@@ -50,25 +49,15 @@ class ArrayRecordSource:
 
   def __init__(self, output_dir: str, split: str = 'train', *,
                features: Optional[Sequence[str]] = None):
-    self.output_dir, self.metadata = numpy_reader.load_metadata(output_dir)
-    splits = self.metadata['splits']
-    if split not in splits:
-      raise DatasetError(f'unknown split {split!r} in {self.output_dir}; it '
-                         f'has {sorted(splits)}')
-    entry = splits[split]
+    (self.output_dir, self.metadata, self.schema,
+     self.keys) = numpy_reader.open_split(output_dir, split, features)
+    entry = self.metadata['splits'][split]
     if naming.ARRAY_RECORD not in entry:
       raise DatasetError(
           f'{self.output_dir} has no ArrayRecord files (it was written '
           'without --array_record); rerun the pipeline with --array_record '
           'for random access, or read it with numpy_reader')
     self.split = split
-    self.schema = metadata_lib.schema_of(self.metadata)
-    specs = self.schema.as_dict()
-    self.keys = list(features) if features is not None else sorted(specs)
-    unknown = [k for k in self.keys if k not in specs]
-    if unknown:
-      raise DatasetError(f'unknown feature {unknown} in {self.output_dir}; '
-                         f'it has {sorted(specs)}')
     self.files = [os.path.join(self.output_dir, f['file'])
                   for f in entry[naming.ARRAY_RECORD]]
     counts = [f['num_examples'] for f in entry[naming.ARRAY_RECORD]]

@@ -53,6 +53,25 @@ def load_metadata(output_dir: str) -> Tuple[str, Dict]:
     raise DatasetError(str(e)) from e
 
 
+def open_split(output_dir: str, split: str,
+               features: Optional[Sequence[str]] = None):
+  """(dataset folder, metadata, schema, feature keys to read) of a split;
+  DatasetError for a missing dataset, an unknown split or feature."""
+  found, metadata = load_metadata(output_dir)
+  splits = metadata['splits']
+  if split not in splits:
+    raise DatasetError(f'unknown split {split!r} in {found}; it has '
+                       f'{sorted(splits)}')
+  schema = metadata_lib.schema_of(metadata)
+  specs = schema.as_dict()
+  keys = list(features) if features is not None else sorted(specs)
+  unknown = [k for k in keys if k not in specs]
+  if unknown:
+    raise DatasetError(f'unknown feature {unknown} in {found}; it has '
+                       f'{sorted(specs)}')
+  return found, metadata, schema, keys
+
+
 class NumpyDataset:
   """An iterable over a split's examples (or batches) as numpy arrays, with
   len() from metadata.json. Iterating again reads again (a new epoch; with
@@ -68,20 +87,10 @@ class NumpyDataset:
                seed: Optional[int] = None, drop_remainder: bool = False,
                shuffle_buffer_size: int = _SHUFFLE_BUFFER,
                shard_indices: Optional[Sequence[int]] = None):
-    self.output_dir, self.metadata = load_metadata(output_dir)
-    splits = self.metadata['splits']
-    if split not in splits:
-      raise DatasetError(f'unknown split {split!r} in {self.output_dir}; it '
-                         f'has {sorted(splits)}')
+    (self.output_dir, self.metadata, self.schema,
+     self.keys) = open_split(output_dir, split, features)
     self.split = split
-    self.schema = metadata_lib.schema_of(self.metadata)
-    specs = self.schema.as_dict()
-    self.keys = list(features) if features is not None else sorted(specs)
-    unknown = [k for k in self.keys if k not in specs]
-    if unknown:
-      raise DatasetError(f'unknown feature {unknown} in {self.output_dir}; '
-                         f'it has {sorted(specs)}')
-    shards = splits[split]['shards']
+    shards = self.metadata['splits'][split]['shards']
     indices = (range(len(shards)) if shard_indices is None
                else list(shard_indices))
     self.shards = [shards[i] for i in indices]
