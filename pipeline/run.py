@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import logging
 import os
+import shutil
 import sys
 import threading
 import time
@@ -165,8 +166,14 @@ def _run_config(config, beam_args, extra_features, show_progress, forked):
         'runner', options.view_as(StandardOptions).runner,
         f'{e} (see "Running at scale" in the README)') from e
   run_id = run_marker.new_run_id()
-  build_pipeline(p, config, extra_features, run_id)
-  dataset_dir.prepare(config, run_id)
+  try:
+    build_pipeline(p, config, extra_features, run_id)
+    dataset_dir.prepare(config, run_id)
+  except BaseException:
+    # Beam's Pipeline() made a /tmp/beam-pipeline-temp* folder that only
+    # its run() removes.
+    shutil.rmtree(p.local_tempdir, ignore_errors=True)
+    raise
   local = options.view_as(StandardOptions).runner == LOCAL_RUNNER
   with run_marker.Heartbeat(config.dataset_dir, run_id), \
       (progress.Progress(config.dataset_dir) if show_progress and local

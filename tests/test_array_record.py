@@ -188,9 +188,14 @@ def test_option_is_refused_where_it_cannot_work(tmp_path):
     H.make_config(str(tmp_path), str(tmp_path / 'o'), array_record=True,
                   sink='write_to_tfrecord', splits='train=1')
   H.write_wav(str(tmp_path / 'a' / 'x.wav'), H.noise(4096))
+  temp = tmp_path / 'temp'
+  temp.mkdir()
   proc = subprocess.run(
       [sys.executable, '-m', 'pipeline.run', '--input_dir', str(tmp_path),
        '--output_dir', 'gs://bucket/out', '--array_record'],
-      capture_output=True, text=True, cwd=ROOT, timeout=300)
+      capture_output=True, text=True, cwd=ROOT, timeout=300,
+      env=dict(os.environ, TMPDIR=str(temp)))
   assert proc.returncode == 2, proc.stderr[-2000:]
   assert 'local folders only' in proc.stderr
+  # Refused after Beam's Pipeline() was made: its temp folder went too.
+  assert os.listdir(temp) == []
