@@ -29,7 +29,7 @@ import sys
 import time
 
 from bench import ceiling
-from bench.dask_local import dask_cluster
+from tests.dask_cluster import dask_cluster
 from bench.procmon import run_measured
 from bench.run import ROOT, corpus_for
 from pipeline import example_corpus

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bench.dask_local import dask_cluster
+from tests.dask_cluster import dask_cluster
 from pipeline import metadata
 from tests import helpers as H
 
