@@ -29,7 +29,6 @@ error, not wrong data), and decoded against the schema.
 
 import bisect
 import os
-import stat
 from typing import Dict, List, Optional, Sequence
 
 from pipeline import naming
@@ -62,7 +61,7 @@ class ArrayRecordSource:
                   for f in entry[naming.ARRAY_RECORD]]
     counts = [f['num_examples'] for f in entry[naming.ARRAY_RECORD]]
     for path, listed in zip(self.files, entry[naming.ARRAY_RECORD]):
-      _check_file(path, listed)
+      numpy_reader.check_file(path, listed['num_bytes'], 'ArrayRecord file')
     self._starts: List[int] = [0]
     for n in counts:
       self._starts.append(self._starts[-1] + n)
@@ -102,8 +101,7 @@ class ArrayRecordSource:
 
   def _reader(self, file: int):
     if file not in self._readers:
-      module = array_record_file._module()  # pylint: disable=protected-access
-      reader = module.ArrayRecordReader(self.files[file], _READER_OPTIONS)
+      reader = array_record_file.reader(self.files[file], _READER_OPTIONS)
       if reader.num_records() != self._starts[file + 1] - self._starts[file]:
         raise DatasetError(
             f'{self.files[file]} holds {reader.num_records()} records, '
@@ -121,16 +119,3 @@ class ArrayRecordSource:
     return (f'ArrayRecordSource({self.output_dir!r}, {self.split!r}, '
             f'{len(self)} examples)')
 
-
-def _check_file(path: str, listed: Dict) -> None:
-  try:
-    info = os.stat(path)
-  except OSError as e:
-    raise DatasetError(f'ArrayRecord file {path} listed in metadata.json '
-                       f'cannot be read ({e})') from e
-  if not stat.S_ISREG(info.st_mode):
-    raise DatasetError(f'ArrayRecord file {path} is not a plain file')
-  if info.st_size != listed['num_bytes']:
-    raise DatasetError(
-        f'ArrayRecord file {path} is {info.st_size} bytes but metadata.json '
-        f'says {listed["num_bytes"]}: it was changed or cut after writing')

@@ -129,18 +129,7 @@ class NumpyDataset:
   def read_shard(self, shard: Dict) -> Iterator[Dict]:
     """A shard's examples, checked: size, CRCs, record count, schema."""
     path = os.path.join(self.output_dir, shard['file'])
-    try:
-      info = os.stat(path)
-    except OSError as e:
-      raise DatasetError(f'shard {path} listed in metadata.json cannot be '
-                         f'read ({e})') from e
-    if not stat.S_ISREG(info.st_mode):  # a FIFO would block the reader
-      raise DatasetError(f'shard {path} is not a plain file')
-    size = info.st_size
-    if size != shard['num_bytes']:
-      raise DatasetError(
-          f'shard {path} is {size} bytes but metadata.json says '
-          f'{shard["num_bytes"]}: it was changed or cut after writing')
+    check_file(path, shard['num_bytes'], 'shard')
     opener = gzip.open if self.metadata['compression'] == 'gzip' else open
     wanted = set(self.keys)
     count = 0
@@ -162,6 +151,22 @@ class NumpyDataset:
     if count != shard['num_examples']:
       raise DatasetError(f'shard {path} holds {count} records, '
                          f'metadata.json says {shard["num_examples"]}')
+
+
+def check_file(path: str, num_bytes: int, kind: str) -> None:
+  """DatasetError unless the file metadata.json lists (a `kind`: shard,
+  ArrayRecord file) is a plain file of its listed size."""
+  try:
+    info = os.stat(path)
+  except OSError as e:
+    raise DatasetError(f'{kind} {path} listed in metadata.json cannot be '
+                       f'read ({e})') from e
+  if not stat.S_ISREG(info.st_mode):  # a FIFO would block the reader
+    raise DatasetError(f'{kind} {path} is not a plain file')
+  if info.st_size != num_bytes:
+    raise DatasetError(
+        f'{kind} {path} is {info.st_size} bytes but metadata.json says '
+        f'{num_bytes}: it was changed or cut after writing')
 
 
 def numpy_dataset(output_dir: str, split: str = 'train',

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.dask_cluster import dask_cluster
+from tests.dask_cluster import dask_cluster, free_port
 from pipeline import metadata
 from tests import helpers as H
 
@@ -89,20 +89,13 @@ def test_dask_cluster_writes_the_same_dataset(corpus, local_run):
         H.replayed(str(local_run), split).keys()
 
 
-def _free_port():
-  import socket
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    return s.getsockname()[1]
-
-
 def test_portable_runner_on_a_job_service_writes_the_same_dataset(
     corpus, local_run):
   """The Job API path Flink and Spark use: Beam's local job service (a
   real server process on 127.0.0.1), the job submitted by PortableRunner,
   the SDK harness in the submitting process (LOOPBACK)."""
   import time
-  port = _free_port()
+  port = free_port()
   server = subprocess.Popen(
       [sys.executable, '-m',
        'apache_beam.runners.portability.local_job_service_main',

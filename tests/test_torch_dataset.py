@@ -3,7 +3,6 @@ DataLoader workers and distributed ranks, bit-equal to numpy_reader, and
 a tiny model trained for an epoch from it."""
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -16,6 +15,7 @@ from pipeline import numpy_reader
 from pipeline.errors import DatasetError
 from pipeline.torch_dataset import WavbeamIterableDataset
 from tests import helpers as H
+from tests.dask_cluster import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FEATURES = ['spectrogram', 'target', 'filepath', 'win_start_idx']
@@ -95,12 +95,6 @@ def test_ranks_split_the_shards(dataset):
     WavbeamIterableDataset(dataset, 'train', rank=1)
 
 
-def _free_port():
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    return s.getsockname()[1]
-
-
 def test_torch_distributed_ranks_read_disjoint_parts(dataset, tmp_path):
   """Two real processes in a gloo process group: each rank's reader takes
   its rank from torch.distributed; together they read every example."""
@@ -120,7 +114,7 @@ def test_torch_distributed_ranks_read_disjoint_parts(dataset, tmp_path):
       dist.barrier()
       dist.destroy_process_group()
       ''')
-  port = str(_free_port())
+  port = str(free_port())
   procs = [subprocess.Popen(
       [sys.executable, '-c', script, str(rank), port, dataset,
        str(tmp_path / f'rank{rank}.txt')], cwd=ROOT,

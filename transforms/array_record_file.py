@@ -48,18 +48,15 @@ class Writer:
     self._writer.close()
 
 
-def num_records(path: str) -> int:
-  reader = _module().ArrayRecordReader(os.fspath(path))
-  try:
-    return reader.num_records()
-  finally:
-    reader.close()
+def reader(path: str, options: str = ''):
+  """An open ArrayRecordReader (read([i, ...]), num_records(), close())."""
+  return _module().ArrayRecordReader(os.fspath(path), options)
 
 
 def read_all(path: str):
   """Every record of a file, in order (for verify)."""
-  reader = _module().ArrayRecordReader(os.fspath(path))
+  opened = reader(path)
   try:
-    return reader.read_all()
+    return opened.read_all()
   finally:
-    reader.close()
+    opened.close()

@@ -31,6 +31,7 @@ from typing import Callable, Optional
 from pipeline.errors import WavbeamError
 
 _executor: Optional[concurrent.futures.ProcessPoolExecutor] = None
+_processes = 0
 
 
 class WorkerProcessFailed(WavbeamError, RuntimeError):
@@ -56,9 +57,9 @@ def started(processes: int):
   can_fork) and makes them `current()` until exit; yields their number
   (0 when none were started). Inside an outer `started`, uses the outer
   one's processes."""
-  global _executor
+  global _executor, _processes
   if _executor is not None:  # started by an outer caller, who shuts down
-    yield _executor._max_workers  # pylint: disable=protected-access
+    yield _processes
     return
   if processes < 1 or not can_fork():
     yield 0
@@ -68,11 +69,11 @@ def started(processes: int):
   # The first submit forks every process, before the executor starts its
   # own threads (Python's fork-context pools launch all at once).
   executor.submit(int).result()
-  _executor = executor
+  _executor, _processes = executor, processes
   try:
     yield processes
   finally:
-    _executor = None
+    _executor, _processes = None, 0
     executor.shutdown(wait=True, cancel_futures=True)
 
 

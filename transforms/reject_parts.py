@@ -51,7 +51,11 @@ def order(entry: dict, text: str) -> tuple:
 
 
 def _keyed(rejections: Iterable[Rejection]):
-  return sorted((order(r.to_json(), line(r)), line(r)) for r in rejections)
+  keyed = []
+  for r in rejections:
+    text = line(r)
+    keyed.append((order(r.to_json(), text), text))
+  return sorted(keyed)
 
 
 def write(dataset_dir: str, block: int,
