@@ -237,5 +237,10 @@ _ITEMSIZE = {'bool': 1, 'int8': 1, 'uint8': 1, 'int16': 2, 'uint16': 2,
              'uint64': 8, 'float64': 8, 'complex64': 8, 'complex128': 16}
 
 
+def has_array_record(metadata: Mapping) -> bool:
+  """Whether the dataset was written with --array_record."""
+  return any(naming.ARRAY_RECORD in e for e in metadata['splits'].values())
+
+
 def schema_of(metadata: Mapping) -> schema_lib.Schema:
   return schema_lib.Schema.from_json(metadata['schema'])

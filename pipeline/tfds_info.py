@@ -10,6 +10,7 @@ import json
 import re
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from pipeline import metadata as metadata_lib
 from pipeline import naming
 from pipeline import schema as schema_lib
 
@@ -79,8 +80,7 @@ def files(metadata: Mapping) -> Tuple[List[Tuple[str, str]], List[str]]:
       'fileFormat': 'tfrecord',
       # as_data_source picks the random-access copy when there is one.
       **({'alternativeFileFormats': [naming.ARRAY_RECORD]}
-         if any(naming.ARRAY_RECORD in e for e in metadata['splits'].values())
-         else {}),
+         if metadata_lib.has_array_record(metadata) else {}),
       'description': ('Windows of WAV recordings written by wavbeam; see '
                       'metadata.json.'),
       'splits': splits,

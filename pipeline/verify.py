@@ -108,7 +108,7 @@ def verify(output_dir: str) -> str:
                             copy['num_bytes'], path, digests)
       shards += 1
       examples += count
-  copies = any(naming.ARRAY_RECORD in e for e in metadata['splits'].values())
+  copies = metadata_lib.has_array_record(metadata)
   return (f'{output_dir}: OK, {examples} examples in {shards} shards match '
           'metadata.json (CRCs, counts, schema, record indexes'
           f'{", ArrayRecord copies" if copies else ""})')

@@ -64,7 +64,8 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   read_rejected = {(r.split, r.path) for r in held if r.stage == 'read'}
   early_rejected = (sum(p.files_rejected for p in parts) +
                     len({r.path for r in held if r.stage != 'read'}))
-  files_rejected = early_rejected + len({path for _, path in read_rejected})
+  read_paths = {path for _, path in read_rejected}
+  files_rejected = early_rejected + len(read_paths)
   num_rejections = sum(p.rejections for p in parts) + len(held)
   num_notes = (sum(p.notes for p in parts) + len(summary.rejections) -
                len(held))
@@ -73,7 +74,7 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   for split, _ in read_rejected:
     files_ok[split] -= 1
   if (sum(planned.values()) + early_rejected != files_seen or
-      len(read_rejected) != files_rejected - early_rejected):
+      len(read_rejected) != len(read_paths)):  # a file is in one split
     raise IncompleteRun(
         f'{files_seen} files seen but {sum(files_ok.values())} ok and '
         f'{files_rejected} rejected')
