@@ -32,6 +32,7 @@ DATASETS = {'1h': ('1h', 32768), 'clips1s': ('clips1s', 16000)}
 READERS = ('replay_dataset', 'hand_written', 'tfds_as_dataset',
            'numpy_reader', 'numpy_reader_batched', 'tfrecord_package',
            'torch_loader_0_workers', 'torch_loader_2_workers',
+           'torch_augment_0_workers', 'torch_augment_2_workers',
            'array_record_shuffled', 'tfds_data_source_shuffled',
            'grain_shuffled', 'torch_map_shuffled_2_workers')
 BATCH = 64
@@ -69,8 +70,9 @@ def make_reader(name, out):
                                                      batch_size=BATCH))
   if name == 'tfrecord_package':
     return _tfrecord_package(out)
-  if name.startswith('torch_loader_'):
-    return _torch_loader(out, int(name.split('_')[2]))
+  if name.startswith(('torch_loader_', 'torch_augment_')):
+    return _torch_loader(out, int(name.split('_')[2]),
+                         augment=name.startswith('torch_augment_'))
   if name in ('array_record_shuffled', 'grain_shuffled',
               'torch_map_shuffled_2_workers'):
     return _random_access(name, out)
@@ -120,15 +122,42 @@ def _tfrecord_package(out):
   return read
 
 
-def _torch_loader(out, workers):
-  """pipeline.torch_dataset in a DataLoader (batches of BATCH, all
-  features); workers persist between passes, as in training."""
+def _torch_loader(out, workers, augment):
+  """pipeline.torch_dataset in a DataLoader (batches of BATCH made in the
+  dataset, all features); workers persist between passes, as in
+  training. With `augment`, SpecAugment-style work on every example."""
   import torch
   from pipeline.torch_dataset import WavbeamIterableDataset
   loader = torch.utils.data.DataLoader(
-      WavbeamIterableDataset(out, 'train'), batch_size=BATCH,
-      num_workers=workers, persistent_workers=workers > 0)
+      WavbeamIterableDataset(out, 'train', batch_size=BATCH,
+                             transform=spec_augment if augment else None),
+      batch_size=None, num_workers=workers, persistent_workers=workers > 0)
   return lambda: sum(len(b['index']) for b in loader)
+
+
+def spec_augment(example, rng=np.random.default_rng()):  # pylint: disable=dangerous-default-value
+  """Per-example training work a DataLoader worker would do: speed
+  perturbation of the signal (0.9x, 1x or 1.1x, resampled polyphase, as
+  in Kaldi's recipes) with a random gain, and SpecAugment on the log
+  spectrogram (2 time and 2 frequency masks), standardized."""
+  from scipy import signal as scipy_signal
+  up = int(rng.choice([9, 10, 11]))
+  wave = scipy_signal.resample_poly(example['signal'].astype(np.float32),
+                                    up, 10)
+  wave *= np.float32(rng.uniform(0.5, 1.5) / 2 ** 31)
+  spec = np.log1p(example['spectrogram'])
+  for axis in (0, 1, 0, 1):
+    size = spec.shape[axis]
+    width = int(rng.integers(0, size // 8 + 1))
+    start = int(rng.integers(0, size - width + 1))
+    index = [slice(None), slice(None)]
+    index[axis] = slice(start, start + width)
+    spec[tuple(index)] = 0.0
+  spec = (spec - spec.mean()) / (spec.std() + 1e-6)
+  n = len(example['signal'])  # cut or zero-padded back to the window
+  example.update(spectrogram=spec,
+                 signal=np.pad(wave[:n], (0, max(0, n - len(wave)))))
+  return example
 
 
 def _shuffled_epoch(source, epoch=[0]):  # pylint: disable=dangerous-default-value

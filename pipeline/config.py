@@ -6,11 +6,14 @@ pipeline is built, with a message naming the option and the value.
 """
 
 import argparse
+import collections
+import os
 import dataclasses
 import re
 from typing import Optional, Sequence, Tuple
 
 from pipeline.errors import WavbeamError
+from pipeline.schema import BASE_KEYS
 
 BUILTIN_FEATURES = ('signal', 'spectrogram', 'log_mel', 'fft')
 LABEL_MODES = ('subdir', 'suffix', 'none')
@@ -104,6 +107,36 @@ class PipelineConfig:
       'one path relative to input_dir per line, and a list file is found '
       'relative to input_dir unless absolute or a URI; instead of --splits '
       '(default: none)', default=())
+  manifest: Tuple[Tuple[str, str], ...] = _opt(
+      'read the recordings from a manifest instead of labels and splits '
+      'from paths: a CSV, TSV or JSON Lines file (by its extension) with '
+      'one row per recording, its path relative to input_dir (or absolute, '
+      'or a URI); comma-separated files, each optionally SPLIT=FILE to put '
+      'all of its rows in that split (Common Voice: '
+      'train=train.tsv,validation=dev.tsv,test=test.tsv). Files under '
+      'input_dir without a row, and rows whose file is missing, are '
+      'rejected with the reason (default: none)', default=())
+  manifest_path_column: str = _opt(
+      "the manifest's column holding each recording's path, or a template "
+      'of columns, e.g. "fold{fold}/{slice_file_name}" (UrbanSound8K)',
+      default='path')
+  manifest_audio_extension: Optional[str] = _opt(
+      'replace the extension of every manifest path with this one, e.g. wav '
+      'for Common Voice, whose manifests name its .mp3 clips (convert them '
+      'to WAV first)', default=None)
+  manifest_label_column: Optional[str] = _opt(
+      "the manifest's column holding the class (instead of --label_from)",
+      default=None)
+  manifest_split_column: Optional[str] = _opt(
+      "the manifest's column holding the split, or the fold with "
+      '--fold_splits (instead of --splits)', default=None)
+  manifest_extra_columns: Tuple[str, ...] = _opt(
+      'comma-separated manifest columns stored in every example of their '
+      'recording: int64 when every value is an integer, else a string '
+      '(e.g. sentence,client_id)', default=())
+  fold_splits: Tuple[Tuple[str, Tuple[str, ...]], ...] = _opt(
+      'splits made of the folds in --manifest_split_column, e.g. '
+      '"train=1,2,3;validation=4;test=5" (default: none)', default=())
   no_shuffle: bool = _opt(
       'write examples in input order (file, then window) instead of a '
       'deterministic pseudo-random order that mixes files and classes in '
@@ -154,6 +187,20 @@ class PipelineConfig:
                          _parse_split_lists(self.split_lists))
     object.__setattr__(self, 'split_lists',
                        tuple((n, f) for n, f in self.split_lists))
+    if isinstance(self.manifest, str):
+      object.__setattr__(self, 'manifest', _parse_manifest(self.manifest))
+    object.__setattr__(self, 'manifest',
+                       tuple((s, f) for s, f in self.manifest))
+    if isinstance(self.manifest_extra_columns, str):
+      object.__setattr__(self, 'manifest_extra_columns',
+                         _split_list(self.manifest_extra_columns))
+    object.__setattr__(self, 'manifest_extra_columns',
+                       tuple(self.manifest_extra_columns))
+    if isinstance(self.fold_splits, str):
+      object.__setattr__(self, 'fold_splits',
+                         _parse_fold_splits(self.fold_splits))
+    object.__setattr__(self, 'fold_splits', tuple(
+        (n, tuple(folds)) for n, folds in self.fold_splits))
     self._validate()
 
   def _validate(self):
@@ -249,6 +296,7 @@ class PipelineConfig:
         if not re.fullmatch(r'[A-Za-z0-9_]+', name):
           raise ConfigError('split_lists', text, f'split name {name!r}: use '
                             'letters, digits and "_" only')
+    self._validate_manifest()
     if self.array_record and self.sink != 'shards':
       raise ConfigError('array_record', True, 'needs --sink shards (the '
                         "ArrayRecord files are written beside wavbeam's own "
@@ -256,6 +304,80 @@ class PipelineConfig:
     if self.num_shards is not None and self.max_examples_per_shard is not None:
       raise ConfigError('num_shards', self.num_shards,
                         'give either --num_shards or --max_examples_per_shard')
+
+  def _validate_manifest(self):
+    text = ','.join(f'{s}={f}' if s else f for s, f in self.manifest)
+    if not self.manifest:
+      for name in ('manifest_label_column', 'manifest_split_column',
+                   'manifest_extra_columns', 'fold_splits',
+                   'manifest_audio_extension'):
+        if getattr(self, name):
+          raise ConfigError(name, getattr(self, name), 'needs --manifest')
+      return
+    file_splits = [s for s, _ in self.manifest if s]
+    if file_splits and len(file_splits) != len(self.manifest):
+      raise ConfigError('manifest', text, 'give every file a split '
+                        '(SPLIT=FILE) or none')
+    for name in file_splits:
+      if not re.fullmatch(r'[A-Za-z0-9_]+', name):
+        raise ConfigError('manifest', text, f'split name {name!r}: use '
+                          'letters, digits and "_" only')
+    if file_splits and self.manifest_split_column:
+      raise ConfigError('manifest_split_column', self.manifest_split_column,
+                        'give it or SPLIT=FILE in --manifest, not both')
+    if self.fold_splits and not self.manifest_split_column:
+      raise ConfigError('fold_splits', _fold_splits_text(self.fold_splits),
+                        'needs --manifest_split_column (the fold column)')
+    if file_splits or self.manifest_split_column:
+      if (self.split_from != 'hash' or self.splits != (('train', 1.0),) or
+          self.split_lists):
+        raise ConfigError('manifest', text, 'the manifest gives the splits: '
+                          'leave out --splits, --split_from and '
+                          '--split_lists')
+    if self.manifest_label_column and self.label_from != 'subdir':
+      raise ConfigError('label_from', self.label_from, 'the manifest gives '
+                        'the labels (--manifest_label_column): leave out '
+                        '--label_from')
+    folds_text = _fold_splits_text(self.fold_splits)
+    names = [n for n, _ in self.fold_splits]
+    if len(set(names)) != len(names):
+      raise ConfigError('fold_splits', folds_text, 'names a split twice')
+    all_folds = [f for _, folds in self.fold_splits for f in folds]
+    if len(set(all_folds)) != len(all_folds):
+      raise ConfigError('fold_splits', folds_text, 'puts a fold in two '
+                        'splits')
+    for name in names:
+      if not re.fullmatch(r'[A-Za-z0-9_]+', name):
+        raise ConfigError('fold_splits', folds_text, f'split name {name!r}: '
+                          'use letters, digits and "_" only')
+    if (self.manifest_audio_extension is not None and not re.fullmatch(
+        r'[A-Za-z0-9]+', self.manifest_audio_extension)):
+      raise ConfigError('manifest_audio_extension',
+                        self.manifest_audio_extension, 'give the extension '
+                        'alone, e.g. wav')
+    if '{' in self.manifest_path_column:
+      try:
+        self.manifest_path_column.format_map(collections.defaultdict(str))
+      except (ValueError, IndexError) as e:
+        raise ConfigError('manifest_path_column', self.manifest_path_column,
+                          f'is not a template of {{column}} names ({e})')
+    reserved = set(BASE_KEYS) | set(self.features)
+    for column in self.manifest_extra_columns:
+      if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', column):
+        raise ConfigError('manifest_extra_columns', column, 'a feature name '
+                          'uses letters, digits and "_" only')
+      if column in reserved:
+        raise ConfigError('manifest_extra_columns', column, 'is a key every '
+                          'example already has')
+    if len(set(self.manifest_extra_columns)) != len(
+        self.manifest_extra_columns):
+      raise ConfigError('manifest_extra_columns',
+                        ','.join(self.manifest_extra_columns),
+                        'lists a column twice')
+    if (self.sink == 'write_to_tfrecord' and self.manifest_split_column and
+        not self.fold_splits):
+      raise ConfigError('sink', self.sink, 'needs the split names before '
+                        'the run: map the split column with --fold_splits')
 
   @property
   def uses_stft(self) -> bool:
@@ -271,8 +393,14 @@ class PipelineConfig:
 
   @property
   def split_names(self) -> Tuple[str, ...]:
-    """Known up front for hash splits and split lists; None when folders
-    decide."""
+    """Known up front for hash splits, split lists, fold splits and
+    per-file manifests; None when folders or a split column decide."""
+    if self.fold_splits:
+      return tuple(n for n, _ in self.fold_splits)
+    if any(s for s, _ in self.manifest):
+      return tuple(dict.fromkeys(s for s, _ in self.manifest))
+    if self.manifest_split_column:
+      return None
     if self.split_lists:
       return (REST_SPLIT, *(n for n, _ in self.split_lists))
     return tuple(n for n, _ in self.splits) if self.split_from == 'hash' \
@@ -331,6 +459,37 @@ def _parse_split_lists(text: str) -> Tuple[Tuple[str, str], ...]:
   return tuple(pairs)
 
 
+def _parse_manifest(text: str) -> Tuple[Tuple[str, str], ...]:
+  """[(split or '', file)]; a relative local file is made absolute here,
+  so that the job's listing task finds it whatever its directory."""
+  pairs = []
+  for part in _split_list(text):
+    name, sep, path = part.partition('=')
+    if sep and (not name.strip() or not path.strip()):
+      raise ConfigError('manifest', text, f'{part!r} is not FILE or '
+                        'SPLIT=FILE')
+    name, path = (name.strip(), path.strip()) if sep else ('', part)
+    if not re.match(r'[A-Za-z][A-Za-z0-9+.-]*://', path):
+      path = os.path.abspath(path)
+    pairs.append((name, path))
+  return tuple(pairs)
+
+
+def _parse_fold_splits(text: str) -> Tuple[Tuple[str, Tuple[str, ...]], ...]:
+  pairs = []
+  for part in (p.strip() for p in text.split(';') if p.strip()):
+    name, sep, folds = part.partition('=')
+    if not sep or not name.strip() or not _split_list(folds):
+      raise ConfigError('fold_splits', text, f'{part!r} is not '
+                        'SPLIT=FOLD,FOLD,...')
+    pairs.append((name.strip(), _split_list(folds)))
+  return tuple(pairs)
+
+
+def _fold_splits_text(fold_splits) -> str:
+  return ';'.join(f'{n}={",".join(f)}' for n, f in fold_splits)
+
+
 def _optional_int(text: str) -> Optional[int]:
   return None if text.lower() in ('', 'none') else int(text)
 
@@ -350,7 +509,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     else:
       if field.name == 'splits':
         default = splits_text(default)
-      elif field.name == 'split_lists':
+      elif field.name in ('split_lists', 'manifest', 'fold_splits'):
         default = ''
       elif isinstance(default, tuple):
         default = ','.join(default)

@@ -24,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import naming
 from pipeline import progress
+from pipeline import schema as schema_lib
 from pipeline.config import ConfigError, PipelineConfig
 from transforms import array_record_file
 from transforms import balance
@@ -33,6 +34,7 @@ from transforms import finalize
 from transforms import labels
 from transforms import example_codec
 from transforms import layout as layout_lib
+from transforms import manifest as manifest_lib
 from transforms import plan as plan_lib
 from transforms import reject_parts
 from transforms import run_marker
@@ -77,15 +79,16 @@ class ListWavFiles(beam.PTransform):
   partitions became 3; created as that many lists instead, then flattened.
   """
 
-  def __init__(self, input_dir: str, dask_partitions: Optional[int] = None):
+  def __init__(self, config: PipelineConfig,
+               dask_partitions: Optional[int] = None):
     super().__init__()
-    self.input_dir = input_dir
+    self.config = config
     self.dask_partitions = dask_partitions
 
   def expand(self, root):
     if not self.dask_partitions:
       listing = (root
-                 | 'InputDir' >> beam.Create([self.input_dir])
+                 | 'InputDir' >> beam.Create([self.config])
                  | 'ListInDir' >> beam.ParDo(dofns.ListBlocks())
                  | 'SplitListing' >> SplitByType(
                      blocks=tuple, names=wav_io.Rejection,
@@ -93,8 +96,7 @@ class ListWavFiles(beam.PTransform):
       return {'blocks': listing['blocks'] | 'Spread' >> beam.Reshuffle(),
               'records': (listing['names'], listing['count'])
                          | 'ListingRecords' >> beam.Flatten()}
-    paths = wav_io.list_wav_files(self.input_dir)
-    blocks, unnamed = dofns.index_blocks(paths)
+    count, blocks, unusable = dofns.list_input(self.config)
     n = self.dask_partitions
     return {'blocks': (root
                        | 'CreateOnePerPartition' >> beam.Create(
@@ -102,7 +104,7 @@ class ListWavFiles(beam.PTransform):
                        | 'OneBlockPerElement' >> beam.FlatMap(
                            lambda blocks: blocks)),
             'records': root | 'ListingRecords' >> beam.Create(
-                [stats_lib.ListedFiles(len(paths)), *unnamed])}
+                [stats_lib.ListedFiles(count), *unusable])}
 
 
 class ProbeAndPlan(beam.PTransform):
@@ -162,8 +164,8 @@ class ClassNames(beam.PTransform):
   def expand(self, blocks):
     return (blocks
             | 'LabelsOf' >> beam.FlatMap(
-                lambda block, c: sorted({labels.file_label(path, c)
-                                         for _, path in block[1]}),
+                lambda block, c: sorted({labels.file_label(path, c, entry)
+                                         for _, path, entry in block[1]}),
                 self.config)
             | 'Distinct' >> beam.Distinct()
             | 'Collect' >> beam.combiners.ToList()
@@ -350,8 +352,7 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
     if not array_record_file.available():
       raise ConfigError('array_record', True, 'needs the array-record '
                         'package: pip install wavbeam[array_record]')
-  listing = p | 'ListWavFiles' >> ListWavFiles(config.input_dir,
-                                               dask_partitions)
+  listing = p | 'ListWavFiles' >> ListWavFiles(config, dask_partitions)
   files = listing['blocks']
   files_seen = (listing['records']
                 | 'OnlyCount' >> beam.Filter(
@@ -411,8 +412,15 @@ def _silent_example(config: PipelineConfig, extra_features=None) -> dict:
   """
   extractor = FeatureExtractor(config, extra_features)
   arrays = extractor.compute(np.zeros((1, config.win_len)), 16000)
-  return {'class': ['x' * 16], 'filepath': ['x' * 120], 'index': [0],
-          'num_classes': [0], 'target': [0], 'win_start_idx': [0], **arrays}
+  columns = {'class': ['x' * 16], 'filepath': ['x' * 120], 'index': [0],
+             'num_classes': [0], 'target': [0], 'win_start_idx': [0],
+             **arrays}
+  if config.manifest_extra_columns:
+    found = manifest_lib.read(config)
+    for name in config.manifest_extra_columns:
+      columns[name] = ([0] if found.extra_types[name] == manifest_lib.INT64
+                       else ['x' * found.extra_widths[name]])
+  return columns
 
 
 def estimate_example_bytes(config: PipelineConfig,
@@ -436,7 +444,11 @@ def check_input(config: PipelineConfig) -> None:
     raise ConfigError('input_dir', config.input_dir, str(e)) from e
   if not exists:
     raise ConfigError('input_dir', config.input_dir, 'does not exist')
-  if not wav_io.count_wav_files(config.input_dir, 1):
+  if config.manifest:
+    if not manifest_lib.read(config).entries:  # and it parses
+      raise ConfigError('manifest', manifest_lib.manifest_text(
+          config.manifest), 'has no rows')
+  elif not wav_io.count_wav_files(config.input_dir, 1):
     raise ConfigError('input_dir', config.input_dir,
                       'holds no .wav files (searched recursively)')
   if config.split_lists:
@@ -444,8 +456,8 @@ def check_input(config: PipelineConfig) -> None:
 
 
 def _check_extra_features(config, extra_features):
-  reserved = set(config.features) | {'class', 'filepath', 'index',
-                                     'num_classes', 'target', 'win_start_idx'}
+  reserved = (set(config.features) | set(schema_lib.BASE_KEYS) |
+              set(config.manifest_extra_columns))
   for name, fn in (extra_features or {}).items():
     if name in reserved:
       raise ConfigError('features', name, 'an extra feature may not reuse a '

@@ -77,23 +77,17 @@ class NumpyDataset:
   len() from metadata.json. Iterating again reads again (a new epoch; with
   shuffle, in a new order unless `seed` fixes it).
 
-  `shard_indices` restricts reading to some of the split's shards (the
-  PyTorch wrapper deals them to DataLoader workers and ranks).
   """
 
   def __init__(self, output_dir: str, split: str = 'train', *,
                features: Optional[Sequence[str]] = None,
                batch_size: Optional[int] = None, shuffle: bool = False,
                seed: Optional[int] = None, drop_remainder: bool = False,
-               shuffle_buffer_size: int = _SHUFFLE_BUFFER,
-               shard_indices: Optional[Sequence[int]] = None):
+               shuffle_buffer_size: int = _SHUFFLE_BUFFER):
     (self.output_dir, self.metadata, self.schema,
      self.keys) = open_split(output_dir, split, features)
     self.split = split
-    shards = self.metadata['splits'][split]['shards']
-    indices = (range(len(shards)) if shard_indices is None
-               else list(shard_indices))
-    self.shards = [shards[i] for i in indices]
+    self.shards = self.metadata['splits'][split]['shards']
     self.batch_size = batch_size
     self.shuffle, self.seed = shuffle, seed
     self.drop_remainder = drop_remainder
@@ -128,29 +122,56 @@ class NumpyDataset:
 
   def read_shard(self, shard: Dict) -> Iterator[Dict]:
     """A shard's examples, checked: size, CRCs, record count, schema."""
+    return self.read_records(shard, 0, shard['num_examples'])
+
+  def read_records(self, shard: Dict, start: int,
+                   stop: int) -> Iterator[Dict]:
+    """Examples start..stop-1 of a shard, checked like read_shard; the
+    records before `start` are skipped by their headers (length CRCs
+    checked). The reader whose range ends the shard checks that it ends
+    there, so readers that split a split between them check every shard."""
     path = os.path.join(self.output_dir, shard['file'])
     check_file(path, shard['num_bytes'], 'shard')
     opener = gzip.open if self.metadata['compression'] == 'gzip' else open
     wanted = set(self.keys)
-    count = 0
+    where = f'shard {path}'
+    count = start
     with opener(path, 'rb') as f:
       try:
-        for _, record in tfrecord.read_records(f, f'shard {path}'):
-          if count == shard['num_examples']:
-            raise DatasetError(f'shard {path} holds more records than the '
-                               f'{shard["num_examples"]} metadata.json says')
+        tfrecord.skip_records(f, start, where)
+        records = tfrecord.read_records(f, where, first_index=start)
+        while count < stop:
+          item = next(records, None)
+          if item is None:
+            break
           try:
-            example = example_codec.decode_example(record, self.schema)
+            example = example_codec.decode_example(item[1], self.schema)
           except schema_lib.SchemaError as e:
             raise DatasetError(f'shard {path}: record {count}: {e}') from e
           count += 1
           yield {k: v for k, v in example.items() if k in wanted}
+        if stop == shard['num_examples'] and next(records, None):
+          raise DatasetError(f'shard {path} holds more records than the '
+                             f'{shard["num_examples"]} metadata.json says')
       except (tfrecord.CorruptRecord, OSError, EOFError) as e:
         raise DatasetError(f'{e} (run python -m pipeline.verify on the '
                            'dataset)') from e
-    if count != shard['num_examples']:
+    if count != stop:
       raise DatasetError(f'shard {path} holds {count} records, '
                          f'metadata.json says {shard["num_examples"]}')
+
+
+def record_ranges(counts: Sequence[int], start: int,
+                  stop: int) -> List[Tuple[int, int, int]]:
+  """(shard, first, end) record ranges that cover records start..stop-1 of
+  shards holding `counts` records, read one after another."""
+  ranges, base = [], 0
+  for shard, count in enumerate(counts):
+    first, end = max(start - base, 0), min(stop - base, count)
+    if first < end:
+      ranges.append((shard, first, end))
+    base += count
+  return ranges
 
 
 def check_file(path: str, num_bytes: int, kind: str) -> None:

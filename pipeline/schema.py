@@ -19,6 +19,10 @@ FLOAT_LIST = 'float_list'  # float32 values, packed, row-major (any shape)
 BYTES_LIST = 'bytes_list'  # a UTF-8 string
 ENCODINGS = (RAW_BYTES, INT64_LIST, FLOAT_LIST, BYTES_LIST)
 
+# The keys every example has, whatever its features.
+BASE_KEYS = ('class', 'filepath', 'index', 'num_classes', 'target',
+             'win_start_idx')
+
 STRING = 'string'
 NUMERIC_DTYPES = (
     'bool', 'int8', 'uint8', 'int16', 'uint16', 'int32', 'uint32', 'int64',

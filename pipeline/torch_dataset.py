@@ -6,29 +6,40 @@ WavbeamIterableDataset streams the TFRecord shards; WavbeamMapDataset
     from pipeline.torch_dataset import WavbeamIterableDataset
 
     data = WavbeamIterableDataset('out/', 'train', features=['log_mel',
-                                  'target'], shuffle=True, seed=0)
-    loader = torch.utils.data.DataLoader(data, batch_size=32, num_workers=2)
+                                  'target'], shuffle=True, seed=0,
+                                  batch_size=32)
+    loader = torch.utils.data.DataLoader(data, batch_size=None,
+                                         num_workers=2)
     for epoch in range(epochs):
       data.set_epoch(epoch)          # a new order each epoch
       for batch in loader:           # batch['log_mel']: a float32 tensor
         ...
 
-Every example is read exactly once per epoch: the split's shards are dealt
-to the ranks of `torch.distributed` (when it is initialised), then each
-rank's shards to its DataLoader workers, so no two readers share a shard.
-`len()` is this rank's number of examples, from metadata.json. Examples
-are numpy_reader's (the same dtypes, shapes and checks: CRCs, sizes,
-record counts); DataLoader's collation turns the arrays into tensors and
-the strings into lists.
+Every example is read exactly once per epoch: the split's records, in the
+epoch's shard order, are cut into contiguous ranges, one per rank of
+`torch.distributed` (when it is initialised; ranks get equal lengths, give
+or take one), then each rank's range into one per DataLoader worker. A
+worker skips to its first record by the record headers and reads only its
+range, so any number of ranks and workers share any number of shards
+evenly. `len()` is this rank's number of examples (or batches).
+Examples are numpy_reader's (the same dtypes, shapes and checks: CRCs,
+sizes, record counts).
 
-Shards are the unit of parallelism: a split needs at least as many shards
-as ranks (write more with --max_examples_per_shard), and ranks whose shards
-hold different numbers of examples get different len(). With shuffle, the
-shard order is drawn from (seed, epoch) and examples pass a shuffle buffer
-seeded by (seed, epoch, rank, worker).
+`batch_size` batches in the dataset: a worker fills each batch's tensors
+in place (in shared memory, which is how DataLoader hands tensors over),
+one copy fewer than DataLoader's own batching; use it with
+`DataLoader(batch_size=None)`. Ranges are cut at whole batches, so only
+a rank's last batch is short (`drop_last` drops it). `transform` is
+applied to each example (a dict of numpy arrays) in the worker before
+batching: per-example work such as augmentation is what workers speed up.
+Plain reading is not: handing a worker's batch over through shared memory
+costs about as much as decoding it (BENCHMARKS.md).
+
+With shuffle, the shard order is drawn from (seed, epoch) and examples
+pass a shuffle buffer seeded by (seed, epoch, rank, worker).
 """
 
-from typing import List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -36,7 +47,6 @@ from torch.utils import data as torch_data
 
 from pipeline import numpy_reader
 from pipeline.array_record_source import ArrayRecordSource
-from pipeline.errors import DatasetError
 
 
 class WavbeamIterableDataset(torch_data.IterableDataset):
@@ -46,26 +56,27 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
                features: Optional[Sequence[str]] = None,
                shuffle: bool = False, seed: int = 0,
                shuffle_buffer_size: int = 1024,
+               batch_size: Optional[int] = None, drop_last: bool = False,
+               transform: Optional[Callable[[Dict], Dict]] = None,
                rank: Optional[int] = None, world_size: Optional[int] = None):
     super().__init__()
+    if batch_size is not None and batch_size < 1:
+      raise ValueError(f'batch_size={batch_size!r}: give a positive number '
+                       '(or None for single examples)')
     # Opened once here, so a bad folder, split or feature fails at once.
-    whole = numpy_reader.NumpyDataset(output_dir, split, features=features)
-    self.output_dir, self.split, self.features = (whole.output_dir, split,
-                                                  whole.keys)
+    self._reader = numpy_reader.NumpyDataset(output_dir, split,
+                                             features=features)
+    self.output_dir, self.split = self._reader.output_dir, split
+    self.features = self._reader.keys
     self.shuffle, self.seed = shuffle, seed
     self.shuffle_buffer_size = shuffle_buffer_size
+    self.batch_size, self.drop_last = batch_size, drop_last
+    self.transform = transform
     self.rank, self.world_size = _rank_and_size(rank, world_size)
-    num_shards = len(whole.shards)
-    if num_shards and num_shards < self.world_size:
-      raise DatasetError(
-          f'split {split!r} of {self.output_dir} has {num_shards} shards, '
-          f'fewer than the {self.world_size} ranks: rank {self.rank} would '
-          'read nothing; write more, smaller shards '
-          '(--max_examples_per_shard)')
-    self.shard_indices: List[int] = list(
-        range(self.rank, num_shards, self.world_size))
-    self._lengths = [whole.shards[i]['num_examples']
-                     for i in self.shard_indices]
+    self._counts = [s['num_examples'] for s in self._reader.shards]
+    total = sum(self._counts)
+    self._first = self.rank * total // self.world_size
+    self._end = (self.rank + 1) * total // self.world_size
     self.epoch = 0
 
   def set_epoch(self, epoch: int) -> None:
@@ -74,25 +85,76 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     self.epoch = epoch
 
   def __len__(self) -> int:
-    return sum(self._lengths)
+    n = self._end - self._first
+    if self.batch_size is None:
+      return n
+    return n // self.batch_size if self.drop_last else -(-n //
+                                                         self.batch_size)
 
   def __iter__(self):
     info = torch_data.get_worker_info()
     worker, workers = (info.id, info.num_workers) if info else (0, 1)
-    order = list(self.shard_indices)
+    first, end = self._worker_range(worker, workers)
+    order = list(range(len(self._counts)))
     if self.shuffle:  # the same order in every worker: each takes its own
       np.random.default_rng([self.seed, self.epoch]).shuffle(order)
-    mine = order[worker::workers]
-    if not mine:
-      return iter(())
-    examples = iter(numpy_reader.NumpyDataset(
-        self.output_dir, self.split, features=self.features,
-        shard_indices=mine))
+    examples = self._read(order, first, end)
     if self.shuffle:
       rng = np.random.default_rng([self.seed, self.epoch, self.rank, worker])
       examples = numpy_reader.buffer_shuffle(
           examples, self.shuffle_buffer_size, rng)
-    return examples
+    if self.transform is not None:
+      examples = map(self.transform, examples)
+    if self.batch_size is None:
+      return examples
+    return _batches(examples, self.batch_size, self.drop_last,
+                    shared=info is not None)
+
+  def _worker_range(self, worker: int, workers: int):
+    """This worker's records, as positions in the rank's range; cut at
+    whole batches when batching."""
+    n, unit = self._end - self._first, self.batch_size or 1
+    units = -(-n // unit)
+    first = min(worker * units // workers * unit, n)
+    end = min((worker + 1) * units // workers * unit, n)
+    return self._first + first, self._first + end
+
+  def _read(self, order: List[int], first: int, end: int):
+    counts = [self._counts[i] for i in order]
+    for position, start, stop in numpy_reader.record_ranges(
+        counts, first, end):
+      yield from self._reader.read_records(
+          self._reader.shards[order[position]], start, stop)
+
+
+def _batches(examples, size: int, drop_last: bool, shared: bool):
+  batch: List[Dict] = []
+  for example in examples:
+    batch.append(example)
+    if len(batch) == size:
+      yield _collate(batch, shared)
+      batch = []
+  if batch and not drop_last:
+    yield _collate(batch, shared)
+
+
+def _collate(batch: List[Dict], shared: bool) -> Dict:
+  """Tensors stacked on a new first axis, strings as lists; in a worker,
+  made in shared memory and filled in place (as DataLoader's own
+  collation does), so handing them over copies nothing more."""
+  out = {}
+  for key, first in batch[0].items():
+    if isinstance(first, str):
+      out[key] = [e[key] for e in batch]
+      continue
+    first = np.asarray(first)
+    tensor = torch.from_numpy(np.empty((len(batch),) + first.shape,
+                                       first.dtype))
+    if shared:
+      tensor.share_memory_()
+    np.stack([e[key] for e in batch], out=tensor.numpy())
+    out[key] = tensor
+  return out
 
 
 def _rank_and_size(rank: Optional[int], world_size: Optional[int]):

@@ -8,7 +8,11 @@ no code with the pipeline's block reading, chunking or encoding.
 import ctypes
 import json
 import os
+import re
+import shlex
 import shutil
+import subprocess
+import sys
 
 import apache_beam as beam
 import numpy as np
@@ -27,6 +31,8 @@ from transforms import example_codec
 from transforms import features as F
 from transforms import run_marker
 from transforms import tfrecord
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def write_wav(path, data, rate=16000, subtype='PCM_16', fmt='WAV'):
@@ -169,3 +175,25 @@ def to_format_1(src: str, dst: str) -> None:
   meta['format_version'] = 1
   with open(os.path.join(dst, 'metadata.json'), 'w') as f:
     f.write(metadata_lib.dumps(meta))
+
+
+def readme_command(heading):
+  """The `python -m pipeline.run ...` block under `#### heading` in the
+  README, as argv (python replaced by this interpreter)."""
+  text = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
+  section = text.split(f'#### {heading}\n', 1)[1]
+  block = re.search(r'```sh\n(.*?)```', section, re.S).group(1)
+  argv = shlex.split(block.replace('\\\n', ' '))
+  assert argv[:3] == ['python', '-m', 'pipeline.run'], argv
+  return [sys.executable] + argv[1:]
+
+
+def run_readme_command(heading, cwd):
+  """Runs the README's command for a corpus, as printed, in `cwd` (where
+  the corpus was unpacked); returns the dataset folder."""
+  argv = readme_command(heading) + ['--quiet']
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True,
+                        text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return os.path.join(cwd, argv[argv.index('--output_dir') + 1])

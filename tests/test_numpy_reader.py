@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pipeline import numpy_reader
+from transforms import tfrecord
 from tests import helpers as H
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -135,3 +136,57 @@ def test_a_shard_that_is_not_a_plain_file_is_refused(dataset, tmp_path):
   os.mkfifo(path)
   with pytest.raises(numpy_reader.DatasetError, match='not a plain file'):
     list(numpy_reader.numpy_dataset(str(out)))
+
+
+def test_record_ranges():
+  assert numpy_reader.record_ranges([5, 5, 3], 0, 13) == [
+      (0, 0, 5), (1, 0, 5), (2, 0, 3)]
+  assert numpy_reader.record_ranges([5, 5, 3], 4, 11) == [
+      (0, 4, 5), (1, 0, 5), (2, 0, 1)]
+  assert numpy_reader.record_ranges([5, 0, 3], 5, 6) == [(2, 0, 1)]
+  assert numpy_reader.record_ranges([5, 5], 3, 3) == []
+
+
+def test_a_shard_read_in_parts_is_the_whole_shard(dataset):
+  reader = numpy_reader.NumpyDataset(str(dataset), 'train')
+  for shard in reader.shards:
+    whole = [_key(e) for e in reader.read_shard(shard)]
+    n = shard['num_examples']
+    assert len(whole) == n
+    for cut in range(n + 1):
+      parts = [_key(e) for e in reader.read_records(shard, 0, cut)]
+      parts += [_key(e) for e in reader.read_records(shard, cut, n)]
+      assert parts == whole
+
+
+def test_a_skipped_record_header_is_still_checked(dataset, tmp_path):
+  out, shard = _copy(dataset, tmp_path)
+  path = out / shard['file']
+  data = bytearray(path.read_bytes())
+  with open(path, 'rb') as f:
+    offsets = [o for o, _ in tfrecord.read_records(f)]
+  data[offsets[1]] ^= 0x01  # record 1's length
+  path.write_bytes(bytes(data))
+  reader = numpy_reader.NumpyDataset(str(out), 'train')
+  assert len(list(reader.read_records(shard, 0, 1))) == 1
+  with pytest.raises(numpy_reader.DatasetError,
+                     match=r'record 1 at byte \d+: length CRC mismatch'):
+    list(reader.read_records(shard, 3, shard['num_examples']))
+
+
+def test_the_reader_that_ends_a_shard_checks_it_ends_there(dataset,
+                                                           tmp_path):
+  """A shard holding a record more than metadata.json says (its size
+  edited to match): the part that ends the shard refuses it."""
+  out, shard = _copy(dataset, tmp_path)
+  path = out / shard['file']
+  data = path.read_bytes()
+  with open(path, 'rb') as f:
+    first = next(tfrecord.read_records(f))[1]
+  path.write_bytes(data + data[:16 + len(first)])
+  shard = dict(shard, num_bytes=len(data) + 16 + len(first))
+  reader = numpy_reader.NumpyDataset(str(out), 'train')
+  n = shard['num_examples']
+  assert len(list(reader.read_records(shard, 0, n - 1))) == n - 1
+  with pytest.raises(numpy_reader.DatasetError, match='holds more records'):
+    list(reader.read_records(shard, n - 1, n))

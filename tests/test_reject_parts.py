@@ -64,7 +64,8 @@ def test_planning_sends_a_part_not_the_rejections(tmp_path):
   paths = sorted(paths + [str(tmp_path / 'in' / 'a' / 'junk.wav')])
   out = str(tmp_path / 'out')
   config = H.make_config(str(tmp_path / 'in'), out, win_len=1024)
-  stored = dofns.probe_block(out, (0, tuple(enumerate(paths))))
+  stored = dofns.probe_block(out, (0, tuple((i, p, None)
+                                           for i, p in enumerate(paths))))
   assert stored.files_rejected == 1
   assert len(block_store.read_all(stored.path)[1]) == 1
   produced = list(dofns.PlanBlock(config).process(stored, 16000))

@@ -37,7 +37,23 @@ def corpus(tmp_path_factory):
                 H.noise(1024 * (3 + i % 4) + 17, 1 + i % 2, seed=i),
                 subtype=('PCM_16', 'PCM_24', 'FLOAT')[i % 3])
   (d / 'in' / 'owl' / 'broken.wav').write_bytes(b'RIFF....WAVEjunk')
+  rows = ['path,species,fold,recorder'] + [
+      f'{("owl", "wren", "kite")[i % 3]}/{i}.wav,bird{i % 2},{1 + i % 3},'
+      f'r{i % 4}' for i in range(12)] + ['owl/broken.wav,bird0,1,r0']
+  (d / 'manifest.csv').write_text('\n'.join(rows) + '\n')
   return d
+
+
+def _manifest_flags(corpus, out):
+  """_flags with labels, folds and extra columns from a manifest."""
+  flags = _flags(corpus, out)
+  at = flags.index('--splits')
+  del flags[at:at + 2]
+  return flags + ['--manifest', str(corpus / 'manifest.csv'),
+                  '--manifest_label_column', 'species',
+                  '--manifest_split_column', 'fold',
+                  '--fold_splits', 'train=1,2;test=3',
+                  '--manifest_extra_columns', 'fold,recorder']
 
 
 def _flags(corpus, out):
@@ -66,9 +82,18 @@ def test_dask_cluster_writes_the_same_dataset(corpus, local_run):
   with dask_cluster(workers=2, cwd=ROOT) as (address, _):
     # Two partitions: each worker gets work, and the DaskRunner's repeated
     # outputs (README) show up, so the test covers the workaround.
-    _run_cli(_flags(corpus, out) + ['--runner', 'DaskRunner',
-                                    '--dask_client_address', address,
-                                    '--dask_npartitions=2'])
+    dask = ['--runner', 'DaskRunner', '--dask_client_address', address,
+            '--dask_npartitions=2']
+    _run_cli(_flags(corpus, out) + dask)
+    _run_cli(_manifest_flags(corpus, corpus / 'dask_manifest') + dask)
+  # A manifest run too: labels, folds and extra columns, the same bytes.
+  _run_cli(_manifest_flags(corpus, corpus / 'local_manifest'))
+  assert _digests(corpus / 'dask_manifest') == _digests(
+      corpus / 'local_manifest')
+  manifest_meta = _metadata(corpus / 'dask_manifest')
+  assert manifest_meta == _metadata(corpus / 'local_manifest')
+  assert manifest_meta['classes'] == ['bird0', 'bird1']
+  assert {'fold', 'recorder'} <= set(manifest_meta['schema'])
   meta = _metadata(out)
   for split, entry in meta['splits'].items():
     for shard in entry['shards']:

@@ -34,25 +34,19 @@ def speech_commands(tmp_path_factory):
   return root, names, validation, testing
 
 
-def test_listed_files_go_to_their_split_the_rest_to_train(speech_commands,
-                                                          tmp_path):
+def test_listed_files_go_to_their_split_the_rest_to_train(speech_commands):
+  """The README's command, as printed."""
   root, names, validation, testing = speech_commands
   validation = [n for n in names if '/00000001_' in n]
   (root / 'validation_list.txt').write_text('\n'.join(validation) + '\n')
-  out = tmp_path / 'out'
-  proc = subprocess.run(
-      [sys.executable, '-m', 'pipeline.run', '--input_dir', str(root),
-       '--output_dir', str(out), '--win_len', '16000', '--quiet',
-       '--split_lists',
-       'validation=validation_list.txt,test=testing_list.txt'],
-      capture_output=True, text=True, cwd=ROOT, timeout=600)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  meta = json.load(open(out / 'metadata.json'))
+  out = H.run_readme_command('Speech Commands', root.parent)
+  meta = json.load(open(os.path.join(out, 'metadata.json')))
   assert sorted(meta['splits']) == ['test', 'train', 'validation']
   expected = {'validation': set(validation), 'test': set(testing)}
   expected['train'] = set(names) - expected['validation'] - expected['test']
   for split, wanted in expected.items():
-    got = {os.path.relpath(e['filepath'], root): e['class']
+    # filepath as the command names it: relative to where it ran
+    got = {os.path.relpath(root.parent / e['filepath'], root): e['class']
            for e in numpy_reader.numpy_dataset(
                str(out), split, features=['filepath', 'class'])}
     assert set(got) == wanted, split

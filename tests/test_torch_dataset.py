@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from pipeline import numpy_reader
-from pipeline.errors import DatasetError
 from pipeline.torch_dataset import WavbeamIterableDataset
 from tests import helpers as H
 from tests.dask_cluster import free_port
@@ -79,20 +78,63 @@ def test_every_example_once_per_epoch_bit_equal(dataset, workers):
   assert orders[0] != orders[1]  # set_epoch gives a new order
 
 
-def test_ranks_split_the_shards(dataset):
+@pytest.mark.parametrize('world_size', [2, 3, 40])
+def test_ranks_split_the_records_evenly(dataset, world_size):
+  """Any number of ranks, more than the shards too: disjoint parts that
+  cover the split, lengths equal give or take one."""
   reference = _reference(dataset)
-  seen = []
-  for rank in range(2):
+  seen, lengths = [], []
+  for rank in range(world_size):
     data = WavbeamIterableDataset(dataset, 'train', features=FEATURES,
-                                  rank=rank, world_size=2)
+                                  rank=rank, world_size=world_size,
+                                  shuffle=True, seed=1)
     keys = [_key(e) for e in data]
     assert len(keys) == len(data)
-    seen.append(set(keys))
-  assert not seen[0] & seen[1] and seen[0] | seen[1] == set(reference)
-  with pytest.raises(DatasetError, match='fewer than the 99 ranks'):
-    WavbeamIterableDataset(dataset, 'train', rank=0, world_size=99)
+    seen += keys
+    lengths.append(len(keys))
+  assert sorted(seen) == sorted(reference)
+  assert max(lengths) - min(lengths) <= 1
   with pytest.raises(ValueError, match='give both'):
     WavbeamIterableDataset(dataset, 'train', rank=1)
+
+
+def _double_spectrogram(example):  # module level: spawned workers import it
+  example['spectrogram'] = example['spectrogram'] * 2
+  return example
+
+
+@pytest.mark.parametrize('workers', [0, 3])
+@pytest.mark.filterwarnings('ignore:This DataLoader will create 3 worker')
+def test_batches_made_in_the_dataset(dataset, workers):
+  """batch_size: whole batches cut across workers, only the last short;
+  the tensors bit-equal to numpy_reader's arrays; transform applied to
+  every example first."""
+  reference = _reference(dataset)
+  n = len(reference)
+  data = WavbeamIterableDataset(dataset, 'train', features=FEATURES,
+                                batch_size=4, transform=_double_spectrogram)
+  assert len(data) == -(-n // 4)
+  loader = torch.utils.data.DataLoader(
+      data, batch_size=None, num_workers=workers,
+      multiprocessing_context='spawn' if workers else None)
+  batches = list(loader)
+  assert len(batches) == len(data)
+  assert sorted(len(b['target']) for b in batches)[1:] == [4] * (
+      len(batches) - 1)
+  assert sorted(_keys_of_batches(batches)) == sorted(reference)
+  for batch in batches:
+    assert batch['spectrogram'].dtype == torch.float32
+    assert batch['target'].dtype == torch.int64
+    for i, key in enumerate(zip(batch['filepath'],
+                                batch['win_start_idx'].tolist())):
+      assert np.array_equal(batch['spectrogram'][i].numpy(),
+                            reference[key]['spectrogram'] * 2)
+  dropped = WavbeamIterableDataset(dataset, 'train', features=FEATURES,
+                                   batch_size=4, drop_last=True)
+  assert len(dropped) == n // 4
+  assert [len(b['target']) for b in dropped] == [4] * (n // 4)
+  with pytest.raises(ValueError, match='batch_size=0'):
+    WavbeamIterableDataset(dataset, 'train', batch_size=0)
 
 
 def test_torch_distributed_ranks_read_disjoint_parts(dataset, tmp_path):

@@ -12,7 +12,7 @@ counts travel through the graph.
 
 import pickle
 import uuid
-from typing import Iterable, Tuple
+from typing import Dict, Iterable, Optional, Tuple
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -25,9 +25,11 @@ FOLDER = 'probes'
 
 
 def write(dataset_dir: str, block: int, infos: Iterable[WavInfo],
-          rejections: Iterable[Rejection] = ()) -> str:
-  """Stores a block's probes, and the rejections and notes of its files
-  that probing made; returns the file's path.
+          rejections: Iterable[Rejection] = (),
+          entries: Optional[Dict[int, object]] = None) -> str:
+  """Stores a block's probes, the rejections and notes of its files that
+  probing made, and their manifest rows ({index: manifest.Entry}); returns
+  the file's path.
 
   A fresh name per attempt: a block probed twice (a retry, or Beam's
   DaskRunner computing a branch again) never rewrites a file another task
@@ -37,7 +39,7 @@ def write(dataset_dir: str, block: int, infos: Iterable[WavInfo],
                      f'block-{block:07d}-{uuid.uuid4().hex}')
   with FileSystems.create(
       path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-    f.write(pickle.dumps((tuple(infos), tuple(rejections)),
+    f.write(pickle.dumps((tuple(infos), tuple(rejections), entries or {}),
                          protocol=pickle.HIGHEST_PROTOCOL))
   return path
 
@@ -48,8 +50,10 @@ def read(path: str) -> Tuple[WavInfo, ...]:
   return read_all(path)[0]
 
 
-def read_all(path: str) -> Tuple[Tuple[WavInfo, ...], Tuple[Rejection, ...]]:
-  """A block's probes and its probing's rejections and notes (read)."""
+def read_all(path: str) -> Tuple[Tuple[WavInfo, ...], Tuple[Rejection, ...],
+                                 Dict[int, object]]:
+  """A block's probes, its probing's rejections and notes, and its files'
+  manifest rows (write)."""
   try:
     with FileSystems.open(
         path, compression_type=CompressionTypes.UNCOMPRESSED) as f:

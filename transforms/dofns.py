@@ -21,6 +21,7 @@ from transforms import example_codec
 from transforms import filesystem
 from transforms import labels
 from transforms import launch_processes
+from transforms import manifest as manifest_lib
 from transforms import layout as layout_lib
 from transforms import plan as plan_lib
 from transforms import reject_parts
@@ -57,41 +58,72 @@ def compute_windows(win_len: int) -> int:
 # DaskRunner merges a ParDo's tagged outputs into one stream.
 
 
-def index_blocks(paths):
-  """Sorted paths -> ([(block, ((index, path), ...))], [Rejection]):
+def index_blocks(paths, entries=None, refused=None):
+  """Sorted paths -> ([(block, ((index, path, entry), ...))], [Rejection]):
   consecutive indices in blocks of plan.block_size, and a rejection for
-  each name that is not UTF-8 (it keeps its index, so others keep theirs).
+  each name that is not UTF-8 or is in `refused` ({path: reason}); they
+  keep their indices, so others keep theirs. `entries` maps paths to
+  their manifest rows (entry: a manifest.Entry, else None).
 
   A name that is not valid UTF-8 cannot be written in an example, a
   rejection or a Beam coder's string; it is shown with its bytes as \\xNN
   and counted like any other file.
   """
-  indexed, unnamed = [], []
+  indexed, unusable = [], []
+  refused = refused or {}
   for index, path in enumerate(paths):
     shown = wav_io.undecodable_name(path)
-    if shown is None:
-      indexed.append((index, path))
-    else:
-      unnamed.append(wav_io.Rejection(
+    if shown is not None:
+      unusable.append(wav_io.Rejection(
           shown, 'file name is not valid UTF-8 (shown with its bytes as '
           '\\xNN): rename the file', 'list'))
+    elif path in refused:
+      unusable.append(wav_io.Rejection(path, refused[path], 'list'))
+    else:
+      indexed.append((index, path, entries and entries.get(path)))
   size = plan_lib.block_size(len(paths))
   blocks = [(b, tuple(indexed[start:start + size]))
             for b, start in enumerate(range(0, len(indexed), size))]
-  return blocks, unnamed
+  return blocks, unusable
+
+
+def list_input(config: PipelineConfig):
+  """(files seen, blocks, rejections) of the run's input: the .wav files
+  under input_dir; with --manifest, those and the manifest's rows, where a
+  file without a row, and a row under input_dir without its file, are
+  rejected (rows elsewhere, absolute or URIs, are probed)."""
+  paths = wav_io.list_wav_files(config.input_dir)
+  if not config.manifest:
+    blocks, unusable = index_blocks(paths)
+    return len(paths), blocks, unusable
+  found = manifest_lib.read(config)
+  listed = set(paths)
+  every = sorted(listed | set(found.entries))
+  root = config.input_dir.rstrip('/') + '/'
+  refused = {}
+  for path in every:
+    entry = found.entries.get(path)
+    if entry is None:
+      refused[path] = f'no row in the manifest ({found.text})'
+    elif path not in listed and path.startswith(root):
+      refused[path] = (f'listed on line {entry.line} of the manifest, but '
+                       'there is no such .wav file under input_dir (only '
+                       '.wav files are read)')
+  blocks, unusable = index_blocks(every, found.entries, refused)
+  return len(every), blocks, unusable
 
 
 class ListBlocks(beam.DoFn):
-  """input_dir -> the listing in blocks, a Rejection per unusable name and
-  one ListedFiles with the count: the paths are listed by the job, not
+  """config -> the listing in blocks, a Rejection per unusable name (or,
+  with --manifest, a file without a row, a row without a file) and one
+  ListedFiles with the count: the paths are listed by the job, not
   carried in its graph."""
 
-  def process(self, input_dir):
-    paths = wav_io.list_wav_files(input_dir)
-    blocks, unnamed = index_blocks(paths)
+  def process(self, config):
+    count, blocks, unusable = list_input(config)
     yield from blocks
-    yield from unnamed
-    yield stats_lib.ListedFiles(len(paths))
+    yield from unusable
+    yield stats_lib.ListedFiles(count)
 
 
 class ProbeBlock(beam.DoFn):
@@ -117,7 +149,8 @@ def probe_block(dataset_dir: str, block) -> plan_lib.StoredBlock:
   per file that needs one (PlanBlock writes those out)."""
   number, files = block
   rejections, infos = [], []
-  for index, path in files:
+  entries = {index: entry for index, _, entry in files if entry is not None}
+  for index, path, _ in files:
     try:
       info, note = wav_io.probe(index, path)
     except wav_io.BadWav as e:
@@ -128,7 +161,8 @@ def probe_block(dataset_dir: str, block) -> plan_lib.StoredBlock:
       rejections.append(wav_io.Rejection(path, note, wav_io.NOTE))
   rates = collections.Counter(info.sample_rate for info in infos)
   return plan_lib.StoredBlock(
-      number, block_store.write(dataset_dir, number, infos, rejections),
+      number, block_store.write(dataset_dir, number, infos, rejections,
+                                entries),
       tuple(sorted(rates.items())), len(files) - len(infos))
 
 
@@ -142,9 +176,9 @@ class PlanBlock(beam.DoFn):
     self.config = config
 
   def process(self, stored, dataset_rate):
-    infos, probe_rejections = block_store.read_all(stored.path)
+    infos, probe_rejections, entries = block_store.read_all(stored.path)
     planned, rejected = plan_lib.plan_block(stored.block, infos, self.config,
-                                            dataset_rate)
+                                            dataset_rate, entries)
     rejections = probe_rejections + tuple(
         wav_io.Rejection(path, reason, 'plan') for path, reason in rejected)
     if rejections:
@@ -160,9 +194,9 @@ def planned_block(stored, config: PipelineConfig, dataset_rate: int,
                   allowed=None) -> plan_lib.PlannedBlock:
   """A StoredBlock planned again (rejections were recorded by PlanBlock),
   limited to its first allowed[block] windows when --num_elems is set."""
-  planned, _ = plan_lib.plan_block(stored.block,
-                                   block_store.read(stored.path), config,
-                                   dataset_rate)
+  infos, _, entries = block_store.read_all(stored.path)
+  planned, _ = plan_lib.plan_block(stored.block, infos, config, dataset_rate,
+                                   entries)
   if allowed is not None:
     planned = plan_lib.limit_block(planned, allowed[stored.block])
   return planned
@@ -228,7 +262,10 @@ class ExampleMaker:
 
   def _columns(self, refs, plans, class_names):
     rows = [plans[index] for index, _ in refs]
+    extras = {name: [dict(p.extras)[name] for p in rows]
+              for name in self.config.manifest_extra_columns}
     return {
+        **extras,
         'class': [p.label for p in rows],
         'filepath': [p.info.path for p in rows],
         'index': [p.info.index for p in rows],

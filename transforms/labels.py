@@ -30,8 +30,12 @@ def class_names(labels: Iterable[str]) -> List[str]:
   return sorted(set(labels) - {''})
 
 
-def file_label(path: str, config) -> str:
-  """label_of for a listed path, below the split folder if there is one."""
+def file_label(path: str, config, entry=None) -> str:
+  """The class of a listed file: its manifest row's (a manifest.Entry)
+  with --manifest_label_column, else label_of its path, below the split
+  folder if there is one."""
+  if config.manifest_label_column:
+    return entry.label if entry is not None else ''
   rel = splits.relative_path(path, config.input_dir)
   if config.split_from == 'subdir':
     rel = rel.partition('/')[2]

@@ -29,6 +29,8 @@ class FilePlan:
   sample_rate: int   # the dataset's rate: windows are cut at this rate
   frames: int        # length at the dataset's rate
   num_windows: int
+  # --manifest_extra_columns: (column, value) stored in every example.
+  extras: Tuple[Tuple[str, object], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,13 +86,16 @@ class BlockWindows:
 
 
 def plan_block(block: int, infos: Iterable[WavInfo], config: PipelineConfig,
-               dataset_rate: int) -> Tuple[PlannedBlock, List[Tuple[str, str]]]:
+               dataset_rate: int, entries=None
+               ) -> Tuple[PlannedBlock, List[Tuple[str, str]]]:
   """(PlannedBlock of the files that become windows, [(path, reason)] for
-  the others)."""
+  the others). `entries`: the files' manifest rows, by index."""
   plans, rejected = [], []
+  entries = entries or {}
   for info in infos:
     try:
-      plans.append(plan_file(info, config, dataset_rate))
+      plans.append(plan_file(info, config, dataset_rate,
+                             entries.get(info.index)))
     except BadWav as e:
       rejected.append((info.path, str(e)))
   return PlannedBlock(block, tuple(plans)), rejected
@@ -116,11 +121,14 @@ def most_common_rate(rate_counts: Dict[int, int]) -> int:
   return min(rate_counts, key=lambda r: (-rate_counts[r], r))
 
 
-def plan_file(info: WavInfo, config: PipelineConfig,
-              dataset_rate: int) -> FilePlan:
-  """Checks a probed file against the dataset's rules; raises BadWav."""
+def plan_file(info: WavInfo, config: PipelineConfig, dataset_rate: int,
+              entry=None) -> FilePlan:
+  """Checks a probed file against the dataset's rules, with its manifest
+  row (a manifest.Entry) when the run has one; raises BadWav."""
   rel_path = splits.relative_path(info.path, config.input_dir)
-  if config.split_lists:
+  if entry is not None and entry.split is not None:
+    split = entry.split
+  elif config.split_lists:
     split = split_lists.listed_splits(config).get(rel_path,
                                                   config_lib.REST_SPLIT)
   elif config.split_from == 'subdir':
@@ -130,7 +138,10 @@ def plan_file(info: WavInfo, config: PipelineConfig,
                    'split folder (DIR/SPLIT/...)')
   else:
     split = splits.split_by_hash(rel_path, config.splits)
-  label = labels.file_label(info.path, config)
+  label = labels.file_label(info.path, config, entry)
+  if config.manifest_label_column and not label:
+    raise BadWav(f'no label: the manifest row (line {entry.line}) has an '
+                 f'empty {config.manifest_label_column!r}')
   if config.label_from != 'none' and not label:
     raise BadWav(f'no label: --label_from={config.label_from} finds no class '
                  'in this path')
@@ -145,7 +156,8 @@ def plan_file(info: WavInfo, config: PipelineConfig,
                  f'needs {config.win_len}')
   if config.max_windows_per_signal is not None:
     n = min(n, config.max_windows_per_signal)
-  return FilePlan(info, split, label, dataset_rate, frames, n)
+  return FilePlan(info, split, label, dataset_rate, frames, n,
+                  entry.extras if entry is not None else ())
 
 
 def limit_windows(counts: Iterable[Tuple[int, int]],

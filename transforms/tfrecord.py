@@ -5,7 +5,7 @@ crc32c(data), little-endian, as TensorFlow reads them.
 """
 
 import struct
-from typing import BinaryIO, Iterator, Tuple
+from typing import BinaryIO, Iterator, Optional, Tuple
 
 import google_crc32c
 
@@ -51,22 +51,44 @@ class CorruptRecord(WavbeamError, ValueError):
   pass
 
 
-def read_records(f: BinaryIO, where: str = '',
-                 check_crc: bool = True) -> Iterator[Tuple[int, bytes]]:
-  """Yields (offset, data); raises CorruptRecord naming record and offset."""
-  index = offset = 0
+def _read_length(f: BinaryIO, index: int, offset: int, where: str,
+                 check_crc: bool) -> Optional[int]:
+  """The length in the next record header; None at the end of the file."""
+  header = f.read(12)
+  if not header:
+    return None
+  if len(header) < 12:
+    raise CorruptRecord(f'{where}: record {index} at byte {offset}: file '
+                        'ends inside the record header')
+  (length,) = struct.unpack('<Q', header[:8])
+  if check_crc and masked_crc(header[:8]) != struct.unpack('<I', header[8:])[0]:
+    raise CorruptRecord(f'{where}: record {index} at byte {offset}: '
+                        'length CRC mismatch')
+  return length
+
+
+def skip_records(f: BinaryIO, count: int, where: str = '') -> None:
+  """Moves past `count` records by their headers (length CRCs checked;
+  the data is not read, so its CRC is not either)."""
+  offset = f.tell()
+  for index in range(count):
+    length = _read_length(f, index, offset, where, True)
+    if length is None:
+      raise CorruptRecord(f'{where}: the file ends after {index} records')
+    offset += 16 + length
+    f.seek(offset)
+
+
+def read_records(f: BinaryIO, where: str = '', check_crc: bool = True,
+                 first_index: int = 0) -> Iterator[Tuple[int, bytes]]:
+  """Yields (offset, data); raises CorruptRecord naming record and offset.
+  From the start of f, or from where skip_records left it, the record
+  numbered `first_index`."""
+  index, offset = first_index, f.tell() if first_index else 0
   while True:
-    header = f.read(12)
-    if not header:
+    length = _read_length(f, index, offset, where, check_crc)
+    if length is None:
       return
-    if len(header) < 12:
-      raise CorruptRecord(f'{where}: record {index} at byte {offset}: file '
-                          'ends inside the record header')
-    (length,) = struct.unpack('<Q', header[:8])
-    (length_crc,) = struct.unpack('<I', header[8:])
-    if check_crc and masked_crc(header[:8]) != length_crc:
-      raise CorruptRecord(f'{where}: record {index} at byte {offset}: '
-                          'length CRC mismatch')
     data = f.read(length)
     footer = f.read(4)
     if len(data) < length or len(footer) < 4:

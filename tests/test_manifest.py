@@ -1,0 +1,248 @@
+"""--manifest on miniature copies of published layouts (ESC-50,
+UrbanSound8K, Common Voice: the same folder, file and column names,
+generated audio), each run with the exact command the README prints; and
+the manifest's parsing and checks on their own."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pipeline import config as config_lib
+from pipeline import numpy_reader
+from pipeline.config import ConfigError
+from tests import helpers as H
+from transforms import manifest as manifest_lib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def examples_by_split(out, features):
+  meta = json.load(open(os.path.join(out, 'metadata.json')))
+  return meta, {split: list(numpy_reader.numpy_dataset(
+      out, split, features=features)) for split in meta['splits']}
+
+
+def rejects(out):
+  with open(os.path.join(out, 'rejects.jsonl'), encoding='utf-8') as f:
+    return {os.path.basename(r['path']): r['reason']
+            for r in map(json.loads, f)}
+
+
+def test_esc50(tmp_path):
+  root = tmp_path / 'ESC-50-master'
+  categories = ['dog', 'rooster', 'rain', 'sea_waves']
+  rows = []
+  for i in range(20):
+    fold, target = 1 + i % 5, i % 4
+    name = f'{fold}-{100032 + i}-A-{target}.wav'
+    # 1.5 s at 44.1 kHz (ESC-50's rate), resampled by the command
+    H.write_wav(str(root / 'audio' / name), H.noise(66150, seed=i),
+                rate=44100)
+    rows.append([name, fold, target, categories[target],
+                 str(i % 3 == 0), 100032 + i, 'A'])
+  H.write_wav(str(root / 'audio' / 'stray.wav'), H.noise(66150), rate=44100)
+  rows.append(['5-999-A-0.wav', 5, 0, 'dog', 'False', 999, 'A'])  # no file
+  (root / 'meta').mkdir()
+  with open(root / 'meta' / 'esc50.csv', 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['filename', 'fold', 'target', 'category', 'esc10',
+                     'src_file', 'take'])
+    writer.writerows(rows)
+  out = H.run_readme_command('ESC-50', tmp_path)
+  meta, splits = examples_by_split(
+      out, ['filepath', 'class', 'fold', 'esc10', 'src_file', 'target'])
+  by_name = {r[0]: r for r in rows}
+  fold_split = {1: 'train', 2: 'train', 3: 'train', 4: 'validation',
+                5: 'test'}
+  seen = set()
+  for split, examples in splits.items():
+    for e in examples:
+      name = os.path.basename(e['filepath'])
+      row = by_name[name]
+      assert split == fold_split[row[1]]
+      assert e['class'] == row[3]
+      assert e['target'] == sorted(categories).index(row[3])
+      assert e['fold'].dtype.name == 'int64' and int(e['fold']) == row[1]
+      assert e['esc10'] == row[4] and int(e['src_file']) == row[5]
+      seen.add(name)
+  assert seen == {r[0] for r in rows[:20]}
+  assert sum(len(v) for v in splits.values()) == 40  # two windows each
+  reasons = rejects(out)
+  assert 'no row in the manifest' in reasons['stray.wav']
+  assert 'line 22 of the manifest' in reasons['5-999-A-0.wav']
+  assert meta['counts']['files_seen'] == 22
+  assert meta['counts']['files_rejected'] == 2
+  assert meta['schema']['esc10']['dtype'] == 'string'
+  info = json.load(open(os.path.join(out, 'features.json')))
+  assert {'fold', 'esc10', 'src_file'} <= set(
+      info['featuresDict']['features'])
+  pbtxt = open(os.path.join(out, 'schema.pbtxt')).read()
+  assert 'name: "src_file"' in pbtxt
+
+
+def test_urbansound8k(tmp_path):
+  root = tmp_path / 'UrbanSound8K'
+  classes = ['air_conditioner', 'car_horn', 'children_playing', 'dog_bark']
+  rows = []
+  for i in range(20):
+    fold, class_id = 1 + i % 10, i % 4
+    name = f'{1000 + i}-{class_id}-0-{i}.wav'
+    rate = (22050, 44100, 48000, 16000)[i % 4]
+    H.write_wav(str(root / 'audio' / f'fold{fold}' / name),
+                H.noise(rate + rate // 2, 1 + i % 2, seed=i), rate=rate)
+    rows.append([name, 1000 + i, 0.0, 1.5, 1 + i % 2, fold, class_id,
+                 classes[class_id]])
+  (root / 'metadata').mkdir()
+  with open(root / 'metadata' / 'UrbanSound8K.csv', 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['slice_file_name', 'fsID', 'start', 'end', 'salience',
+                     'fold', 'classID', 'class'])
+    writer.writerows(rows)
+  out = H.run_readme_command('UrbanSound8K', tmp_path)
+  meta, splits = examples_by_split(
+      out, ['filepath', 'class', 'target', 'fold', 'fsID', 'salience'])
+  by_name = {r[0]: r for r in rows}
+  names = set()
+  for split, examples in splits.items():
+    for e in examples:
+      row = by_name[os.path.basename(e['filepath'])]
+      assert e['filepath'].endswith(f'fold{row[5]}/{row[0]}')
+      assert split == ('test' if row[5] == 10 else 'validation'
+                       if row[5] == 9 else 'train')
+      assert e['class'] == row[7] and int(e['target']) == row[6]
+      assert (int(e['fold']), int(e['fsID']), int(e['salience'])) == (
+          row[5], row[1], row[4])
+      names.add(row[0])
+  assert names == set(by_name)
+  assert meta['counts']['files_rejected'] == 0
+  assert sorted(meta['splits']) == ['test', 'train', 'validation']
+
+
+def test_common_voice(tmp_path):
+  base = tmp_path / 'cv-corpus-17.0' / 'en'
+  header = ['client_id', 'path', 'sentence', 'up_votes', 'down_votes', 'age',
+            'gender', 'accents', 'locale', 'segment']
+  sentences = ['He said "hello" twice.', 'Ça va, naïve café?',
+               "It's 3 o'clock", 'A, B; C']
+  tsvs = {'train': [], 'dev': [], 'test': [], 'other': []}
+  for i in range(12):
+    name = f'common_voice_en_{4000 + i}.mp3'
+    # converted beside the MP3 (which wavbeam does not read)
+    H.write_wav(str(base / 'clips' / name.replace('.mp3', '.wav')),
+                H.noise(8000 + 2000 * i, seed=i))
+    (base / 'clips' / name).write_bytes(b'ID3 not audio wavbeam reads')
+    tsv = ('train', 'train', 'dev', 'test', 'train', 'other')[i % 6]
+    tsvs[tsv].append([f'{i % 3:064x}', name, sentences[i % 4], str(i % 3),
+                      '0', 'twenties', '', '', 'en', ''])
+  for tsv, rows in tsvs.items():
+    with open(base / f'{tsv}.tsv', 'w', encoding='utf-8') as f:
+      f.write('\t'.join(header) + '\n')
+      f.writelines('\t'.join(row) + '\n' for row in rows)
+  out = H.run_readme_command('Common Voice', tmp_path)
+  meta, splits = examples_by_split(
+      out, ['filepath', 'sentence', 'client_id', 'up_votes', 'class'])
+  expected = {}
+  for tsv, split in (('train', 'train'), ('dev', 'validation'),
+                     ('test', 'test')):
+    for row in tsvs[tsv]:
+      expected[row[1].replace('.mp3', '.wav')] = (split, row)
+  got = {}
+  for split, examples in splits.items():
+    for e in examples:
+      name = os.path.basename(e['filepath'])
+      got[name] = got.get(name, 0) + 1
+      want_split, row = expected[name]
+      assert split == want_split
+      assert e['sentence'] == row[2] and e['client_id'] == row[0]
+      assert int(e['up_votes']) == int(row[3]) and e['class'] == ''
+  assert got == {name: 1 for name in expected}  # one window per clip
+  assert meta['schema']['up_votes']['dtype'] == 'int64'
+  other = [row[1].replace('.mp3', '.wav') for row in tsvs['other']]
+  reasons = rejects(out)
+  assert all('no row in the manifest' in reasons[n] for n in other)
+  assert meta['counts']['files_seen'] == 12
+
+
+def _config(tmp_path, text, name='m.csv', **kw):
+  path = tmp_path / name
+  path.write_text(text, encoding='utf-8')
+  (tmp_path / 'in').mkdir(exist_ok=True)
+  return H.make_config(tmp_path / 'in', tmp_path / 'out',
+                       manifest=str(path), **kw)
+
+
+def test_rows_in_every_format(tmp_path):
+  csv_text = 'path,label\n"a,1.wav",x\n./b.wav,y\n\n'
+  config = _config(tmp_path, csv_text, manifest_label_column='label')
+  entries = manifest_lib.read(config).entries
+  root = str(tmp_path / 'in')
+  assert {k: v.label for k, v in entries.items()} == {
+      root + '/a,1.wav': 'x', root + '/b.wav': 'y'}
+  tsv = 'path\tsentence\na.wav\tsay "hi"\n'
+  config = _config(tmp_path, tsv, 'm.tsv', manifest_extra_columns='sentence')
+  assert list(manifest_lib.read(config).entries.values())[0].extras == (
+      ('sentence', 'say "hi"'),)
+  jsonl = '{"path": "a.wav", "n": 3}\n{"path": "/abs/b.wav", "n": -4}\n'
+  config = _config(tmp_path, jsonl, 'm.jsonl', manifest_extra_columns='n')
+  found = manifest_lib.read(config)
+  assert found.extra_types == {'n': 'int64'}
+  assert found.entries['/abs/b.wav'].extras == (('n', -4),)
+
+
+@pytest.mark.parametrize('text,name,kw,message', [
+    ('path,fold\na.wav,1\nb.wav\n', 'm.csv', {}, 'line 3 has 1 cells'),
+    ('path\na.wav\n./a.wav\n', 'm.csv', {}, 'listed twice: .* line 2 and '
+     'line 3'),
+    ('{"path": "a.wav"}\nnot json\n', 'm.jsonl', {}, 'line 2 is not JSON'),
+    ('file\na.wav\n', 'm.csv', {}, r"line 2 has no column \['path'\]"),
+    ('path,fold\na.wav,1\nb.wav,7\n', 'm.csv',
+     {'manifest_split_column': 'fold', 'fold_splits': 'train=1;test=2'},
+     "line 3: fold='7' is in no split"),
+    ('path,split\na.wav,dev set\n', 'm.csv',
+     {'manifest_split_column': 'split'}, "split name 'dev set'"),
+    ('path\n', 'm.txt', {}, 'name a .csv, .tsv or .jsonl'),
+])
+def test_a_malformed_manifest_names_the_line(tmp_path, text, name, kw,
+                                             message):
+  with pytest.raises(ConfigError, match=message):
+    manifest_lib.read(_config(tmp_path, text, name, **kw))
+
+
+@pytest.mark.parametrize('kw,option', [
+    ({'manifest_label_column': 'c'}, 'manifest_label_column'),
+    ({'manifest': 'm.csv', 'label_from': 'suffix',
+      'manifest_label_column': 'c'}, 'label_from'),
+    ({'manifest': 'm.csv', 'manifest_split_column': 's',
+      'splits': 'train=0.5,test=0.5'}, 'manifest'),
+    ({'manifest': 'm.csv', 'fold_splits': 'train=1'}, 'fold_splits'),
+    ({'manifest': 'm.csv', 'manifest_split_column': 's',
+      'fold_splits': 'train=1;test=1'}, 'fold_splits'),
+    ({'manifest': 'm.csv', 'manifest_extra_columns': 'target'},
+     'manifest_extra_columns'),
+    ({'manifest': 'train=a.csv,b.csv'}, 'manifest'),
+    ({'manifest': 'train=a.csv', 'manifest_split_column': 's'},
+     'manifest_split_column'),
+    ({'manifest': 'm.csv', 'manifest_audio_extension': '.wav'},
+     'manifest_audio_extension'),
+])
+def test_conflicting_options_name_the_option(kw, option):
+  with pytest.raises(ConfigError) as e:
+    config_lib.PipelineConfig(input_dir='in', output_dir='out', **kw)
+  assert e.value.option == option
+
+
+def test_a_bad_manifest_stops_the_cli_before_anything_runs(tmp_path):
+  H.write_wav(str(tmp_path / 'in' / 'a.wav'), H.noise(4096))
+  (tmp_path / 'm.csv').write_text('path,label\na.wav,x\na.wav,y\n')
+  proc = subprocess.run(
+      [sys.executable, '-m', 'pipeline.run', '--input_dir',
+       str(tmp_path / 'in'), '--output_dir', str(tmp_path / 'out'),
+       '--manifest', str(tmp_path / 'm.csv'), '--manifest_label_column',
+       'label'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 2
+  assert 'listed twice' in proc.stderr and 'line 3' in proc.stderr
+  assert not (tmp_path / 'out').exists()
