@@ -166,6 +166,12 @@ class PipelineConfig:
       '(pip install wavbeam[array_record])', default=False)
   overwrite: bool = _opt('replace a dataset already in output_dir',
                          default=False)
+  append: bool = _opt(
+      'add to the complete dataset in output_dir the recordings of '
+      'input_dir it does not hold yet, as a new part (part-00001, ...; '
+      'listed in parts.json), with the same options it was written with; a '
+      'recording whose content changed since is reported, not read again',
+      default=False)
   dataset_version: str = _opt('version recorded for TFDS (x.y.z)',
                               default='1.0.0')
   tfds_layout: bool = _opt(
@@ -301,6 +307,9 @@ class PipelineConfig:
       raise ConfigError('array_record', True, 'needs --sink shards (the '
                         "ArrayRecord files are written beside wavbeam's own "
                         'shards)')
+    if self.append and self.overwrite:
+      raise ConfigError('append', True, 'give --append or --overwrite, not '
+                        'both')
     if self.num_shards is not None and self.max_examples_per_shard is not None:
       raise ConfigError('num_shards', self.num_shards,
                         'give either --num_shards or --max_examples_per_shard')

@@ -11,8 +11,10 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import metadata as metadata_lib
 from pipeline import naming
+from pipeline import parts as parts_lib
 from pipeline.config import ConfigError, PipelineConfig
 from transforms import filesystem
+from transforms import sources
 from transforms import run_marker
 
 
@@ -39,6 +41,24 @@ def read_metadata(dataset_dir: str) -> Optional[dict]:
   return metadata_lib.parse(text, path)
 
 
+def read_whole_metadata(dataset_dir: str) -> Optional[dict]:
+  """read_metadata, merged with the parts --append added (parts.merge:
+  their shards named from dataset_dir, part-00001/...), or None."""
+  base = read_metadata(dataset_dir)
+  if base is None:
+    return None
+  return parts_lib.load(dataset_dir, base, FileSystems.exists, _read_text)
+
+
+def part_dirs(dataset_dir: str) -> List[str]:
+  return parts_lib.part_dirs(dataset_dir, FileSystems.exists, _read_text)
+
+
+def _read_text(path: str) -> str:
+  with FileSystems.open(path) as f:
+    return f.read().decode('utf-8')
+
+
 def shard_problem(path: str, num_bytes: int) -> Optional[str]:
   """What is wrong with a shard before reading it (missing, another size,
   not a plain file: a FIFO would block the reader), or None."""
@@ -59,13 +79,30 @@ def dataset_files(config: PipelineConfig) -> List[str]:
     return []
   names = [naming.METADATA_FILE, naming.REJECTS_FILE, 'dataset_info.json',
            'features.json', '*.labels.txt', 'schema.pbtxt',
-           f'{naming.escape_pattern(config.dataset_name)}-*.tfrecord-*']
+           f'{naming.escape_pattern(config.dataset_name)}-*.tfrecord-*',
+           f'{naming.escape_pattern(config.dataset_name)}-*.array_record-*',
+           sources.FILE_NAME, parts_lib.INDEX_FILE]
   found = sorted(naming.within(out, [
       m.path for r in FileSystems.match(
           [naming.pattern_under(out, name) for name in names])
       for m in r.metadata_list]))
+  found += _part_folders(out)
   temp = run_marker.temp_dir(out)
   return found + [temp] if FileSystems.exists(temp) else found
+
+
+def _part_folders(out: str) -> List[str]:
+  """The part folders of --append in `out`, listed or not (an interrupted
+  append leaves one parts.json does not list)."""
+  if filesystem.is_local(out):
+    names = os.listdir(out)
+  else:  # object stores list files: the folders are their prefixes
+    prefix = out.rstrip('/') + '/'
+    matched = FileSystems.match([naming.pattern_under(out, 'part-*/*')])
+    names = {m.path[len(prefix):].split('/')[0]
+             for m in matched[0].metadata_list if m.path.startswith(prefix)}
+  return sorted(naming.join(out, n) for n in names
+                if parts_lib.is_part_name(n))
 
 
 def prepare(config: PipelineConfig, run_id: str) -> None:

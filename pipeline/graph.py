@@ -80,15 +80,18 @@ class ListWavFiles(beam.PTransform):
   """
 
   def __init__(self, config: PipelineConfig,
-               dask_partitions: Optional[int] = None):
+               dask_partitions: Optional[int] = None, base=None):
     super().__init__()
     self.config = config
     self.dask_partitions = dask_partitions
+    self.base = base
 
   def expand(self, root):
     if not self.dask_partitions:
+      # The one element is the one listing task's: an --append part's
+      # paths travel to it there, not to every worker.
       listing = (root
-                 | 'InputDir' >> beam.Create([self.config])
+                 | 'InputDir' >> beam.Create([(self.config, self.base)])
                  | 'ListInDir' >> beam.ParDo(dofns.ListBlocks())
                  | 'SplitListing' >> SplitByType(
                      blocks=tuple, names=wav_io.Rejection,
@@ -96,7 +99,7 @@ class ListWavFiles(beam.PTransform):
       return {'blocks': listing['blocks'] | 'Spread' >> beam.Reshuffle(),
               'records': (listing['names'], listing['count'])
                          | 'ListingRecords' >> beam.Flatten()}
-    count, blocks, unusable = dofns.list_input(self.config)
+    count, blocks, unusable = dofns.list_input(self.config, self.base)
     n = self.dask_partitions
     return {'blocks': (root
                        | 'CreateOnePerPartition' >> beam.Create(
@@ -114,16 +117,18 @@ class ProbeAndPlan(beam.PTransform):
   the dataset's rate, 'allowed': windows kept per block under --num_elems
   (else None)}."""
 
-  def __init__(self, config: PipelineConfig):
+  def __init__(self, config: PipelineConfig, dataset_rate=None):
     super().__init__()
     self.config = config
+    self.dataset_rate = dataset_rate  # an --append part's: the dataset's
 
   def expand(self, blocks):
     c = self.config
     stored = blocks | 'ProbeHeaders' >> beam.ParDo(
         dofns.ProbeBlock(c.dataset_dir))
-    if c.sample_rate:
-      rate = blocks.pipeline | 'GivenRate' >> beam.Create([c.sample_rate])
+    if c.sample_rate or self.dataset_rate:
+      rate = blocks.pipeline | 'GivenRate' >> beam.Create(
+          [c.sample_rate or self.dataset_rate])
     else:
       rate = (stored
               | 'CountRates' >> beam.CombineGlobally(stats_lib.CountRates())
@@ -155,11 +160,13 @@ class ProbeAndPlan(beam.PTransform):
 
 
 class ClassNames(beam.PTransform):
-  """File blocks -> one sorted list of class names for the corpus."""
+  """File blocks -> one list of class names for the corpus: sorted, after
+  the `known` ones of the parts an --append extends."""
 
-  def __init__(self, config: PipelineConfig):
+  def __init__(self, config: PipelineConfig, known=()):
     super().__init__()
     self.config = config
+    self.known = tuple(known)
 
   def expand(self, blocks):
     return (blocks
@@ -169,7 +176,7 @@ class ClassNames(beam.PTransform):
                 self.config)
             | 'Distinct' >> beam.Distinct()
             | 'Collect' >> beam.combiners.ToList()
-            | 'Sort' >> beam.Map(labels.class_names))
+            | 'Sort' >> beam.Map(labels.class_names, self.known))
 
 
 class PlanLayout(beam.PTransform):
@@ -322,14 +329,16 @@ def write_to_tfrecord(config: PipelineConfig, prefix: str):
 
 def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
                    extra_features: Optional[ExtraFeatures] = None,
-                   run_id: Optional[str] = None):
+                   run_id: Optional[str] = None, base=None):
   """Adds the whole job to `p`; returns the PCollection of the metadata path.
 
   Checks the input folder and the feature functions now, so that bad
   options fail before anything runs. `extra_features` maps feature names to
   numpy functions (see transforms.features.FeatureFn). `run_id` is the id
   the run step marked the output folder with (dataset_dir.prepare): shard
-  tasks and the final step check that the folder is still theirs.
+  tasks and the final step check that the folder is still theirs. `base`
+  (append.AppendBase) makes the job an --append part: its paths, and the
+  dataset's classes and sample rate.
   """
   check_input(config)
   _check_extra_features(config, extra_features)
@@ -352,7 +361,7 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
     if not array_record_file.available():
       raise ConfigError('array_record', True, 'needs the array-record '
                         'package: pip install wavbeam[array_record]')
-  listing = p | 'ListWavFiles' >> ListWavFiles(config, dask_partitions)
+  listing = p | 'ListWavFiles' >> ListWavFiles(config, dask_partitions, base)
   files = listing['blocks']
   files_seen = (listing['records']
                 | 'OnlyCount' >> beam.Filter(
@@ -362,8 +371,10 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
                 # (Beam's DaskRunner does): the same count, taken once.
                 | 'FilesSeen' >> beam.CombineGlobally(
                     lambda counts: max(counts, default=0)))
-  class_names = files | 'ClassNames' >> ClassNames(config)
-  planned = files | 'ProbeAndPlan' >> ProbeAndPlan(config)
+  class_names = files | 'ClassNames' >> ClassNames(
+      config, base.classes if base else ())
+  planned = files | 'ProbeAndPlan' >> ProbeAndPlan(
+      config, base.sample_rate if base else None)
   layouts = (planned['windows']
              | 'PlanLayout' >> PlanLayout(config, example_bytes)
              | 'RecordPlan' >> beam.Map(

@@ -22,7 +22,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import metadata as metadata_lib
 from pipeline import naming
-from pipeline.dataset_dir import read_metadata, shard_problem
+from pipeline.dataset_dir import part_dirs, read_whole_metadata, shard_problem
 from pipeline.dataset_dir import resolve as resolve_dataset_dir
 from pipeline.errors import WavbeamError
 from transforms import audio
@@ -39,7 +39,7 @@ def load(output_dir: str) -> Dict:
   """metadata.json, checked, and every shard it lists checked to exist with
   its size (before any is opened: a FIFO in a shard's place would block)."""
   try:
-    metadata = read_metadata(output_dir)
+    metadata = read_whole_metadata(output_dir)
   except metadata_lib.MetadataError as e:
     raise InspectError(str(e)) from e
   if metadata is None:
@@ -57,12 +57,15 @@ def load(output_dir: str) -> Dict:
 
 
 def rejects(output_dir: str) -> List[Dict]:
-  path = naming.join(output_dir, naming.REJECTS_FILE)
-  if not FileSystems.exists(path):
-    return []
-  with FileSystems.open(path) as f:
-    return [json.loads(line) for line in f.read().decode('utf-8').splitlines()
-            if line.strip()]
+  """rejects.jsonl's records, of every part."""
+  found = []
+  for folder in part_dirs(output_dir):
+    path = naming.join(folder, naming.REJECTS_FILE)
+    if FileSystems.exists(path):
+      with FileSystems.open(path) as f:
+        found += [json.loads(line) for line in
+                  f.read().decode('utf-8').splitlines() if line.strip()]
+  return found
 
 
 def elements(output_dir: str, metadata: Dict, split: str,
@@ -97,6 +100,8 @@ def summary_text(output_dir: str, metadata: Dict) -> str:
       f'files; {c["files_rejected"]} files rejected, {c["rejections"]} '
       f'rejection records; sample rate {m["sample_rate"]} Hz; compression '
       f'{m["compression"]}',
+      *([f'  in {len(m["parts"])} parts (--append): '
+         f'{", ".join(m["parts"])}'] if m.get('parts') else []),
       '', 'splits:']
   for name, s in sorted(m['splits'].items()):
     lines.append(f'  {name}: {s["num_examples"]} examples in '

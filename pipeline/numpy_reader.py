@@ -25,6 +25,7 @@ import numpy as np
 
 from pipeline import metadata as metadata_lib
 from pipeline import naming
+from pipeline import parts as parts_lib
 from pipeline import schema as schema_lib
 from pipeline.errors import DatasetError  # noqa: F401  (re-exported)
 from transforms import example_codec
@@ -34,8 +35,9 @@ _SHUFFLE_BUFFER = 1024
 
 
 
-def load_metadata(output_dir: str) -> Tuple[str, Dict]:
-  """(dataset folder, its checked metadata.json); DatasetError otherwise."""
+def load_metadata(output_dir: str, parts=None) -> Tuple[str, Dict]:
+  """(dataset folder, its checked metadata.json, merged with the parts
+  --append added: all, or those `parts` names); DatasetError otherwise."""
   found = naming.find_dataset_dir(output_dir, os.path.exists, glob.glob)
   path = os.path.join(found, naming.METADATA_FILE)
   if not os.path.exists(path):
@@ -45,19 +47,24 @@ def load_metadata(output_dir: str) -> Tuple[str, Dict]:
           'run that wrote it did not finish; rerun the pipeline with '
           '--overwrite')
     raise DatasetError(f'no wavbeam dataset at {found} ({path} not found)')
-  with open(path, encoding='utf-8') as f:
-    text = f.read()
   try:
-    return found, metadata_lib.parse(text, path)
+    base = metadata_lib.parse(_read_text(path), path)
+    return found, parts_lib.load(found, base, os.path.exists, _read_text,
+                                 parts)
   except metadata_lib.MetadataError as e:
     raise DatasetError(str(e)) from e
 
 
+def _read_text(path: str) -> str:
+  with open(path, encoding='utf-8') as f:
+    return f.read()
+
+
 def open_split(output_dir: str, split: str,
-               features: Optional[Sequence[str]] = None):
+               features: Optional[Sequence[str]] = None, parts=None):
   """(dataset folder, metadata, schema, feature keys to read) of a split;
   DatasetError for a missing dataset, an unknown split or feature."""
-  found, metadata = load_metadata(output_dir)
+  found, metadata = load_metadata(output_dir, parts)
   splits = metadata['splits']
   if split not in splits:
     raise DatasetError(f'unknown split {split!r} in {found}; it has '
@@ -75,17 +82,17 @@ def open_split(output_dir: str, split: str,
 class NumpyDataset:
   """An iterable over a split's examples (or batches) as numpy arrays, with
   len() from metadata.json. Iterating again reads again (a new epoch; with
-  shuffle, in a new order unless `seed` fixes it).
-
+  shuffle, in a new order unless `seed` fixes it). A dataset --append
+  extended is read whole, or the `parts` named (0 or '.' is the first).
   """
 
   def __init__(self, output_dir: str, split: str = 'train', *,
                features: Optional[Sequence[str]] = None,
                batch_size: Optional[int] = None, shuffle: bool = False,
                seed: Optional[int] = None, drop_remainder: bool = False,
-               shuffle_buffer_size: int = _SHUFFLE_BUFFER):
+               shuffle_buffer_size: int = _SHUFFLE_BUFFER, parts=None):
     (self.output_dir, self.metadata, self.schema,
-     self.keys) = open_split(output_dir, split, features)
+     self.keys) = open_split(output_dir, split, features, parts)
     self.split = split
     self.shards = self.metadata['splits'][split]['shards']
     self.batch_size = batch_size

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from pipeline import metadata as metadata_lib
 from pipeline import naming
+from pipeline import parts as parts_lib
 from pipeline import schema as schema_lib
 from pipeline.errors import DatasetError  # noqa: F401  (re-exported)
 
@@ -29,8 +30,9 @@ def dataset_dir(output_dir: str) -> str:
                                  tf.io.gfile.glob)
 
 
-def load_metadata(output_dir: str) -> Dict:
-  """metadata.json of a complete dataset; DatasetError otherwise."""
+def load_metadata(output_dir: str, parts=None) -> Dict:
+  """metadata.json of a complete dataset, merged with the parts --append
+  added (all, or those `parts` names); DatasetError otherwise."""
   output_dir = dataset_dir(output_dir)
   path = naming.join(output_dir, naming.METADATA_FILE)
   if not tf.io.gfile.exists(path):
@@ -44,12 +46,17 @@ def load_metadata(output_dir: str) -> Dict:
           '--overwrite')
     raise DatasetError(f'no wavbeam dataset at {output_dir} ({path} not '
                        'found)')
-  with tf.io.gfile.GFile(path, 'r') as f:
-    text = f.read()
   try:
-    return metadata_lib.parse(text, path)
+    return parts_lib.load(
+        output_dir, metadata_lib.parse(_read_text(path), path),
+        tf.io.gfile.exists, _read_text, parts)
   except metadata_lib.MetadataError as e:
     raise DatasetError(str(e)) from e
+
+
+def _read_text(path: str) -> str:
+  with tf.io.gfile.GFile(path, 'r') as f:
+    return f.read()
 
 
 def shard_files(output_dir: str, metadata: Dict, split: str) -> Sequence[str]:
@@ -169,8 +176,8 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
                    drop_remainder: bool = False,
                    normalize: Sequence[str] = (),
                    statistics_split: str = 'train',
-                   shuffle_buffer_size: int = _SHUFFLE_BUFFER
-                   ) -> tf.data.Dataset:
+                   shuffle_buffer_size: int = _SHUFFLE_BUFFER,
+                   parts: Optional[Sequence] = None) -> tf.data.Dataset:
   """The examples of `split` as a tf.data.Dataset.
 
   Args:
@@ -185,9 +192,11 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
     normalize: features to standardize, (x - mean) / std as float32, with
       the statistics of `statistics_split` (computed by the pipeline over
       all values of the feature).
+    parts: of a dataset --append extended, the parts to read (names from
+      parts.json, or numbers: 0 is the first); default all.
   """
   output_dir = dataset_dir(output_dir)
-  metadata = load_metadata(output_dir)
+  metadata = load_metadata(output_dir, parts)
   schema = metadata_lib.schema_of(metadata).as_dict()
   if as_supervised:
     input_key = input_key or metadata['input_key']

@@ -28,6 +28,7 @@ from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from apache_beam.options.pipeline_options import StandardOptions  # noqa: E402
 from apache_beam.options.pipeline_options import TypeOptions  # noqa: E402
 
+from pipeline import append as append_lib  # noqa: E402
 from pipeline import config as config_lib  # noqa: E402
 from pipeline import progress  # noqa: E402
 from pipeline import dataset_dir  # noqa: E402
@@ -148,11 +149,16 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
   (the CLI) already has."""
   with launch_processes.started(launch_processes_for(config, beam_args)) \
       as forked:
+    if config.append:  # returns an append.AppendOutcome
+      return append_lib.run_append(
+          config, lambda part, base: _run_config(
+              part, beam_args, extra_features, show_progress, forked, base))
     return _run_config(config, beam_args, extra_features, show_progress,
                        forked)
 
 
-def _run_config(config, beam_args, extra_features, show_progress, forked):
+def _run_config(config, beam_args, extra_features, show_progress, forked,
+                base=None):
   options = pipeline_options(beam_args)
   direct = options.view_as(DirectOptions)
   if (not forked and direct.direct_running_mode == 'multi_threading' and
@@ -167,7 +173,7 @@ def _run_config(config, beam_args, extra_features, show_progress, forked):
         f'{e} (see "Running at scale" in the README)') from e
   run_id = run_marker.new_run_id()
   try:
-    build_pipeline(p, config, extra_features, run_id)
+    build_pipeline(p, config, extra_features, run_id, base)
     dataset_dir.prepare(config, run_id)
   except BaseException:
     # Beam's Pipeline() made a /tmp/beam-pipeline-temp* folder that only
@@ -403,7 +409,7 @@ def main(argv=None) -> int:
 
 def _run(config, beam_args, show_progress: bool, start: float) -> int:
   try:
-    run_config(config, beam_args, show_progress=show_progress)
+    outcome = run_config(config, beam_args, show_progress=show_progress)
   except config_lib.ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
@@ -417,10 +423,15 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
           f'{METADATA_FILE}); fix the cause above, then rerun with '
           '--overwrite', file=sys.stderr)
     return 1
-  meta = read_metadata(config.dataset_dir)
-  print(summary(config.dataset_dir, time.perf_counter() - start, meta),
-        file=sys.stderr)
-  for line in empty_warnings(config.dataset_dir, meta):
+  written = config.dataset_dir
+  if config.append:
+    print(outcome.message(config.dataset_dir), file=sys.stderr)
+    if outcome.part_dir is None:
+      return 0
+    written = outcome.part_dir
+  meta = read_metadata(written)
+  print(summary(written, time.perf_counter() - start, meta), file=sys.stderr)
+  for line in empty_warnings(written, meta):
     print(line, file=sys.stderr)
   return 0
 

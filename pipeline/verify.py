@@ -15,7 +15,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import metadata as metadata_lib
 from pipeline import naming
-from pipeline.dataset_dir import read_metadata, shard_problem
+from pipeline.dataset_dir import read_whole_metadata, shard_problem
 from pipeline.dataset_dir import resolve as resolve_dataset_dir
 from pipeline.errors import WavbeamError
 from transforms import array_record_file
@@ -65,7 +65,7 @@ def verify(output_dir: str) -> str:
   """Checks everything; returns a summary line or raises VerifyError."""
   output_dir = resolve_dataset_dir(output_dir)
   try:
-    metadata = read_metadata(output_dir)
+    metadata = read_whole_metadata(output_dir)
   except metadata_lib.MetadataError as e:
     raise VerifyError(str(e)) from e
   if metadata is None:
@@ -109,7 +109,9 @@ def verify(output_dir: str) -> str:
       shards += 1
       examples += count
   copies = metadata_lib.has_array_record(metadata)
-  return (f'{output_dir}: OK, {examples} examples in {shards} shards match '
+  parts = metadata.get('parts', [])
+  return (f'{output_dir}: OK, {examples} examples in {shards} shards'
+          f'{f" of {len(parts)} parts" if parts else ""} match '
           'metadata.json (CRCs, counts, schema, record indexes'
           f'{", ArrayRecord copies" if copies else ""})')
 

@@ -101,7 +101,7 @@ def test_shard_lengths_are_exact(corpus, tmp_path):
       [s['file'] for s in shards] +
       [s['file'] + '.tfindex' for s in shards] +  # the tfrecord package's
       ['metadata.json', 'rejects.jsonl', 'dataset_info.json', 'features.json',
-       'target.labels.txt', 'schema.pbtxt'])
+       'target.labels.txt', 'schema.pbtxt', 'sources.jsonl'])
   ds = replay.replay_dataset(str(out), batch_size=4)
   assert ds.cardinality().numpy() == 5  # ceil(18 / 4): Keras sees the steps
 

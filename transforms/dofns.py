@@ -87,15 +87,15 @@ def index_blocks(paths, entries=None, refused=None):
   return blocks, unusable
 
 
-def list_input(config: PipelineConfig):
-  """(files seen, blocks, rejections) of the run's input: the .wav files
-  under input_dir; with --manifest, those and the manifest's rows, where a
-  file without a row, and a row under input_dir without its file, are
-  rejected (rows elsewhere, absolute or URIs, are probed)."""
+def input_paths(config: PipelineConfig):
+  """(sorted paths, manifest entries or None, {path: why it is refused}):
+  the .wav files under input_dir; with --manifest, those and the
+  manifest's rows, where a file without a row, and a row under input_dir
+  without its file, are refused (rows elsewhere, absolute or URIs, are
+  probed)."""
   paths = wav_io.list_wav_files(config.input_dir)
   if not config.manifest:
-    blocks, unusable = index_blocks(paths)
-    return len(paths), blocks, unusable
+    return paths, None, {}
   found = manifest_lib.read(config)
   listed = set(paths)
   every = sorted(listed | set(found.entries))
@@ -109,18 +109,30 @@ def list_input(config: PipelineConfig):
       refused[path] = (f'listed on line {entry.line} of the manifest, but '
                        'there is no such .wav file under input_dir (only '
                        '.wav files are read)')
-  blocks, unusable = index_blocks(every, found.entries, refused)
+  return every, found.entries, refused
+
+
+def list_input(config: PipelineConfig, base=None):
+  """(files seen, blocks, rejections) of the run's input (input_paths);
+  for an --append part, `base` (append.AppendBase) holds the paths to
+  read, chosen by the launcher, and those refused."""
+  if base is None:
+    every, entries, refused = input_paths(config)
+  else:
+    every, refused = list(base.paths), dict(base.refused)
+    entries = manifest_lib.read(config).entries if config.manifest else None
+  blocks, unusable = index_blocks(every, entries, refused)
   return len(every), blocks, unusable
 
 
 class ListBlocks(beam.DoFn):
-  """config -> the listing in blocks, a Rejection per unusable name (or,
-  with --manifest, a file without a row, a row without a file) and one
-  ListedFiles with the count: the paths are listed by the job, not
-  carried in its graph."""
+  """(config, append base or None) -> the listing in blocks, a Rejection
+  per unusable name (or, with --manifest, a file without a row, a row
+  without a file; with --append, a changed file) and one ListedFiles with
+  the count: the paths are listed by the job, not carried in its graph."""
 
-  def process(self, config):
-    count, blocks, unusable = list_input(config)
+  def process(self, listing):
+    count, blocks, unusable = list_input(*listing)
     yield from blocks
     yield from unusable
     yield stats_lib.ListedFiles(count)
@@ -186,7 +198,8 @@ class PlanBlock(beam.DoFn):
                                rejections)
     counters.counter(counters.FILES_REJECTED).inc(len(rejected))
     yield stats_lib.PlannedFiles(
-        stored.block, tuple(sorted(planned.files_by_split().items())))
+        stored.block, tuple(sorted(planned.files_by_split().items())),
+        stored.path)
     yield plan_lib.BlockWindows(stored.block, planned.counts())
 
 

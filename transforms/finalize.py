@@ -15,6 +15,7 @@ from pipeline.config import PipelineConfig
 from pipeline.errors import WavbeamError
 from transforms import filesystem
 from transforms import reject_parts
+from transforms import sources
 from transforms import run_marker
 from transforms.stats import RunSummary, SplitSummary
 
@@ -129,6 +130,8 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
     FileSystems.rename([a for a, _ in renames], [b for _, b in renames])
   write_lines(naming.join(out, naming.REJECTS_FILE),
               reject_parts.lines(parts, summary.rejections))
+  write_lines(naming.join(out, sources.FILE_NAME),
+              sources.lines(summary.stores, config.input_dir))
   temp = naming.join(out, naming.TEMP_DIR)
   if FileSystems.exists(temp):
     filesystem.delete([temp])

@@ -1,6 +1,6 @@
 """Class labels from file paths."""
 
-from typing import Iterable, List
+from typing import Iterable, List, Sequence
 
 from transforms import splits
 
@@ -25,9 +25,11 @@ def label_of(rel_path: str, mode: str) -> str:
   raise ValueError(f'unknown label mode {mode!r}')
 
 
-def class_names(labels: Iterable[str]) -> List[str]:
-  """Sorted distinct class names; the position is the target."""
-  return sorted(set(labels) - {''})
+def class_names(labels: Iterable[str], known: Sequence[str] = ()) -> List[str]:
+  """Distinct class names, the position is the target: `known` ones first,
+  in their order (the classes of the parts an --append extends, never
+  renumbered), then the others sorted."""
+  return list(known) + sorted(set(labels) - {''} - set(known))
 
 
 def file_label(path: str, config, entry=None) -> str:

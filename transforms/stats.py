@@ -149,9 +149,11 @@ class SplitSummary:
 
 @dataclasses.dataclass(frozen=True)
 class PlannedFiles:
-  """How many files of a block were planned, per split."""
+  """How many files of a block were planned, per split, and where its
+  probes are stored (block_store; sources.jsonl is written from them)."""
   block: int
   files_by_split: Tuple[Tuple[str, int], ...]
+  store: str = ''
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,6 +174,8 @@ class RunSummary:
       default_factory=dict)
   planned: Dict[int, Tuple[Tuple[str, int], ...]] = dataclasses.field(
       default_factory=dict)   # block -> files planned per split
+  stores: Dict[int, str] = dataclasses.field(
+      default_factory=dict)   # block -> its stored probes
   files_seen: int = 0
 
   def planned_by_split(self) -> Dict[str, int]:
@@ -198,6 +202,9 @@ class RunSummary:
         self.reject_parts[record.block] = record
     elif isinstance(record, PlannedFiles):
       self.planned[record.block] = record.files_by_split
+      known = self.stores.get(record.block)
+      if known is None or record.store < known:  # one attempt per block
+        self.stores[record.block] = record.store
     elif isinstance(record, ListedFiles):  # one listing; delivered twice, once
       self.files_seen = record.count
     else:
@@ -213,6 +220,8 @@ class RunSummary:
     for part in other.reject_parts.values():
       self.add(part)
     self.planned.update(other.planned)
+    for block, store in other.stores.items():
+      self.add(PlannedFiles(block, other.planned[block], store))
     self.files_seen = max(self.files_seen, other.files_seen)
     return self
 

@@ -14,6 +14,7 @@ import re
 import struct
 from typing import Iterator, List, Optional, Tuple
 
+import google_crc32c
 import numpy as np
 import soundfile as sf
 from apache_beam.io.filesystem import CompressionTypes
@@ -43,6 +44,17 @@ class WavInfo:
   # Where the samples of a plain WAV start (plain_wav_header): such a file
   # is read without libsndfile. -1: read through libsndfile.
   data_offset: int = -1
+  # CRC32C of the file's first HEAD_BYTES: with the size, its identity
+  # (sources.jsonl), by which --append tells a new or changed recording.
+  head_crc: int = -1
+
+
+# What probing reads of every file: the header, and the start of the data.
+HEAD_BYTES = 1 << 16
+
+
+def head_crc(head: bytes) -> int:
+  return google_crc32c.value(head[:HEAD_BYTES])
 
 
 NOTE = 'note'  # a Rejection stage: the file is used, with a remark
@@ -221,7 +233,7 @@ def probe(index: int, path: str) -> Tuple[WavInfo, Optional[str]]:
   end): (info, a note on the file or None); raises BadWav."""
   try:
     with open_binary(path) as raw:
-      head = raw.read(1 << 16)
+      head = raw.read(HEAD_BYTES)
     meta = filesystem.metadata(path)
     size = meta.size_in_bytes
     if size == 0:
@@ -230,10 +242,12 @@ def probe(index: int, path: str) -> Tuple[WavInfo, Optional[str]]:
     if plain is not None:
       frames, rate, channels, subtype, offset = plain
       return WavInfo(index, path, frames, rate, channels, subtype, size,
-                     meta.last_updated_in_seconds, offset), None
+                     meta.last_updated_in_seconds, offset,
+                     head_crc(head)), None
     with open_wav(path) as wav:
       info = WavInfo(index, path, wav.frames, wav.samplerate, wav.channels,
-                     wav.subtype, size, meta.last_updated_in_seconds)
+                     wav.subtype, size, meta.last_updated_in_seconds,
+                     head_crc=head_crc(head))
       if info.frames > 0:
         wav.seek(info.frames - 1)
         if wav.read(1, dtype='float64', always_2d=True).shape[0] != 1:

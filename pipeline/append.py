@@ -1,0 +1,204 @@
+"""--append: the recordings a dataset does not hold yet, as a new part.
+
+The launcher, before anything runs:
+1. opens the complete dataset in output_dir (and the parts it already
+   has, pipeline/parts.py) and checks that this run's options are the ones
+   it was written with (a part with another window or feature could not
+   be read with the others);
+2. lists the input as a full run would, and sorts it against what the
+   parts read (their sources.jsonl, and the files their rejects.jsonl
+   rejected whole): a path no part has seen is new; a seen path whose size
+   or first 64 KiB changed is reported and rejected (not read twice, not
+   silently duplicated); the rest is skipped;
+3. with nothing new, says so and changes nothing; else runs the usual
+   job into the next part folder, with the paths to read handed to its
+   one listing task, the dataset's classes (new ones are added after
+   them, so no target is renumbered) and its sample rate; then lists the
+   part in parts.json, by a rename: the dataset gains the part whole, or
+   not at all.
+"""
+
+import dataclasses
+import json
+import logging
+from typing import Callable, Dict, List, Optional, Set, Tuple
+
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline import dataset_dir as dataset_dir_lib
+from pipeline import naming
+from pipeline import parts as parts_lib
+from pipeline.config import ConfigError, PipelineConfig
+from transforms import dofns
+from transforms import filesystem
+from transforms import finalize
+from transforms import sources
+from transforms import splits
+from transforms import wav_io
+
+# Options a part may differ in: where it goes, and how the run was asked.
+FREE_OPTIONS = ('output_dir', 'overwrite', 'append')
+
+
+@dataclasses.dataclass(frozen=True)
+class AppendBase:
+  """What the graph of an --append part needs (graph.build_pipeline)."""
+  paths: Tuple[str, ...]                  # to list, sorted
+  refused: Tuple[Tuple[str, str], ...]    # (path, reason): rejected there
+  classes: Tuple[str, ...]                # the dataset's, in order
+  sample_rate: int                        # the dataset's
+
+
+@dataclasses.dataclass(frozen=True)
+class AppendOutcome:
+  part_dir: Optional[str]   # None: nothing to append
+  new: int
+  changed: Tuple[Tuple[str, str], ...]
+  unchanged: int
+
+  def message(self, dataset: str) -> str:
+    changed = ''
+    if self.changed:
+      shown = ', '.join(p for p, _ in self.changed[:3])
+      more = len(self.changed) - 3
+      changed = (f'; {len(self.changed)} recordings changed since they were '
+                 f'added and were not read again ({shown}'
+                 f'{f" and {more} more" if more > 0 else ""}): rebuild with '
+                 '--overwrite to replace them')
+    if self.part_dir is None:
+      return (f'wavbeam: nothing to append: no new recording in the input; '
+              f'the dataset at {dataset} is unchanged ({self.unchanged} '
+              f'recordings already in it){changed}')
+    return (f'wavbeam: appended {self.new} new recordings as '
+            f'{self.part_dir}; {self.unchanged} already in the dataset were '
+            f'skipped{changed}')
+
+
+def _read_text(path: str) -> str:
+  with FileSystems.open(path) as f:
+    return f.read().decode('utf-8')
+
+
+def open_parts(config: PipelineConfig) -> Tuple[str, List[str], List[dict]]:
+  """(dataset folder, its part folders, their checked metadata); a
+  ConfigError unless it holds a complete dataset."""
+  out = config.dataset_dir
+  try:
+    dirs = parts_lib.part_dirs(out, FileSystems.exists, _read_text)
+    metas = [dataset_dir_lib.read_metadata(d) for d in dirs]
+  except (ValueError, OSError) as e:
+    raise ConfigError('append', True, f'cannot read the dataset at {out} '
+                      f'({e})') from e
+  if metas[0] is None:
+    raise ConfigError('append', True, f'{out} holds no complete dataset '
+                      f'(no {naming.METADATA_FILE}) to append to: write it '
+                      'first, without --append')
+  if any(m is None for m in metas):
+    missing = [d for d, m in zip(dirs, metas) if m is None]
+    raise ConfigError('append', True, f'{out}: parts.json lists {missing}, '
+                      'which hold no complete dataset')
+  return out, dirs, metas
+
+
+def check_same_options(config: PipelineConfig, stored: dict) -> None:
+  """ConfigError naming the first option that differs from the dataset's."""
+  defaults = PipelineConfig(input_dir='-', output_dir='-').to_json()
+  mine = config.to_json()
+  for name, value in mine.items():
+    if name in FREE_OPTIONS:
+      continue
+    was = stored.get(name, defaults[name])
+    if was != value:
+      raise ConfigError(name, value, f'the dataset at {config.dataset_dir} '
+                        f'was written with {was!r}; an --append run uses the '
+                        'options it was written with')
+
+
+def seen_files(part_dirs: List[str]) -> Tuple[Dict[str, Tuple[int, int]],
+                                              Set[str]]:
+  """({path relative to input_dir: (size, head CRC)} of the files the
+  parts read, {path as listed} of those they rejected whole)."""
+  identities: Dict[str, Tuple[int, int]] = {}
+  rejected: Set[str] = set()
+  for d in part_dirs:
+    path = naming.join(d, sources.FILE_NAME)
+    if not FileSystems.exists(path):
+      raise ConfigError('append', True, f'{d} has no {sources.FILE_NAME} '
+                        '(it was written by an earlier wavbeam): rebuild it '
+                        'with --overwrite to append to it')
+    for entry in sources.parse(_read_text(path), path):
+      identities[entry['path']] = (entry['size'], entry['head_crc32c'])
+    rejects = naming.join(d, naming.REJECTS_FILE)
+    if FileSystems.exists(rejects):
+      for raw in _read_text(rejects).splitlines():
+        entry = json.loads(raw)
+        if entry.get('stage') and 'frames' not in entry:
+          rejected.add(entry['path'])
+  return identities, rejected
+
+
+def identity(path: str) -> Tuple[int, int]:
+  """(size, head CRC) of a file now, as probing records them; (-1, -1)
+  when it cannot be read."""
+  try:
+    size = filesystem.metadata(path).size_in_bytes
+    with wav_io.open_binary(path) as raw:
+      return size, wav_io.head_crc(raw.read(wav_io.HEAD_BYTES))
+  except wav_io.INPUT_ERRORS:
+    return -1, -1
+
+
+def plan(config: PipelineConfig, part_dirs: List[str], metas: List[dict]
+         ) -> Tuple[AppendBase, AppendOutcome]:
+  identities, rejected = seen_files(part_dirs)
+  every, _, refused = dofns.input_paths(config)
+  new, changed, unchanged = [], [], 0
+  for path in every:
+    rel = splits.relative_path(path, config.input_dir)
+    known = identities.get(rel)
+    if known is not None:
+      now = identity(path)
+      if now == known:
+        unchanged += 1
+      else:
+        changed.append((path, f'changed since it was added to the dataset '
+                        f'(size {known[0]} -> {now[0]} bytes, or its first '
+                        f'{wav_io.HEAD_BYTES} bytes differ): not read '
+                        'again; rebuild with --overwrite to replace it'))
+    elif path in rejected:
+      unchanged += 1
+    else:
+      new.append(path)
+  last = metas[-1]
+  reasons = dict(changed)
+  reasons.update((p, refused[p]) for p in new if p in refused)
+  base = AppendBase(tuple(sorted(new + [p for p, _ in changed])),
+                    tuple(sorted(reasons.items())), tuple(last['classes']),
+                    int(last['sample_rate']))
+  return base, AppendOutcome(None, len(new), tuple(changed), unchanged)
+
+
+def run_append(config: PipelineConfig,
+               run_part: Callable[[PipelineConfig, AppendBase], object]
+               ) -> AppendOutcome:
+  """--append: checks, plans, runs the part with `run_part(part config,
+  base)` and lists it in parts.json; see the module docstring."""
+  out, dirs, metas = open_parts(config)
+  check_same_options(config, metas[0]['config'])
+  base, outcome = plan(config, dirs, metas)
+  if not outcome.new:
+    return outcome
+  name = parts_lib.part_name(len(dirs))
+  part_dir = naming.join(out, name)
+  # A folder of that name is an interrupted append's (parts.json does not
+  # list it): the part run replaces it, as --overwrite would (and refuses
+  # one a live run still writes to).
+  part = dataclasses.replace(config, output_dir=part_dir, append=False,
+                             overwrite=True, tfds_layout=False)
+  run_part(part, base)
+  names = [parts_lib.BASE] + [parts_lib.part_name(n)
+                              for n in range(1, len(dirs) + 1)]
+  finalize.write_text(naming.join(out, parts_lib.INDEX_FILE),
+                      parts_lib.dumps(names))
+  logging.info('appended %s to %s', name, out)
+  return dataclasses.replace(outcome, part_dir=part_dir)

@@ -1,0 +1,201 @@
+"""--append: a day of new recordings added as a part, against a full
+rebuild of the union; nothing new; a changed recording; an interrupted
+append; the options it refuses."""
+
+import collections
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from pipeline import numpy_reader
+from pipeline.array_record_source import ArrayRecordSource
+from pipeline.torch_dataset import WavbeamIterableDataset
+from pipeline import parts as parts_lib
+from pipeline import verify
+from tests import helpers as H
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FLAGS = ['--win_len', '1024', '--hop_len', '768', '--splits',
+         'train=0.6,test=0.4', '--max_examples_per_shard', '7',
+         '--n_fft', '256', '--fft_hop', '128', '--array_record']
+
+
+def _day(folder, first, count, classes):
+  for i in range(first, first + count):
+    H.write_wav(str(folder / classes[i % len(classes)] / f'{i}.wav'),
+                H.noise(3000 + 611 * i, 1 + i % 2, seed=i))
+
+
+def _cli(*args, check=True):
+  proc = subprocess.run([sys.executable, '-m', 'pipeline.run', *args],
+                        capture_output=True, text=True, cwd=ROOT,
+                        timeout=600)
+  if check:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc
+
+
+def _examples(out, **kw):
+  """Every example of every split, as comparable tuples (the target apart:
+  a rebuild numbers classes afresh)."""
+  meta = numpy_reader.load_metadata(str(out), kw.get('parts'))[1]
+  found = collections.Counter()
+  for split in meta['splits']:
+    for e in numpy_reader.numpy_dataset(str(out), split, **kw):
+      assert meta['classes'][int(e['target'])] == e['class']
+      found[(split, e['filepath'], int(e['win_start_idx']), e['class'],
+             e['signal'].tobytes(), e['spectrogram'].tobytes())] += 1
+  return found
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+  _day(tmp_path / 'in', 0, 10, ['owl', 'wren'])
+  _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
+       str(tmp_path / 'out'), '--quiet', *FLAGS)
+  return tmp_path
+
+
+def test_a_day_appended_equals_a_rebuild_of_the_union(corpus):
+  before = _examples(corpus / 'out')
+  _day(corpus / 'in', 10, 5, ['kite', 'owl'])  # kite: a new class
+  proc = _cli('--input_dir', str(corpus / 'in'), '--output_dir',
+              str(corpus / 'out'), *FLAGS, '--append')
+  assert 'appended 5 new recordings' in proc.stderr
+  assert '10 already in the dataset were skipped' in proc.stderr
+  _cli('--input_dir', str(corpus / 'in'), '--output_dir',
+       str(corpus / 'rebuild'), '--quiet', *FLAGS)
+  assert _examples(corpus / 'out') == _examples(corpus / 'rebuild')
+  # The first part is untouched and still readable on its own.
+  assert _examples(corpus / 'out', parts=[0]) == before
+  meta = numpy_reader.load_metadata(str(corpus / 'out'))[1]
+  assert meta['classes'] == ['owl', 'wren', 'kite']  # none renumbered
+  assert meta['parts'] == ['.', 'part-00001']
+  rebuilt = numpy_reader.load_metadata(str(corpus / 'rebuild'))[1]
+  assert meta['counts'] == rebuilt['counts']
+  for split, entry in meta['splits'].items():
+    assert entry['num_examples'] == rebuilt['splits'][split]['num_examples']
+    for key, stats in entry['statistics'].items():
+      want = rebuilt['splits'][split]['statistics'][key]
+      assert stats['count'] == want['count']
+      np.testing.assert_allclose([stats['mean'], stats['std']],
+                                 [want['mean'], want['std']], rtol=1e-9)
+  assert 'of 2 parts' in verify.verify(str(corpus / 'out'))
+  # Random access and PyTorch see the same examples.
+  source = ArrayRecordSource(str(corpus / 'out'), 'train',
+                             features=['filepath', 'win_start_idx'])
+  by_key = collections.Counter(
+      (e['filepath'], int(e['win_start_idx']))
+      for e in numpy_reader.numpy_dataset(
+          str(corpus / 'out'), 'train',
+          features=['filepath', 'win_start_idx']))
+  assert collections.Counter(
+      (source[i]['filepath'], int(source[i]['win_start_idx']))
+      for i in range(len(source))) == by_key
+  assert len(WavbeamIterableDataset(str(corpus / 'out'), 'train')) == sum(
+      by_key.values())
+
+
+def test_tensorflow_readers_read_every_part(corpus):
+  from pipeline import replay  # pylint: disable=import-outside-toplevel
+  import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+  _day(corpus / 'in', 10, 4, ['kite'])
+  _cli('--input_dir', str(corpus / 'in'), '--output_dir',
+       str(corpus / 'out'), '--quiet', *FLAGS, '--append')
+  out = str(corpus / 'out')
+  meta = replay.load_metadata(out)
+  for split, entry in meta['splits'].items():
+    found = [e['filepath'].numpy() for e in replay.replay_dataset(
+        out, split, features=['filepath'])]
+    assert len(found) == entry['num_examples']
+    mine = numpy_reader.numpy_dataset(out, split, features=['filepath'])
+    assert sorted(found) == sorted(e['filepath'].encode() for e in mine)
+  first = replay.replay_dataset(out, 'train', parts=['.'])
+  assert len(list(first)) == numpy_reader.load_metadata(
+      out, [0])[1]['splits']['train']['num_examples']
+  # TFDS: the parts' folders, the last first (its features know every
+  # class), as the README says.
+  builder = tfds.builder_from_directories(
+      [os.path.join(out, 'part-00001'), out])
+  assert builder.info.features['target'].num_classes == 3
+  assert sum(1 for _ in builder.as_dataset(split='train')) == (
+      meta['splits']['train']['num_examples'])
+
+
+def test_nothing_new_is_a_no_op_that_says_so(corpus):
+  listing = sorted(os.listdir(corpus / 'out'))
+  proc = _cli('--input_dir', str(corpus / 'in'), '--output_dir',
+              str(corpus / 'out'), *FLAGS, '--append')
+  assert 'nothing to append' in proc.stderr
+  assert 'unchanged (10 recordings already in it)' in proc.stderr
+  assert sorted(os.listdir(corpus / 'out')) == listing
+
+
+def test_a_changed_recording_is_reported_not_read_again(corpus):
+  before = _examples(corpus / 'out')
+  H.write_wav(str(corpus / 'in' / 'owl' / '0.wav'), H.noise(5000, seed=99))
+  proc = _cli('--input_dir', str(corpus / 'in'), '--output_dir',
+              str(corpus / 'out'), *FLAGS, '--append')
+  assert 'nothing to append' in proc.stderr
+  assert '1 recordings changed' in proc.stderr and '0.wav' in proc.stderr
+  _day(corpus / 'in', 10, 2, ['owl'])
+  proc = _cli('--input_dir', str(corpus / 'in'), '--output_dir',
+              str(corpus / 'out'), *FLAGS, '--append')
+  assert 'appended 2 new recordings' in proc.stderr
+  rejects = [json.loads(line) for line in open(
+      corpus / 'out' / 'part-00001' / 'rejects.jsonl')]
+  assert [r['path'].endswith('owl/0.wav') for r in rejects] == [True]
+  assert 'changed since it was added' in rejects[0]['reason']
+  after = _examples(corpus / 'out')
+  assert sum(after.values()) > sum(before.values())
+  assert not before - after  # the old examples stay as they were
+
+
+def test_an_interrupted_append_leaves_the_dataset_complete(corpus):
+  before = _examples(corpus / 'out')
+  _day(corpus / 'in', 10, 6, ['owl', 'wren'])
+  part = corpus / 'out' / 'part-00001'
+  proc = subprocess.Popen(
+      [sys.executable, '-m', 'pipeline.run', '--input_dir',
+       str(corpus / 'in'), '--output_dir', str(corpus / 'out'), *FLAGS,
+       '--append', '--quiet'], cwd=ROOT, start_new_session=True,
+      stderr=subprocess.DEVNULL)
+  deadline = time.time() + 300
+  while not (part / '.wavbeam-incomplete').exists():
+    assert proc.poll() is None and time.time() < deadline
+    time.sleep(0.005)
+  os.killpg(proc.pid, signal.SIGKILL)  # the launcher and its processes
+  proc.wait()
+  assert not (corpus / 'out' / parts_lib.INDEX_FILE).exists()
+  assert not (part / 'metadata.json').exists()
+  assert _examples(corpus / 'out') == before
+  assert 'OK' in verify.verify(str(corpus / 'out'))
+  # The next append replaces the interrupted part.
+  _cli('--input_dir', str(corpus / 'in'), '--output_dir',
+       str(corpus / 'out'), '--quiet', *FLAGS, '--append')
+  assert numpy_reader.load_metadata(str(corpus / 'out'))[1]['parts'] == [
+      '.', 'part-00001']
+  assert len(_examples(corpus / 'out')) > len(before)
+
+
+def test_refusals(corpus, tmp_path):
+  proc = _cli('--input_dir', str(corpus / 'in'), '--output_dir',
+              str(corpus / 'out'), *FLAGS[:-3], '--fft_hop', '64',
+              '--append', check=False)
+  assert proc.returncode == 2
+  assert '--fft_hop=64' in proc.stderr and 'written with 128' in proc.stderr
+  proc = _cli('--input_dir', str(corpus / 'in'), '--output_dir',
+              str(tmp_path / 'none'), *FLAGS, '--append', check=False)
+  assert proc.returncode == 2 and 'no complete dataset' in proc.stderr
+  proc = _cli('--input_dir', str(corpus / 'in'), '--output_dir',
+              str(corpus / 'out'), *FLAGS, '--append', '--overwrite',
+              check=False)
+  assert proc.returncode == 2 and 'not both' in proc.stderr
+  shutil.rmtree(corpus / 'out')
