@@ -40,7 +40,7 @@ setuptools.setup(
     name='wavbeam',
     version='0.1.0',
     description='WAV corpora to sharded TFRecord datasets with Apache Beam',
-    packages=['pipeline', 'transforms'],
+    packages=['pipeline', 'pipeline.contract', 'transforms'],
     # `wavbeam run|inspect|verify|demo`: the python -m commands, installed.
     entry_points={'console_scripts': ['wavbeam = pipeline.cli:main']},
     python_requires='>=3.10',

@@ -21,7 +21,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from transforms import example_codec
+from pipeline.contract import example_codec
 
 
 def batch(n, seed):

@@ -26,8 +26,8 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import dataset_dir as dataset_dir_lib
-from pipeline import naming
-from pipeline import parts as parts_lib
+from pipeline.contract import naming
+from pipeline.contract import parts as parts_lib
 from pipeline.config import ConfigError, PipelineConfig
 from transforms import dofns
 from transforms import filesystem

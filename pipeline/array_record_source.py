@@ -31,12 +31,12 @@ import bisect
 import os
 from typing import Dict, List, Optional, Sequence
 
-from pipeline import naming
+from pipeline.contract import naming
 from pipeline import numpy_reader
-from pipeline import schema as schema_lib
-from pipeline.errors import DatasetError
-from transforms import array_record_file
-from transforms import example_codec
+from pipeline.contract import schema as schema_lib
+from pipeline.contract.errors import DatasetError
+from pipeline.contract import array_record_file
+from pipeline.contract import example_codec
 
 # Random access: no read-ahead past the record asked for.
 _READER_OPTIONS = 'readahead_buffer_size:0'

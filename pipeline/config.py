@@ -12,8 +12,8 @@ import dataclasses
 import re
 from typing import Optional, Sequence, Tuple
 
-from pipeline.errors import WavbeamError
-from pipeline.schema import BASE_KEYS
+from pipeline.contract.errors import WavbeamError
+from pipeline.contract.schema import BASE_KEYS
 
 BUILTIN_FEATURES = ('signal', 'spectrogram', 'log_mel', 'fft')
 LABEL_MODES = ('subdir', 'suffix', 'none')

@@ -9,54 +9,50 @@ from typing import List, Optional
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import metadata as metadata_lib
-from pipeline import naming
-from pipeline import parts as parts_lib
+from pipeline.contract import dataset as dataset_lib
+from pipeline.contract import naming
+from pipeline.contract import parts as parts_lib
 from pipeline.config import ConfigError, PipelineConfig
 from transforms import filesystem
 from transforms import sources
 from transforms import run_marker
 
 
+def _read_text(path: str) -> str:
+  with FileSystems.open(path) as f:
+    return f.read().decode('utf-8')
+
+
+def _match(pattern: str) -> List[str]:
+  return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
+
+
+# Beam's file systems, for the commands (local folders and URIs alike).
+BEAM_FS = dataset_lib.FileSystem(FileSystems.exists, _read_text, _match)
+
+
 def resolve(output_dir: str) -> str:
   """naming.find_dataset_dir through Beam's FileSystems."""
-  return naming.find_dataset_dir(
-      output_dir, FileSystems.exists,
-      lambda pattern: [m.path for m in
-                       FileSystems.match([pattern])[0].metadata_list])
+  return naming.find_dataset_dir(output_dir, FileSystems.exists, _match)
 
 
-def read_metadata(dataset_dir: str) -> Optional[dict]:
-  """metadata.json of a dataset folder, checked (metadata.parse), or None
-  when there is none; MetadataError when it is damaged."""
-  path = naming.join(dataset_dir, naming.METADATA_FILE)
-  if not FileSystems.exists(path):
+def read_metadata(dataset_dir: str, whole: bool = False) -> Optional[dict]:
+  """metadata.json of a dataset folder, checked (dataset.open_dataset;
+  with `whole`, merged with its parts), or None when there is none;
+  DatasetError when it is damaged."""
+  if not FileSystems.exists(naming.join(dataset_dir, naming.METADATA_FILE)):
     return None
-  with FileSystems.open(path) as f:
-    data = f.read()
-  try:
-    text = data.decode('utf-8')
-  except UnicodeDecodeError as e:
-    raise metadata_lib.MetadataError(f'{path}: not UTF-8 text ({e})') from e
-  return metadata_lib.parse(text, path)
+  return dataset_lib.open_dataset(dataset_dir, BEAM_FS, whole=whole)[1]
 
 
 def read_whole_metadata(dataset_dir: str) -> Optional[dict]:
   """read_metadata, merged with the parts --append added (parts.merge:
   their shards named from dataset_dir, part-00001/...), or None."""
-  base = read_metadata(dataset_dir)
-  if base is None:
-    return None
-  return parts_lib.load(dataset_dir, base, FileSystems.exists, _read_text)
+  return read_metadata(dataset_dir, whole=True)
 
 
 def part_dirs(dataset_dir: str) -> List[str]:
   return parts_lib.part_dirs(dataset_dir, FileSystems.exists, _read_text)
-
-
-def _read_text(path: str) -> str:
-  with FileSystems.open(path) as f:
-    return f.read().decode('utf-8')
 
 
 def shard_problem(path: str, num_bytes: int) -> Optional[str]:

@@ -16,7 +16,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from pipeline import example_corpus
 from pipeline import inspect as inspect_lib
-from pipeline import naming
+from pipeline.contract import naming
 from pipeline import run as run_lib
 
 ROOT = os.path.join('scratch', 'demo')

@@ -22,17 +22,17 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import naming
+from pipeline.contract import naming
 from pipeline import progress
-from pipeline import schema as schema_lib
+from pipeline.contract import schema as schema_lib
 from pipeline.config import ConfigError, PipelineConfig
-from transforms import array_record_file
+from pipeline.contract import array_record_file
 from transforms import balance
 from transforms import dofns
 from transforms import filesystem
 from transforms import finalize
 from transforms import labels
-from transforms import example_codec
+from pipeline.contract import example_codec
 from transforms import layout as layout_lib
 from transforms import manifest as manifest_lib
 from transforms import plan as plan_lib
@@ -40,7 +40,6 @@ from transforms import reject_parts
 from transforms import run_marker
 from transforms import split_lists
 from transforms import stats as stats_lib
-from transforms import tfrecord
 from transforms import wav_io
 from transforms.extract import FeatureExtractor
 from transforms.features import ExtraFeatures
@@ -317,7 +316,7 @@ def write_to_tfrecord(config: PipelineConfig, prefix: str):
   write = beam.io.WriteToTFRecord(
       prefix, num_shards=config.num_shards or 0,
       shard_name_template=naming.SHARD_NAME_TEMPLATE,
-      compression_type=tfrecord.beam_compression(config.compression))
+      compression_type=filesystem.beam_compression(config.compression))
   if not config.num_shards:
     sink = write._sink  # pylint: disable=protected-access
     if config.max_examples_per_shard:

@@ -20,15 +20,16 @@ from typing import Dict, Iterator, List
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import metadata as metadata_lib
-from pipeline import naming
+from pipeline.contract import metadata as metadata_lib
+from pipeline.contract import naming
 from pipeline.dataset_dir import part_dirs, read_whole_metadata, shard_problem
 from pipeline.dataset_dir import resolve as resolve_dataset_dir
-from pipeline.errors import WavbeamError
+from pipeline.contract.errors import DatasetError, WavbeamError
 from transforms import audio
-from transforms import example_codec
+from pipeline.contract import example_codec
 from transforms import features as F
-from transforms import tfrecord
+from pipeline.contract import tfrecord
+from transforms import filesystem
 
 
 class InspectError(WavbeamError):
@@ -40,7 +41,7 @@ def load(output_dir: str) -> Dict:
   its size (before any is opened: a FIFO in a shard's place would block)."""
   try:
     metadata = read_whole_metadata(output_dir)
-  except metadata_lib.MetadataError as e:
+  except DatasetError as e:
     raise InspectError(str(e)) from e
   if metadata is None:
     raise InspectError(
@@ -75,7 +76,7 @@ def elements(output_dir: str, metadata: Dict, split: str,
     raise InspectError(f'unknown split {split!r}; the dataset has '
                        f'{sorted(metadata["splits"])}')
   schema = metadata_lib.schema_of(metadata)
-  compression = tfrecord.beam_compression(metadata['compression'])
+  compression = filesystem.beam_compression(metadata['compression'])
   left = n
   for shard in metadata['splits'][split]['shards']:
     path = naming.join(output_dir, shard['file'])
@@ -169,7 +170,7 @@ def show_text(output_dir: str, metadata: Dict, split: str, n: int) -> str:
 
 def raw_text(path: str, n: int = 3) -> str:
   """Any TFRecord file: record count, and the features of the first n."""
-  compression = tfrecord.beam_compression(
+  compression = filesystem.beam_compression(
       'gzip' if path.endswith('.gz') else 'none')
   lines, count = [], 0
   with FileSystems.open(path, compression_type=compression) as f:

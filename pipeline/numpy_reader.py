@@ -15,7 +15,6 @@ raises DatasetError naming the shard and the record. Local files (or any
 mounted file system).
 """
 
-import glob
 import gzip
 import os
 import stat
@@ -23,13 +22,12 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from pipeline import metadata as metadata_lib
-from pipeline import naming
-from pipeline import parts as parts_lib
-from pipeline import schema as schema_lib
-from pipeline.errors import DatasetError  # noqa: F401  (re-exported)
-from transforms import example_codec
-from transforms import tfrecord
+from pipeline.contract import dataset as dataset_lib
+from pipeline.contract import metadata as metadata_lib
+from pipeline.contract import schema as schema_lib
+from pipeline.contract.errors import DatasetError  # noqa: F401  (re-exported)
+from pipeline.contract import example_codec
+from pipeline.contract import tfrecord
 
 _SHUFFLE_BUFFER = 1024
 
@@ -38,26 +36,7 @@ _SHUFFLE_BUFFER = 1024
 def load_metadata(output_dir: str, parts=None) -> Tuple[str, Dict]:
   """(dataset folder, its checked metadata.json, merged with the parts
   --append added: all, or those `parts` names); DatasetError otherwise."""
-  found = naming.find_dataset_dir(output_dir, os.path.exists, glob.glob)
-  path = os.path.join(found, naming.METADATA_FILE)
-  if not os.path.exists(path):
-    if os.path.exists(os.path.join(found, naming.TEMP_DIR)):
-      raise DatasetError(
-          f'{found} is an incomplete dataset (no {naming.METADATA_FILE}): the '
-          'run that wrote it did not finish; rerun the pipeline with '
-          '--overwrite')
-    raise DatasetError(f'no wavbeam dataset at {found} ({path} not found)')
-  try:
-    base = metadata_lib.parse(_read_text(path), path)
-    return found, parts_lib.load(found, base, os.path.exists, _read_text,
-                                 parts)
-  except metadata_lib.MetadataError as e:
-    raise DatasetError(str(e)) from e
-
-
-def _read_text(path: str) -> str:
-  with open(path, encoding='utf-8') as f:
-    return f.read()
+  return dataset_lib.open_dataset(output_dir, dataset_lib.LOCAL, parts)
 
 
 def open_split(output_dir: str, split: str,

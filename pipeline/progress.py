@@ -16,13 +16,13 @@ from typing import Optional
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import naming
+from pipeline.contract import naming
 
 PLAN_FILE = 'plan.json'
 
 
 def plan_path(dataset_dir: str) -> str:
-  return naming.join(naming.join(dataset_dir, naming.TEMP_DIR), PLAN_FILE)
+  return naming.join(naming.temp_dir(dataset_dir), PLAN_FILE)
 
 
 def write_plan(layouts, *, dataset_dir: str, files_seen: int,
@@ -50,7 +50,7 @@ def _read_plan(dataset_dir: str) -> Optional[dict]:
 
 
 def _bytes_written(dataset_dir: str) -> int:
-  temp = naming.join(dataset_dir, naming.TEMP_DIR)
+  temp = naming.temp_dir(dataset_dir)
   try:
     found = FileSystems.match([naming.pattern_under(temp, '*-*')])[0]
     return sum(m.size_in_bytes for m in found.metadata_list

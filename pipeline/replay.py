@@ -13,11 +13,11 @@ from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
-from pipeline import metadata as metadata_lib
-from pipeline import naming
-from pipeline import parts as parts_lib
-from pipeline import schema as schema_lib
-from pipeline.errors import DatasetError  # noqa: F401  (re-exported)
+from pipeline.contract import metadata as metadata_lib
+from pipeline.contract import dataset as dataset_lib
+from pipeline.contract import naming
+from pipeline.contract import schema as schema_lib
+from pipeline.contract.errors import DatasetError  # noqa: F401  (re-exported)
 
 _PARSE_BATCH = 64  # records parsed per parse_example call when not batching
 _SHUFFLE_BUFFER = 1024
@@ -33,30 +33,16 @@ def dataset_dir(output_dir: str) -> str:
 def load_metadata(output_dir: str, parts=None) -> Dict:
   """metadata.json of a complete dataset, merged with the parts --append
   added (all, or those `parts` names); DatasetError otherwise."""
-  output_dir = dataset_dir(output_dir)
-  path = naming.join(output_dir, naming.METADATA_FILE)
-  if not tf.io.gfile.exists(path):
-    if tf.io.gfile.exists(output_dir) and (
-        naming.within(output_dir, tf.io.gfile.glob(
-            naming.pattern_under(output_dir, '*.tfrecord-*'))) or
-        tf.io.gfile.exists(naming.join(output_dir, naming.TEMP_DIR))):
-      raise DatasetError(
-          f'{output_dir} is an incomplete dataset (no {naming.METADATA_FILE}):'
-          ' the run that wrote it did not finish; rerun the pipeline with '
-          '--overwrite')
-    raise DatasetError(f'no wavbeam dataset at {output_dir} ({path} not '
-                       'found)')
-  try:
-    return parts_lib.load(
-        output_dir, metadata_lib.parse(_read_text(path), path),
-        tf.io.gfile.exists, _read_text, parts)
-  except metadata_lib.MetadataError as e:
-    raise DatasetError(str(e)) from e
+  return dataset_lib.open_dataset(output_dir, _GFILE, parts)[1]
 
 
 def _read_text(path: str) -> str:
   with tf.io.gfile.GFile(path, 'r') as f:
     return f.read()
+
+
+_GFILE = dataset_lib.FileSystem(tf.io.gfile.exists, _read_text,
+                                tf.io.gfile.glob)
 
 
 def shard_files(output_dir: str, metadata: Dict, split: str) -> Sequence[str]:

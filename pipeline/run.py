@@ -34,7 +34,7 @@ from pipeline import progress  # noqa: E402
 from pipeline import dataset_dir  # noqa: E402
 from pipeline.dataset_dir import read_metadata  # noqa: E402
 from pipeline.graph import build_pipeline  # noqa: E402
-from pipeline.naming import METADATA_FILE  # noqa: E402
+from pipeline.contract.naming import METADATA_FILE  # noqa: E402
 from transforms import counters  # noqa: E402
 from transforms import filesystem  # noqa: E402
 from transforms import launch_processes  # noqa: E402

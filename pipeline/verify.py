@@ -13,14 +13,15 @@ import zlib
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import metadata as metadata_lib
-from pipeline import naming
+from pipeline.contract import metadata as metadata_lib
+from pipeline.contract import naming
 from pipeline.dataset_dir import read_whole_metadata, shard_problem
 from pipeline.dataset_dir import resolve as resolve_dataset_dir
-from pipeline.errors import WavbeamError
-from transforms import array_record_file
-from transforms import example_codec
-from transforms import tfrecord
+from pipeline.contract.errors import DatasetError, WavbeamError
+from pipeline.contract import array_record_file
+from pipeline.contract import example_codec
+from pipeline.contract import tfrecord
+from transforms import filesystem
 
 
 class VerifyError(WavbeamError):
@@ -66,13 +67,13 @@ def verify(output_dir: str) -> str:
   output_dir = resolve_dataset_dir(output_dir)
   try:
     metadata = read_whole_metadata(output_dir)
-  except metadata_lib.MetadataError as e:
+  except DatasetError as e:
     raise VerifyError(str(e)) from e
   if metadata is None:
     raise VerifyError(f'{naming.join(output_dir, naming.METADATA_FILE)} not '
                       'found: no dataset, or its run did not finish')
   schema = metadata_lib.schema_of(metadata)
-  compression = tfrecord.beam_compression(metadata['compression'])
+  compression = filesystem.beam_compression(metadata['compression'])
   shards = examples = 0
   for split, entry in sorted(metadata['splits'].items()):
     copies = entry.get(naming.ARRAY_RECORD) or [None] * len(entry['shards'])

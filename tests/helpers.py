@@ -22,15 +22,15 @@ import soundfile as sf
 from pipeline import config as config_lib
 from pipeline import dataset_dir
 from pipeline import graph
-from pipeline import metadata as metadata_lib
+from pipeline.contract import metadata as metadata_lib
 from pipeline import replay
 from pipeline import run as run_lib
-from pipeline import schema as schema_lib
+from pipeline.contract import schema as schema_lib
 from transforms import audio
-from transforms import example_codec
+from pipeline.contract import example_codec
 from transforms import features as F
 from transforms import run_marker
-from transforms import tfrecord
+from pipeline.contract import tfrecord
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

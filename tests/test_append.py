@@ -17,7 +17,7 @@ import pytest
 from pipeline import numpy_reader
 from pipeline.array_record_source import ArrayRecordSource
 from pipeline.torch_dataset import WavbeamIterableDataset
-from pipeline import parts as parts_lib
+from pipeline.contract import parts as parts_lib
 from pipeline import verify
 from tests import helpers as H
 

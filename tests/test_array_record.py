@@ -13,16 +13,16 @@ import pytest
 import torch
 
 from pipeline import config as config_lib
-from pipeline import naming
+from pipeline.contract import naming
 from pipeline import numpy_reader
 from pipeline import replay
 from pipeline import verify
 from pipeline.array_record_source import ArrayRecordSource
-from pipeline.errors import DatasetError
+from pipeline.contract.errors import DatasetError
 from pipeline.torch_dataset import WavbeamMapDataset
 from tests import helpers as H
-from transforms import array_record_file
-from transforms import tfrecord
+from pipeline.contract import array_record_file
+from pipeline.contract import tfrecord
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

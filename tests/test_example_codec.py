@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipeline import schema as schema_lib
-from transforms import example_codec
+from pipeline.contract import schema as schema_lib
+from pipeline.contract import example_codec
 
 
 def _element():

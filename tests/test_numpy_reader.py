@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pipeline import numpy_reader
-from transforms import tfrecord
+from pipeline.contract import tfrecord
 from tests import helpers as H
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline import config as config_lib
 from tests import helpers as H
-from transforms import tfrecord
+from pipeline.contract import tfrecord
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPLITS = 'train=0.6,validation=0.2,test=0.2'

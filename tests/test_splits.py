@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from pipeline import metadata
+from pipeline.contract import metadata
 from tests import helpers as H
 
 SPLITS = 'train=0.6,validation=0.2,test=0.2'
@@ -213,3 +213,17 @@ def test_a_dataset_with_every_file_rejected_keeps_its_schema(tmp_path):
   assert ds.element_spec['signal'].shape.as_list() == [512]
   assert ds.element_spec['spectrogram'].shape.as_list() == [1, 257]
   assert ds.element_spec['class'].dtype.name == 'string'
+
+
+def test_split_assignment_is_stable_and_follows_fractions():
+  from transforms import splits
+  spec = (('train', 0.8), ('validation', 0.1), ('test', 0.1))
+  names = [splits.split_by_hash(f'c/{i}.wav', spec) for i in range(5000)]
+  counts = {n: names.count(n) / 5000 for n, _ in spec}
+  assert abs(counts['train'] - 0.8) < 0.03 and abs(counts['test'] - 0.1) < 0.02
+  # Known values: the same on every machine and Python version.
+  assert splits.split_by_hash('c/0.wav', spec) == names[0]
+  assert splits.stable_unit('x') == int(
+      ' 2d711642b726b044'.replace(' ', ''), 16) / 2**64
+  assert splits.split_from_folder('train/dog/a.wav') == 'train'
+  assert splits.split_from_folder('a.wav') is None

@@ -17,9 +17,9 @@ from typing import Dict, Iterable, Optional, Tuple
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import naming
+from pipeline.contract import naming
 from transforms import run_marker
-from transforms.wav_io import Rejection, WavInfo
+from transforms.records import Rejection, WavInfo
 
 FOLDER = 'probes'
 

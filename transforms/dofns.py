@@ -11,13 +11,13 @@ import apache_beam as beam
 from apache_beam.internal import pickler
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import naming
+from pipeline.contract import naming
 from pipeline.config import PipelineConfig
 from transforms import allocator
-from transforms import array_record_file
+from pipeline.contract import array_record_file
 from transforms import block_store
 from transforms import counters
-from transforms import example_codec
+from pipeline.contract import example_codec
 from transforms import filesystem
 from transforms import labels
 from transforms import launch_processes
@@ -27,7 +27,7 @@ from transforms import plan as plan_lib
 from transforms import reject_parts
 from transforms import run_marker
 from transforms import stats as stats_lib
-from transforms import tfrecord
+from pipeline.contract import tfrecord
 from transforms import wav_io
 from transforms.extract import FeatureExtractor, read_windows
 from transforms.shards import ShardStats
@@ -361,7 +361,7 @@ def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
   run_marker.check_marker(config.dataset_dir, run_id)
   path = naming.join(run_marker.temp_dir(config.dataset_dir),
                      f'{split}-{shard:05d}-{uuid.uuid4().hex}')
-  compression = tfrecord.beam_compression(config.compression)
+  compression = filesystem.beam_compression(config.compression)
   stats = ExampleStats(split=split, shard=shard)
   items, sizes = [], []
   copy = (array_record_file.Writer(path + '.' + naming.ARRAY_RECORD)
@@ -462,7 +462,7 @@ class CountShard(beam.DoFn):
 
   def process(self, path):
     shard, num_shards = naming.shard_numbers(path)
-    with FileSystems.open(path, compression_type=tfrecord.beam_compression(
+    with FileSystems.open(path, compression_type=filesystem.beam_compression(
         self.compression)) as f:
       sizes = [len(data) + 16 for _, data in tfrecord.read_records(f, path)]
     count = len(sizes)

@@ -8,6 +8,7 @@ import numpy as np
 from pipeline.config import PipelineConfig
 from transforms import audio
 from transforms import features as F
+from transforms import records
 from transforms import wav_io
 from transforms.plan import (Chunk, FilePlan, chunk_input_range,
                              windows_per_chunk)
@@ -66,7 +67,7 @@ def read_chunk_windows(chunk: Chunk, config: PipelineConfig,
                        files: Optional[wav_io.OpenFiles] = None) -> np.ndarray:
   """The chunk's windows at the dataset's rate, (n, win_len) float64.
 
-  Raises wav_io.BadWav for unreadable audio. Non-finite samples stay in:
+  Raises records.BadWav for unreadable audio. Non-finite samples stay in:
   callers reject the windows they reach (see read_windows).
   """
   plan = chunk.plan
@@ -76,10 +77,10 @@ def read_chunk_windows(chunk: Chunk, config: PipelineConfig,
       block = files.read_range(plan.info.path, start, stop - start, plan.info)
     else:
       block = wav_io.read_range(plan.info.path, start, stop - start)
-  except wav_io.BadWav:
+  except records.BadWav:
     raise
-  except wav_io.INPUT_ERRORS as e:
-    raise wav_io.BadWav(f'unreadable: {wav_io._short(e)}') from e
+  except records.INPUT_ERRORS as e:
+    raise records.unreadable(e) from e
   mono = audio.mix_channels(block, config.channels)
   out_start = chunk.first_window * config.hop_len
   if plan.info.sample_rate != plan.sample_rate:
@@ -109,7 +110,7 @@ def _runs(windows: Sequence[int], limit: int) -> Iterator[Tuple[int, int]]:
 def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
                  config: PipelineConfig,
                  files: Optional[wav_io.OpenFiles] = None
-                 ) -> Tuple[np.ndarray, List[int], List[wav_io.Rejection]]:
+                 ) -> Tuple[np.ndarray, List[int], List[records.Rejection]]:
   """Windows for (file index, window) refs, float64, in the order given.
 
   Consecutive windows of a file are read as one range (bounded by the chunk
@@ -138,8 +139,8 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
       chunk = Chunk(plan, first, count)
       try:
         block = read_chunk_windows(chunk, config, files)
-      except wav_io.BadWav as e:
-        rejections.append(wav_io.Rejection(
+      except records.BadWav as e:
+        rejections.append(records.Rejection(
             plan.info.path, str(e), 'read',
             chunk_input_range(chunk, config.win_len, config.hop_len)))
         continue
@@ -151,7 +152,7 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
           good[row] = True
         else:
           one = Chunk(plan, first + i, 1)
-          rejections.append(wav_io.Rejection(
+          rejections.append(records.Rejection(
               plan.info.path, 'non-finite samples (NaN or Inf)', 'read',
               chunk_input_range(one, config.win_len, config.hop_len)))
   kept = np.flatnonzero(good).tolist()
@@ -160,24 +161,24 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
 
 def _read_one(files: wav_io.OpenFiles, plan: FilePlan, window: int,
               config: PipelineConfig, row: np.ndarray,
-              rejections: List[wav_io.Rejection]) -> bool:
+              rejections: List[records.Rejection]) -> bool:
   """Window `window` of an unresampled file into `row`; False if rejected."""
   start = window * config.hop_len
   n = min(config.win_len, plan.frames - start)
   frames = (start, start + n)
   try:
     block = files.read_range(plan.info.path, start, n, plan.info)
-  except wav_io.BadWav as e:
-    rejections.append(wav_io.Rejection(plan.info.path, str(e), 'read', frames))
+  except records.BadWav as e:
+    rejections.append(records.Rejection(plan.info.path, str(e), 'read', frames))
     return False
-  except wav_io.INPUT_ERRORS as e:
-    rejections.append(wav_io.Rejection(
-        plan.info.path, f'unreadable: {wav_io._short(e)}', 'read', frames))
+  except records.INPUT_ERRORS as e:
+    rejections.append(records.Rejection(
+        plan.info.path, str(records.unreadable(e)), 'read', frames))
     return False
   row[:n] = audio.mix_channels(block, config.channels)
   row[n:] = 0.0
   if not np.isfinite(row[:n]).all():
-    rejections.append(wav_io.Rejection(
+    rejections.append(records.Rejection(
         plan.info.path, 'non-finite samples (NaN or Inf)', 'read', frames))
     return False
   return True

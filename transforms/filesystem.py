@@ -11,10 +11,11 @@ import re
 import shutil
 from typing import Iterable
 
-from apache_beam.io.filesystem import BeamIOError, FileMetadata
+from apache_beam.io.filesystem import (BeamIOError, CompressionTypes,
+                                       FileMetadata)
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import naming
+from pipeline.contract import naming
 
 _GLOB = re.compile(r'[\[*?]')
 
@@ -56,3 +57,9 @@ def delete(paths: Iterable[str]) -> None:
     FileSystems.delete(others)
   if failed:
     raise BeamIOError('Delete operation failed', failed)
+
+
+def beam_compression(compression: str) -> str:
+  """The --compression name ('none' or 'gzip') as Beam's CompressionTypes."""
+  return (CompressionTypes.GZIP if compression == 'gzip'
+          else CompressionTypes.UNCOMPRESSED)

@@ -7,12 +7,12 @@ from typing import Iterable
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import metadata as metadata_lib
-from pipeline import naming
-from pipeline import tfds_info
-from pipeline import tfx_schema
+from pipeline.contract import metadata as metadata_lib
+from pipeline.contract import naming
+from pipeline.contract import tfds_info
+from pipeline.contract import tfx_schema
 from pipeline.config import PipelineConfig
-from pipeline.errors import WavbeamError
+from pipeline.contract.errors import WavbeamError
 from transforms import filesystem
 from transforms import reject_parts
 from transforms import sources
@@ -132,7 +132,7 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
               reject_parts.lines(parts, summary.rejections))
   write_lines(naming.join(out, sources.FILE_NAME),
               sources.lines(summary.stores, config.input_dir))
-  temp = naming.join(out, naming.TEMP_DIR)
+  temp = naming.temp_dir(out)
   if FileSystems.exists(temp):
     filesystem.delete([temp])
   examples = sum(v['num_examples'] for v in splits.values())

@@ -28,7 +28,7 @@ import threading
 import traceback
 from typing import Callable, Optional
 
-from pipeline.errors import WavbeamError
+from pipeline.contract.errors import WavbeamError
 
 _executor: Optional[concurrent.futures.ProcessPoolExecutor] = None
 _processes = 0

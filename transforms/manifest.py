@@ -22,7 +22,7 @@ from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import naming
+from pipeline.contract import naming
 from pipeline.config import ConfigError, PipelineConfig
 
 OPTION = 'manifest'

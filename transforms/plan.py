@@ -14,7 +14,7 @@ from transforms import audio
 from transforms import labels
 from transforms import split_lists
 from transforms import splits
-from transforms.wav_io import BadWav, WavInfo
+from transforms.records import BadWav, WavInfo
 
 # Input samples (frames x channels) a chunk reads: 8 MB as float64, about
 # 65 s of 16 kHz mono. Bounds a worker's memory whatever the file.

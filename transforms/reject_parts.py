@@ -22,9 +22,9 @@ from typing import Iterable, Iterator, Tuple
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import naming
+from pipeline.contract import naming
 from transforms import run_marker
-from transforms.wav_io import NOTE, Rejection
+from transforms.records import NOTE, Rejection
 
 FOLDER = 'rejects'
 

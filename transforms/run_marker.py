@@ -19,8 +19,8 @@ from typing import Optional
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import naming
-from pipeline.errors import WavbeamError
+from pipeline.contract import naming
+from pipeline.contract.errors import WavbeamError
 from transforms import filesystem
 
 HEARTBEAT_FILE = 'heartbeat'
@@ -39,7 +39,7 @@ def new_run_id() -> str:
 
 
 def temp_dir(dataset_dir: str) -> str:
-  return naming.join(dataset_dir, naming.TEMP_DIR)
+  return naming.temp_dir(dataset_dir)
 
 
 def _marker(dataset_dir: str) -> str:

@@ -12,7 +12,7 @@ from typing import Dict, Tuple
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import naming
+from pipeline.contract import naming
 from pipeline.config import ConfigError, PipelineConfig
 
 

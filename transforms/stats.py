@@ -8,10 +8,10 @@ from typing import Dict, Tuple
 import apache_beam as beam
 import numpy as np
 
-from pipeline import schema as schema_lib
+from pipeline.contract import schema as schema_lib
 from transforms.reject_parts import RejectPart
 from transforms.shards import ShardStats
-from transforms.wav_io import Rejection
+from transforms.records import Rejection
 
 
 @dataclasses.dataclass

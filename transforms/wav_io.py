@@ -6,83 +6,25 @@ work like local folders; soundfile reads from the file object it returns.
 
 import collections
 import contextlib
-import dataclasses
 import io
 import itertools
 import os
-import re
 import struct
 from typing import Iterator, List, Optional, Tuple
 
-import google_crc32c
 import numpy as np
 import soundfile as sf
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import naming
-from pipeline.errors import WavbeamError
+from pipeline.contract import naming
 from transforms import filesystem
+from transforms.records import (  # noqa: F401  (reachable here)
+    HEAD_BYTES, INPUT_ERRORS, NOTE, BadWav, Rejection, WavInfo, head_crc,
+    short_error, unreadable)
 
-# Errors that mean "this input is bad", as opposed to bugs in our code.
-INPUT_ERRORS = (sf.LibsndfileError, RuntimeError, OSError, ValueError,
-                EOFError, struct.error)
-
-
-@dataclasses.dataclass(frozen=True)
-class WavInfo:
-  index: int          # position in the sorted corpus listing
-  path: str
-  frames: int
-  sample_rate: int
-  channels: int
-  subtype: str
-  # The file as probed: a read that finds another size or modification
-  # time rejects its windows instead of mixing two versions of a file.
-  size: int = -1
-  mtime: float = -1.0
-  # Where the samples of a plain WAV start (plain_wav_header): such a file
-  # is read without libsndfile. -1: read through libsndfile.
-  data_offset: int = -1
-  # CRC32C of the file's first HEAD_BYTES: with the size, its identity
-  # (sources.jsonl), by which --append tells a new or changed recording.
-  head_crc: int = -1
-
-
-# What probing reads of every file: the header, and the start of the data.
-HEAD_BYTES = 1 << 16
-
-
-def head_crc(head: bytes) -> int:
-  return google_crc32c.value(head[:HEAD_BYTES])
-
-
-NOTE = 'note'  # a Rejection stage: the file is used, with a remark
-
-
-@dataclasses.dataclass(frozen=True)
-class Rejection:
-  path: str
-  reason: str
-  stage: str                                  # list, probe, plan, read, note
-  frame_range: Optional[Tuple[int, int]] = None  # set when part of a file
-  split: str = ''   # for windows rejected when read: the file's split
-
-  @property
-  def is_note(self) -> bool:
-    return self.stage == NOTE
-
-  def to_json(self) -> dict:
-    if self.is_note:
-      return {'path': self.path, 'note': self.reason}
-    out = {'path': self.path, 'stage': self.stage, 'reason': self.reason}
-    if self.frame_range is not None:
-      out['frames'] = list(self.frame_range)
-    return out
-
-
-class BadWav(WavbeamError):
-  """The file cannot be used; the message is the recorded reason."""
+# The records probing and reading make live in transforms/records (no
+# Beam there); their names stay reachable here.
 
 
 def list_wav_files(input_dir: str) -> List[str]:
@@ -255,7 +197,7 @@ def probe(index: int, path: str) -> Tuple[WavInfo, Optional[str]]:
   except BadWav:
     raise
   except INPUT_ERRORS as e:
-    raise BadWav(f'unreadable: {_short(e)}') from e
+    raise unreadable(e) from e
   declared = declared_data_bytes(head)
   if info.frames == 0:
     if declared is not None and declared[1] == 0 and size > declared[0]:
@@ -406,18 +348,10 @@ def check_unchanged(probed: WavInfo) -> None:
   try:
     now = filesystem.metadata(probed.path)
   except INPUT_ERRORS as e:
-    raise BadWav(f'unreadable: {_short(e)}') from e
+    raise unreadable(e) from e
   if (now.size_in_bytes, now.last_updated_in_seconds) != (probed.size,
                                                           probed.mtime):
     raise BadWav(
         f'changed since it was probed (size {probed.size} -> '
         f'{now.size_in_bytes} bytes, modified {probed.mtime} -> '
         f'{now.last_updated_in_seconds}): rerun on a stable copy')
-
-
-def _short(e: Exception) -> str:
-  text = ' '.join(str(e).split())
-  # soundfile names the file object or descriptor (which differs between
-  # runs), not the path; the record has the path.
-  text = re.sub(r'^Error opening (<[^>]*>|\d+): ', '', text)
-  return text[:300] or type(e).__name__

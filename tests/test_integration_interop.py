@@ -212,7 +212,7 @@ def test_tfxio_reads_the_shards_into_record_batches(dataset):
 def test_schema_pbtxt_escapes_any_feature_key(dataset):
   from google.protobuf import text_format
   from tensorflow_metadata.proto.v0 import schema_pb2
-  from pipeline import tfx_schema
+  from pipeline.contract import tfx_schema
   _, meta = dataset
   key = 'quote" back\\slash \\" ünï ✓'
   odd = dict(meta, schema=dict(meta['schema'],

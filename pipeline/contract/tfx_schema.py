@@ -15,7 +15,7 @@ from typing import Mapping
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from pipeline import schema as schema_lib
+from pipeline.contract import schema as schema_lib
 
 FILE_NAME = 'schema.pbtxt'
 LABEL_KEY = 'target'

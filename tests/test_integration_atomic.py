@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from pipeline import metadata
-from pipeline import naming
+from pipeline.contract import metadata
+from pipeline.contract import naming
 from pipeline import progress
 from pipeline import replay
 from tests import helpers as H

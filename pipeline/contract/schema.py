@@ -1,7 +1,7 @@
 """The one description of what a stored example holds.
 
 Every feature key maps to a `FeatureSpec` (dtype, shape, encoding). The
-encoder (`transforms.example_codec`), the metadata writer and the reader
+encoder (`pipeline.contract.example_codec`), the metadata writer and the reader
 (`pipeline.replay`) all derive what they do from it, so a dtype or shape is
 never spelled twice. Standard library only: the reader imports it without
 Beam or numpy.
@@ -10,7 +10,7 @@ Beam or numpy.
 import dataclasses
 from typing import Dict, Mapping, Tuple
 
-from pipeline.errors import WavbeamError
+from pipeline.contract.errors import WavbeamError
 
 # How a value is stored inside a tf.train.Example.
 RAW_BYTES = 'raw_bytes'    # little-endian array bytes in one BytesList entry

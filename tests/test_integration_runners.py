@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests.dask_cluster import dask_cluster, free_port
-from pipeline import metadata
+from pipeline.contract import metadata
 from tests import helpers as H
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -155,7 +155,7 @@ def test_portable_runner_on_a_job_service_writes_the_same_dataset(
 
 def _all_records(out):
   import collections
-  from transforms import tfrecord
+  from pipeline.contract import tfrecord
   found = collections.Counter()
   for name in os.listdir(out):
     if '.tfrecord-' in name and not name.endswith('.tfindex'):
@@ -200,7 +200,7 @@ def test_non_local_file_system_for_input_and_output(corpus, local_run):
       assert data == (local_run / name).read_bytes()
     elif name.endswith('.tfindex'):  # offsets of the mem:// shard's records
       import io
-      from transforms import tfrecord
+      from pipeline.contract import tfrecord
       shard = memfs.get(f'mem://out/{name[:-len(".tfindex")]}')
       sizes = [len(d) + 16 for _, d in tfrecord.read_records(io.BytesIO(shard))]
       assert data.decode() == tfrecord.index_text(sizes)
@@ -221,7 +221,7 @@ def _records(shard: bytes, root: str):
   """A shard's examples in order, file paths made relative to `root`."""
   import io
   import tensorflow as tf
-  from transforms import tfrecord
+  from pipeline.contract import tfrecord
   out = []
   for _, data in tfrecord.read_records(io.BytesIO(shard)):
     example = tf.train.Example.FromString(data)

@@ -10,9 +10,9 @@ import json
 import re
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from pipeline import metadata as metadata_lib
-from pipeline import naming
-from pipeline import schema as schema_lib
+from pipeline.contract import metadata as metadata_lib
+from pipeline.contract import naming
+from pipeline.contract import schema as schema_lib
 
 _TENSOR = 'tensorflow_datasets.core.features.tensor_feature.Tensor'
 _TEXT = 'tensorflow_datasets.core.features.text_feature.Text'

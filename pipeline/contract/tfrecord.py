@@ -9,7 +9,7 @@ from typing import BinaryIO, Iterator, Optional, Tuple
 
 import google_crc32c
 
-from pipeline.errors import WavbeamError
+from pipeline.contract.errors import WavbeamError
 
 _MASK_DELTA = 0xA282EAD8
 
@@ -37,14 +37,6 @@ def index_text(record_sizes) -> str:
     lines.append(f'{offset} {size}\n')
     offset += size
   return ''.join(lines)
-
-
-def beam_compression(compression: str) -> str:
-  """The --compression name ('none' or 'gzip') as Beam's CompressionTypes.
-  (Beam imported here only: readers use this module without Beam.)"""
-  from apache_beam.io.filesystem import CompressionTypes  # pylint: disable=import-outside-toplevel
-  return (CompressionTypes.GZIP if compression == 'gzip'
-          else CompressionTypes.UNCOMPRESSED)
 
 
 class CorruptRecord(WavbeamError, ValueError):

@@ -1,4 +1,5 @@
-"""Element dict <-> serialized tf.train.Example, driven by `pipeline.schema`.
+"""Element dict <-> serialized tf.train.Example, driven by the schema
+(`pipeline.contract.schema`).
 
 The tf.train.Example wire format is written directly (it is four nested
 length-delimited messages), so workers encode without importing TensorFlow
@@ -11,7 +12,7 @@ from typing import Any, List, Mapping
 
 import numpy as np
 
-from pipeline import schema as schema_lib
+from pipeline.contract import schema as schema_lib
 
 _LEN1 = b'\x0a'  # field 1, length-delimited
 _LEN2 = b'\x12'  # field 2, length-delimited

@@ -17,8 +17,8 @@ import json
 import re
 from typing import Callable, List
 
-from pipeline import metadata as metadata_lib
-from pipeline import naming
+from pipeline.contract import metadata as metadata_lib
+from pipeline.contract import naming
 
 INDEX_FILE = 'parts.json'
 FORMAT = 'wavbeam-parts'

@@ -8,9 +8,9 @@ import datetime
 import json
 from typing import Dict, Mapping, Optional, Sequence
 
-from pipeline import naming
-from pipeline import schema as schema_lib
-from pipeline.errors import WavbeamError
+from pipeline.contract import naming
+from pipeline.contract import schema as schema_lib
+from pipeline.contract.errors import WavbeamError
 
 FORMAT = 'wavbeam'
 # 2: float32 arrays are packed FloatLists (1 stored them as raw bytes; the

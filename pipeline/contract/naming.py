@@ -71,6 +71,11 @@ def within(folder: str, paths):
   return [p for p in paths if p.startswith(prefix)]
 
 
+def temp_dir(dataset_dir: str) -> str:
+  """The folder a run writes into until it succeeds (TEMP_DIR)."""
+  return join(dataset_dir, TEMP_DIR)
+
+
 def join(directory: str, name: str) -> str:
   """Joins for local paths and URIs (gs://...) alike."""
   return directory.rstrip('/') + '/' + name

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pipeline import naming
+from pipeline.contract import naming
 from tests import helpers as H
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -177,13 +177,14 @@ def test_local_runner_defaults():
 def test_every_error_has_one_root():
   """`except WavbeamError` catches every error wavbeam raises on purpose;
   the older bases still catch them too."""
-  from pipeline import config, errors, inspect, metadata, numpy_reader
-  from pipeline import replay, schema, verify
-  from transforms import finalize, run_marker, tfrecord, wav_io
+  from pipeline import config, inspect, numpy_reader, replay, verify
+  from pipeline.contract import errors, metadata, parts, schema, tfrecord
+  from transforms import finalize, records, run_marker
   classes = [config.ConfigError, inspect.InspectError, metadata.MetadataError,
              numpy_reader.DatasetError, replay.DatasetError,
              schema.SchemaError, verify.VerifyError, finalize.IncompleteRun,
-             run_marker.OutputChanged, tfrecord.CorruptRecord, wav_io.BadWav]
+             run_marker.OutputChanged, tfrecord.CorruptRecord, records.BadWav,
+             parts.PartsError]
   assert all(issubclass(c, errors.WavbeamError) for c in classes)
   assert replay.DatasetError is numpy_reader.DatasetError
   for c in (config.ConfigError, metadata.MetadataError, schema.SchemaError,

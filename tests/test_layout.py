@@ -1,0 +1,39 @@
+"""transforms/layout: the seeded write order and the shard layout."""
+
+import numpy as np
+import pytest
+
+
+
+@pytest.mark.parametrize('total', [1, 2, 3, 5, 17, 64, 1000, 4097])
+def test_permutation_is_a_seeded_bijection(total):
+  from transforms import layout
+  p = layout.permute(np.arange(total), total, seed=0)
+  assert sorted(p.tolist()) == list(range(total))
+  assert np.array_equal(p, layout.permute(np.arange(total), total, seed=0))
+  if total >= 64:
+    q = layout.permute(np.arange(total), total, seed=1)
+    assert not np.array_equal(p, q)
+    # Neighbours in input order land far apart.
+    assert np.median(np.abs(np.diff(p))) > total / 10
+
+
+def test_layout_balances_shards_and_places_every_window_once():
+  from transforms import layout
+  entries = [('train', 0, 7), ('train', 1, 100), ('test', 2, 5),
+             ('train', 3, 1)]
+  layouts = layout.compute_layouts(entries, max_examples_per_shard=10)
+  train = layouts['train']
+  assert train.total == 108 and train.num_shards == 11
+  assert train.offsets == {0: 0, 1: 7, 3: 107}
+  placed = {}
+  for split, index, n in entries:
+    for (s, shard), (i, w, key) in layout.window_refs(
+        index, split, n, layouts[split], shuffle=True, seed=0):
+      assert (i, w) not in placed
+      placed[(i, w)] = (s, shard, key)
+  assert len(placed) == 113
+  sizes = np.bincount([v[1] for v in placed.values() if v[0] == 'train'])
+  assert sizes.max() - sizes.min() <= 1
+  # The long file is spread over every shard.
+  assert {v[1] for k, v in placed.items() if k[0] == 1} == set(range(11))
