@@ -10,6 +10,7 @@ folder (removed when the run completes), only each block's file name and
 counts travel through the graph.
 """
 
+import dataclasses
 import pickle
 import uuid
 from typing import Dict, Iterable, Optional, Tuple
@@ -39,9 +40,33 @@ def write(dataset_dir: str, block: int, infos: Iterable[WavInfo],
                      f'block-{block:07d}-{uuid.uuid4().hex}')
   with FileSystems.create(
       path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-    f.write(pickle.dumps((tuple(infos), tuple(rejections), entries or {}),
+    # Probes as plain tuples: unpickling 20,000 frozen dataclasses took
+    # 0.07 s, their tuples a fifth of it (what sources.jsonl reads).
+    rows = tuple(tuple(vars(info).values()) for info in infos)
+    f.write(pickle.dumps((rows, tuple(rejections), entries or {}),
                          protocol=pickle.HIGHEST_PROTOCOL))
   return path
+
+
+def _load(path: str):
+  try:
+    with FileSystems.open(
+        path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+      return pickle.loads(f.read())
+  except (OSError, IOError) as e:
+    raise run_marker.OutputChanged(
+        f'{path}, which this run wrote, cannot be read ({e}): its output '
+        'folder was changed by someone else while this job ran') from e
+
+
+# Where a probe's fields sit in its stored tuple.
+FIELD = {f.name: i for i, f in enumerate(dataclasses.fields(WavInfo))}
+
+
+def read_rows(path: str) -> Tuple[tuple, ...]:
+  """A block's probes as stored: one tuple of WavInfo's fields each (see
+  FIELD)."""
+  return _load(path)[0]
 
 
 def read(path: str) -> Tuple[WavInfo, ...]:
@@ -54,11 +79,5 @@ def read_all(path: str) -> Tuple[Tuple[WavInfo, ...], Tuple[Rejection, ...],
                                  Dict[int, object]]:
   """A block's probes, its probing's rejections and notes, and its files'
   manifest rows (write)."""
-  try:
-    with FileSystems.open(
-        path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-      return pickle.loads(f.read())
-  except (OSError, IOError) as e:
-    raise run_marker.OutputChanged(
-        f'{path}, which this run wrote, cannot be read ({e}): its output '
-        'folder was changed by someone else while this job ran') from e
+  rows, rejections, entries = _load(path)
+  return tuple(WavInfo(*row) for row in rows), rejections, entries

