@@ -267,9 +267,7 @@ class PipelineConfig:
       if len(set(names)) != len(names):
         raise ConfigError('splits', text, 'names a split twice')
       for name, fraction in self.splits:
-        if not re.fullmatch(r'[A-Za-z0-9_]+', name):
-          raise ConfigError('splits', text, f'split name {name!r}: use '
-                            'letters, digits and "_" only')
+        check_split_name('splits', text, name)
         if not 0 < fraction <= 1:
           raise ConfigError('splits', text, f'fraction of {name!r} must be '
                             'in (0, 1]')
@@ -299,9 +297,7 @@ class PipelineConfig:
         raise ConfigError('split_lists', text, 'names a split twice (the '
                           f'files of no list go to {REST_SPLIT!r})')
       for name in names:
-        if not re.fullmatch(r'[A-Za-z0-9_]+', name):
-          raise ConfigError('split_lists', text, f'split name {name!r}: use '
-                            'letters, digits and "_" only')
+        check_split_name('split_lists', text, name)
     self._validate_manifest()
     if self.array_record and self.sink != 'shards':
       raise ConfigError('array_record', True, 'needs --sink shards (the '
@@ -328,9 +324,7 @@ class PipelineConfig:
       raise ConfigError('manifest', text, 'give every file a split '
                         '(SPLIT=FILE) or none')
     for name in file_splits:
-      if not re.fullmatch(r'[A-Za-z0-9_]+', name):
-        raise ConfigError('manifest', text, f'split name {name!r}: use '
-                          'letters, digits and "_" only')
+      check_split_name('manifest', text, name)
     if file_splits and self.manifest_split_column:
       raise ConfigError('manifest_split_column', self.manifest_split_column,
                         'give it or SPLIT=FILE in --manifest, not both')
@@ -356,9 +350,7 @@ class PipelineConfig:
       raise ConfigError('fold_splits', folds_text, 'puts a fold in two '
                         'splits')
     for name in names:
-      if not re.fullmatch(r'[A-Za-z0-9_]+', name):
-        raise ConfigError('fold_splits', folds_text, f'split name {name!r}: '
-                          'use letters, digits and "_" only')
+      check_split_name('fold_splits', folds_text, name)
     if (self.manifest_audio_extension is not None and not re.fullmatch(
         r'[A-Za-z0-9]+', self.manifest_audio_extension)):
       raise ConfigError('manifest_audio_extension',
@@ -428,6 +420,13 @@ def splits_text(splits) -> str:
     text = repr(float(f))
     return text[:-2] if text.endswith('.0') else text
   return ','.join(f'{n}={fraction(f)}' for n, f in splits)
+
+
+def check_split_name(option: str, value, name: str, where: str = '') -> None:
+  """ConfigError unless `name` can name a split (it names shard files)."""
+  if not re.fullmatch(r'[A-Za-z0-9_]+', name):
+    raise ConfigError(option, value, f'{where}split name {name!r}: use '
+                      'letters, digits and "_" only')
 
 
 def _at_most(name, value, bound, why=''):

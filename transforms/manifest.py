@@ -23,7 +23,7 @@ from typing import Dict, Iterator, List, Optional, Tuple, Union
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import naming
-from pipeline.config import ConfigError, PipelineConfig
+from pipeline.config import ConfigError, PipelineConfig, check_split_name
 
 OPTION = 'manifest'
 INT64 = 'int64'
@@ -188,10 +188,7 @@ def _read(config: PipelineConfig) -> Manifest:
           raise ConfigError(OPTION, where, f'line {number}: '
                             f'{config.manifest_split_column}={value!r} is '
                             'in no split of --fold_splits')
-        if not re.fullmatch(r'[A-Za-z0-9_]+', split):
-          raise ConfigError(OPTION, where, f'line {number}: split name '
-                            f'{split!r}: use letters, digits and "_" only '
-                            '(or map folds with --fold_splits)')
+        check_split_name(OPTION, where, split, f'line {number}: ')
       label = None
       if config.manifest_label_column:
         label = row[config.manifest_label_column].strip()
