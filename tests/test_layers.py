@@ -59,3 +59,17 @@ def test_transforms_never_import_the_graph_commands_or_readers():
       if module.startswith('pipeline'):
         assert module.startswith(('pipeline.contract', 'pipeline.config')) \
             or module == 'pipeline', (name, module)
+
+
+def test_the_numpy_modules_import_no_beam():
+  """Planning, audio and features math, and the records they share, are
+  tested and used without Beam (wav_io's I/O is Beam's file systems)."""
+  import subprocess
+  import sys
+  code = ('import sys; import transforms.plan, transforms.audio, '
+          'transforms.features, transforms.records, transforms.layout; '
+          "print(sorted({m.split('.')[0] for m in sys.modules} & "
+          "{'apache_beam', 'tensorflow'}))")
+  out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, text=True,
+                       capture_output=True, check=True).stdout
+  assert out.strip() == '[]'

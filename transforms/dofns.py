@@ -12,6 +12,7 @@ from apache_beam.internal import pickler
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import naming
+from pipeline import config as config_lib
 from pipeline.config import PipelineConfig
 from transforms import allocator
 from pipeline.contract import array_record_file
@@ -26,6 +27,8 @@ from transforms import layout as layout_lib
 from transforms import plan as plan_lib
 from transforms import reject_parts
 from transforms import run_marker
+from transforms import split_lists
+from transforms import splits
 from transforms import stats as stats_lib
 from pipeline.contract import tfrecord
 from transforms import wav_io
@@ -121,8 +124,25 @@ def list_input(config: PipelineConfig, base=None):
   else:
     every, refused = list(base.paths), dict(base.refused)
     entries = manifest_lib.read(config).entries if config.manifest else None
+  entries = _with_split_lists(config, every, entries)
   blocks, unusable = index_blocks(every, entries, refused)
   return len(every), blocks, unusable
+
+
+def _with_split_lists(config: PipelineConfig, paths, entries):
+  """--split_lists as rows dealt with their files, as a manifest's are (a
+  manifest's rows get their split), so that planning reads no list."""
+  if not config.split_lists:
+    return entries
+  listed = split_lists.listed_splits(config)
+  out = dict(entries or {})
+  for path in paths:
+    split = listed.get(splits.relative_path(path, config.input_dir),
+                       config_lib.REST_SPLIT)
+    entry = out.get(path)
+    out[path] = (dataclasses.replace(entry, split=split) if entry is not None
+                 else manifest_lib.Entry(0, split, None))
+  return out
 
 
 class ListBlocks(beam.DoFn):

@@ -8,11 +8,9 @@ bounded whatever the file length.
 import dataclasses
 from typing import Dict, Iterable, List, Tuple
 
-from pipeline import config as config_lib
 from pipeline.config import PipelineConfig
 from transforms import audio
 from transforms import labels
-from transforms import split_lists
 from transforms import splits
 from transforms.records import BadWav, WavInfo
 
@@ -128,9 +126,8 @@ def plan_file(info: WavInfo, config: PipelineConfig, dataset_rate: int,
   rel_path = splits.relative_path(info.path, config.input_dir)
   if entry is not None and entry.split is not None:
     split = entry.split
-  elif config.split_lists:
-    split = split_lists.listed_splits(config).get(rel_path,
-                                                  config_lib.REST_SPLIT)
+  elif config.split_lists:  # dealt with the listing (dofns.list_input)
+    raise RuntimeError(f'{info.path}: planned without its split list row')
   elif config.split_from == 'subdir':
     split = splits.split_from_folder(rel_path)
     if split is None:
