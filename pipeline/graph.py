@@ -422,9 +422,10 @@ def _silent_example(config: PipelineConfig, extra_features=None) -> dict:
   """
   extractor = FeatureExtractor(config, extra_features)
   arrays = extractor.compute(np.zeros((1, config.win_len)), 16000)
-  columns = {'class': ['x' * 16], 'filepath': ['x' * 120], 'index': [0],
-             'num_classes': [0], 'target': [0], 'win_start_idx': [0],
-             **arrays}
+  columns = {schema_lib.CLASS_KEY: ['x' * 16], 'filepath': ['x' * 120],
+             'index': [0], 'num_classes': [0], schema_lib.LABEL_KEY: [0],
+             'win_start_idx': [0], **arrays}
+  assert set(schema_lib.BASE_KEYS) <= set(columns)
   if config.manifest_extra_columns:
     found = manifest_lib.read(config)
     for name in config.manifest_extra_columns:

@@ -157,7 +157,8 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
                    features: Optional[Sequence[str]] = None,
                    batch_size: Optional[int] = None, shuffle: bool = False,
                    seed: Optional[int] = None, deterministic: bool = True,
-                   as_supervised: bool = False, label_key: str = 'target',
+                   as_supervised: bool = False,
+                   label_key: str = schema_lib.LABEL_KEY,
                    input_key: Optional[str] = None, repeat: bool = False,
                    drop_remainder: bool = False,
                    normalize: Sequence[str] = (),
@@ -186,7 +187,7 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
   schema = metadata_lib.schema_of(metadata).as_dict()
   if as_supervised:
     input_key = input_key or metadata['input_key']
-    if metadata['num_classes'] == 0 and label_key == 'target':
+    if metadata['num_classes'] == 0 and label_key == schema_lib.LABEL_KEY:
       raise DatasetError(f'{output_dir} was written with --label_from none: '
                          'there is no label for as_supervised')
     keys = [input_key, label_key]

@@ -12,6 +12,7 @@ from apache_beam.internal import pickler
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import naming
+from pipeline.contract import schema as schema_lib
 from pipeline import config as config_lib
 from pipeline.config import PipelineConfig
 from transforms import allocator
@@ -299,12 +300,12 @@ class ExampleMaker:
               for name in self.config.manifest_extra_columns}
     return {
         **extras,
-        'class': [p.label for p in rows],
+        schema_lib.CLASS_KEY: [p.label for p in rows],
         'filepath': [p.info.path for p in rows],
         'index': [p.info.index for p in rows],
         'num_classes': [len(class_names)] * len(rows),
-        'target': [class_names.index(p.label) if p.label
-                   else labels.NO_LABEL_TARGET for p in rows],
+        schema_lib.LABEL_KEY: [class_names.index(p.label) if p.label
+                               else labels.NO_LABEL_TARGET for p in rows],
         'win_start_idx': [w * self.config.hop_len for _, w in refs],
     }
 

@@ -19,8 +19,11 @@ FLOAT_LIST = 'float_list'  # float32 values, packed, row-major (any shape)
 BYTES_LIST = 'bytes_list'  # a UTF-8 string
 ENCODINGS = (RAW_BYTES, INT64_LIST, FLOAT_LIST, BYTES_LIST)
 
-# The keys every example has, whatever its features.
-BASE_KEYS = ('class', 'filepath', 'index', 'num_classes', 'target',
+# The keys every example has, whatever its features; the label is the
+# class's position in metadata's `classes`.
+CLASS_KEY = 'class'
+LABEL_KEY = 'target'
+BASE_KEYS = (CLASS_KEY, 'filepath', 'index', 'num_classes', LABEL_KEY,
              'win_start_idx')
 
 STRING = 'string'

@@ -20,7 +20,7 @@ _CLASS_LABEL = ('tensorflow_datasets.core.features.class_label_feature.'
                 'ClassLabel')
 _FEATURES_DICT = ('tensorflow_datasets.core.features.features_dict.'
                   'FeaturesDict')
-LABEL_KEY = 'target'
+LABEL_KEY = schema_lib.LABEL_KEY
 
 
 def _dumps(obj) -> str:

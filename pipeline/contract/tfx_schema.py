@@ -18,8 +18,8 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from pipeline.contract import schema as schema_lib
 
 FILE_NAME = 'schema.pbtxt'
-LABEL_KEY = 'target'
-CLASS_KEY = 'class'
+LABEL_KEY = schema_lib.LABEL_KEY
+CLASS_KEY = schema_lib.CLASS_KEY
 _TYPES = {schema_lib.RAW_BYTES: schema_pb2.BYTES,
           schema_lib.BYTES_LIST: schema_pb2.BYTES,
           schema_lib.INT64_LIST: schema_pb2.INT,
