@@ -38,6 +38,8 @@ CORPORA = {
     '4h': (4 * 3600, None, 32768),
     'clips3s': (4 * 3600, 3, 32768),
     'clips1s': (20000, 1, 16000),
+    # Only for bench.append's large case (not in `make bench`).
+    '40h': (40 * 3600, None, 32768),
 }
 DEFAULT_CORPORA = '1h,4h,clips3s,clips1s'
 
