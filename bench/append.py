@@ -1,6 +1,7 @@
 """What --append costs against a full rebuild.
 
     .venv/bin/python -m bench.append [--corpora 4h,clips1s] [--repeats 3]
+    .venv/bin/python -m bench.append --corpora 40h   # about 20 GB of output
 
 For each bench corpus (bench.run's): a dataset of 90% of its recordings
 (every tenth file left out, so every class and length is in both), then
@@ -64,6 +65,7 @@ def run_corpus(name, repeats):
                                    *flags, '--append']))
     times['append_nothing'].append(_timed(
         ['--input_dir', grown, '--output_dir', out, *flags, '--append']))
+    shutil.rmtree(out)  # the disk holds one large corpus's output at a time
     times['rebuild'].append(_timed(
         ['--input_dir', whole, '--output_dir', os.path.join(work, 'rebuild'),
          *flags]))
