@@ -74,17 +74,12 @@ class AppendOutcome:
             f'skipped{changed}')
 
 
-def _read_text(path: str) -> str:
-  with FileSystems.open(path) as f:
-    return f.read().decode('utf-8')
-
-
 def open_parts(config: PipelineConfig) -> Tuple[str, List[str], List[dict]]:
   """(dataset folder, its part folders, their checked metadata); a
   ConfigError unless it holds a complete dataset."""
   out = config.dataset_dir
   try:
-    dirs = parts_lib.part_dirs(out, FileSystems.exists, _read_text)
+    dirs = dataset_dir_lib.part_dirs(out)
     metas = [dataset_dir_lib.read_metadata(d) for d in dirs]
   except (ValueError, OSError) as e:
     raise ConfigError('append', True, f'cannot read the dataset at {out} '
@@ -126,11 +121,11 @@ def seen_files(part_dirs: List[str]) -> Tuple[Dict[str, Tuple[int, int]],
       raise ConfigError('append', True, f'{d} has no {sources.FILE_NAME} '
                         '(it was written by an earlier wavbeam): rebuild it '
                         'with --overwrite to append to it')
-    for entry in sources.parse(_read_text(path), path):
+    for entry in sources.parse(dataset_dir_lib.BEAM_FS.read_text(path), path):
       identities[entry['path']] = (entry['size'], entry['head_crc32c'])
     rejects = naming.join(d, naming.REJECTS_FILE)
     if FileSystems.exists(rejects):
-      for raw in _read_text(rejects).splitlines():
+      for raw in dataset_dir_lib.BEAM_FS.read_text(rejects).splitlines():
         entry = json.loads(raw)
         if entry.get('stage') and 'frames' not in entry:
           rejected.add(entry['path'])

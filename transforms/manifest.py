@@ -196,10 +196,8 @@ def _read(config: PipelineConfig) -> Manifest:
       if config.manifest_extra_columns:
         extras_raw.append((listed, number, {
             c: row[c] for c in config.manifest_extra_columns}))
-  types = {c: INT64 if all(_INT.fullmatch(r[c].strip()) and
-                           -2**63 <= int(r[c]) < 2**63
-                           for _, _, r in extras_raw) and extras_raw
-           else STRING for c in config.manifest_extra_columns}
+  types = {c: _column_type([r[c] for _, _, r in extras_raw])
+           for c in config.manifest_extra_columns}
   widths = {c: 1 for c in config.manifest_extra_columns}
   for listed, number, raw in extras_raw:
     values = []
@@ -213,6 +211,14 @@ def _read(config: PipelineConfig) -> Manifest:
     entries[listed] = dataclasses.replace(entries[listed],
                                           extras=tuple(values))
   return Manifest(entries, types, widths, manifest_text(config.manifest))
+
+
+def _column_type(values: List[str]) -> str:
+  """int64 when every value (and there is one) is an int64, else string."""
+  if values and all(_INT.fullmatch(v.strip()) and -2**63 <= int(v) < 2**63
+                    for v in values):
+    return INT64
+  return STRING
 
 
 def manifest_text(manifest) -> str:

@@ -109,8 +109,8 @@ def select(names: List[str], wanted) -> List[int]:
     return list(range(len(names)))
   chosen = []
   for part in wanted:
-    name = part_name(part) if isinstance(part, int) and part else (
-        BASE if part == 0 else part)
+    name = part if isinstance(part, str) else (
+        part_name(part) if part else BASE)
     if name not in names:
       raise PartsError(f'unknown part {part!r}; the dataset has {names}')
     chosen.append(names.index(name))
