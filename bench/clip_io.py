@@ -38,7 +38,7 @@ def main(argv=None):
   parser.add_argument('--repeats', type=int, default=5)
   args = parser.parse_args(argv)
   root = corpus_for(args.corpus)[0]
-  paths = wav_io.list_wav_files(root)[:args.files]
+  paths = wav_io.list_audio_files(root)[:args.files]
   config = config_lib.PipelineConfig(input_dir=root, output_dir='/unused',
                                      win_len=16000)
   plain = [wav_io.probe(i, p)[0] for i, p in enumerate(paths)]

@@ -24,6 +24,9 @@ COMPRESSIONS = ('none', 'gzip')
 SPECTROGRAM_SCALES = ('linear', 'log')
 SINKS = ('shards', 'write_to_tfrecord')
 SPLIT_SOURCES = ('hash', 'subdir')
+# File extensions read, of what libsndfile decodes. Lossy files are
+# decoded whole (transforms/wav_io.WHOLE_DECODE_SUBTYPES).
+AUDIO_FORMATS = ('wav', 'flac', 'opus', 'ogg', 'mp3', 'aiff', 'aif')
 # With --split_lists, the split of every file no list names.
 REST_SPLIT = 'train'
 DEFAULT_SHARD_BYTES = 150 * 2**20  # TFRecord advice: shards of 100-200 MB
@@ -52,10 +55,15 @@ def _opt(help_text, **kw):
 
 @dataclasses.dataclass(frozen=True)
 class PipelineConfig:
-  input_dir: str = _opt('folder (or URI) searched recursively for .wav files',
-                        required=True)
+  input_dir: str = _opt('folder (or URI) searched recursively for audio '
+                        'files (--audio_formats)', required=True)
   output_dir: str = _opt('folder (or URI) the dataset is written to',
                          required=True)
+  audio_formats: Tuple[str, ...] = _opt(
+      'comma-separated extensions of the files read (any case), from '
+      + ','.join(AUDIO_FORMATS) + '; lossy files (MP3, Vorbis, Opus) are '
+      'decoded whole, so each must decode to at most 256 MiB (70 min of '
+      '16 kHz mono)', default=('wav',))
   dataset_name: str = _opt('name used in shard file names', default='wavbeam')
   label_from: str = _opt(
       'where the class comes from: subdir (parent folder name), suffix (text '
@@ -122,8 +130,8 @@ class PipelineConfig:
       default='path')
   manifest_audio_extension: Optional[str] = _opt(
       'replace the extension of every manifest path with this one, e.g. wav '
-      'for Common Voice, whose manifests name its .mp3 clips (convert them '
-      'to WAV first)', default=None)
+      'when the .mp3 clips a manifest names were converted to WAV beside '
+      'themselves', default=None)
   manifest_label_column: Optional[str] = _opt(
       "the manifest's column holding the class (instead of --label_from)",
       default=None)
@@ -184,6 +192,12 @@ class PipelineConfig:
     if isinstance(self.features, str):
       object.__setattr__(self, 'features', _split_list(self.features))
     object.__setattr__(self, 'features', tuple(self.features))
+    if isinstance(self.audio_formats, str):
+      object.__setattr__(self, 'audio_formats',
+                         _split_list(self.audio_formats))
+    object.__setattr__(self, 'audio_formats',
+                       tuple(f.lower().lstrip('.') for f in
+                             self.audio_formats))
     if isinstance(self.splits, str):
       object.__setattr__(self, 'splits', _parse_splits(self.splits))
     object.__setattr__(self, 'splits',
@@ -243,6 +257,15 @@ class PipelineConfig:
       if choices and getattr(self, field.name) not in choices:
         raise ConfigError(field.name, getattr(self, field.name),
                           f'must be one of {", ".join(choices)}')
+    formats = ','.join(self.audio_formats)
+    if not self.audio_formats:
+      raise ConfigError('audio_formats', '', 'name at least one extension')
+    unknown = [f for f in self.audio_formats if f not in AUDIO_FORMATS]
+    if unknown:
+      raise ConfigError('audio_formats', formats, f'unknown {unknown}; '
+                        f'choose from {", ".join(AUDIO_FORMATS)}')
+    if len(set(self.audio_formats)) != len(self.audio_formats):
+      raise ConfigError('audio_formats', formats, 'lists a repeat')
     if not self.features:
       raise ConfigError('features', '', 'name at least one feature')
     unknown = [f for f in self.features if f not in BUILTIN_FEATURES]
@@ -356,6 +379,12 @@ class PipelineConfig:
       raise ConfigError('manifest_audio_extension',
                         self.manifest_audio_extension, 'give the extension '
                         'alone, e.g. wav')
+    if (self.manifest_audio_extension is not None and
+        self.manifest_audio_extension.lower() not in self.audio_formats):
+      raise ConfigError('manifest_audio_extension',
+                        self.manifest_audio_extension, 'is not one of '
+                        f'--audio_formats={",".join(self.audio_formats)}, '
+                        'so no listed file would match a row')
     if '{' in self.manifest_path_column:
       try:
         self.manifest_path_column.format_map(collections.defaultdict(str))

@@ -448,7 +448,7 @@ def expected_schema(config: PipelineConfig, extra_features=None):
 
 
 def check_input(config: PipelineConfig) -> None:
-  """Raises ConfigError unless input_dir exists and holds a .wav file."""
+  """Raises ConfigError unless input_dir exists and holds an audio file."""
   try:
     exists = FileSystems.exists(config.input_dir)
   except Exception as e:  # unknown scheme, no credentials, ...
@@ -459,9 +459,11 @@ def check_input(config: PipelineConfig) -> None:
     if not manifest_lib.read(config).entries:  # and it parses
       raise ConfigError('manifest', manifest_lib.manifest_text(
           config.manifest), 'has no rows')
-  elif not wav_io.count_wav_files(config.input_dir, 1):
-    raise ConfigError('input_dir', config.input_dir,
-                      'holds no .wav files (searched recursively)')
+  elif not wav_io.count_audio_files(config.input_dir, config.audio_formats,
+                                    1):
+    raise ConfigError('input_dir', config.input_dir, 'holds no '
+                      f'{"/".join("." + f for f in config.audio_formats)} '
+                      'files (searched recursively; see --audio_formats)')
   if config.split_lists:
     split_lists.listed_splits(config)  # readable, no path listed twice
 

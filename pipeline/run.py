@@ -136,7 +136,8 @@ def _input_files(config: config_lib.PipelineConfig, up_to: int) -> int:
   """Files in input_dir, counted up to `up_to`; 0 when it cannot be listed
   (build_pipeline then says why)."""
   try:
-    return wav_io.count_wav_files(config.input_dir, up_to)
+    return wav_io.count_audio_files(config.input_dir,
+                                    config.audio_formats, up_to)
   except Exception:  # pylint: disable=broad-except
     return 0
 

@@ -74,7 +74,10 @@ def replayed(output_dir, split='train', **kw):
 
 def reference_windows(path, config, dataset_rate=None):
   """Whole file -> (window starts, (n, win_len) float64 windows)."""
-  data, rate = sf.read(path, dtype='float64', always_2d=True)
+  # One read from the start: lossy formats decode to other values after a
+  # seek, and soundfile.read seeks to frame 0 first.
+  with open(path, 'rb') as f, sf.SoundFile(f) as wav:
+    data, rate = wav.read(dtype='float64', always_2d=True), wav.samplerate
   mono = data[:, 0] if config.channels == 'first' else data.mean(axis=1)
   if dataset_rate and dataset_rate != rate:
     n_out = audio.resampled_length(len(mono), rate, dataset_rate)

@@ -36,8 +36,8 @@ def corpus(tmp_path_factory):
 
 
 def _paths(d):
-  from transforms.wav_io import list_wav_files
-  return list_wav_files(str(d))
+  from transforms.wav_io import list_audio_files
+  return list_audio_files(str(d))
 
 
 def test_replay_is_bit_exact_against_independent_reference(corpus, tmp_path):

@@ -1,7 +1,8 @@
 """--manifest on miniature copies of published layouts (ESC-50,
 UrbanSound8K, Common Voice: the same folder, file and column names,
-generated audio), each run with the exact command the README prints; and
-the manifest's parsing and checks on their own."""
+generated audio, MP3 where the corpus ships MP3), each run with the exact
+command the README prints; and the manifest's parsing and checks on their
+own."""
 
 import csv
 import json
@@ -9,12 +10,15 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+import soundfile as sf
 
 from pipeline import config as config_lib
 from pipeline import numpy_reader
 from pipeline.config import ConfigError
 from tests import helpers as H
+from transforms import audio
 from transforms import manifest as manifest_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -129,12 +133,12 @@ def test_common_voice(tmp_path):
   sentences = ['He said "hello" twice.', 'Ça va, naïve café?',
                "It's 3 o'clock", 'A, B; C']
   tsvs = {'train': [], 'dev': [], 'test': [], 'other': []}
+  (base / 'clips').mkdir(parents=True)
   for i in range(12):
     name = f'common_voice_en_{4000 + i}.mp3'
-    # converted beside the MP3 (which wavbeam does not read)
-    H.write_wav(str(base / 'clips' / name.replace('.mp3', '.wav')),
-                H.noise(8000 + 2000 * i, seed=i))
-    (base / 'clips' / name).write_bytes(b'ID3 not audio wavbeam reads')
+    sf.write(str(base / 'clips' / name),
+             H.noise(24000 + 6000 * i, seed=i, scale=0.3), 48000,
+             format='MP3', subtype='MPEG_LAYER_III')
     tsv = ('train', 'train', 'dev', 'test', 'train', 'other')[i % 6]
     tsvs[tsv].append([f'{i % 3:064x}', name, sentences[i % 4], str(i % 3),
                       '0', 'twenties', '', '', 'en', ''])
@@ -144,13 +148,16 @@ def test_common_voice(tmp_path):
       f.writelines('\t'.join(row) + '\n' for row in rows)
   out = H.run_readme_command('Common Voice', tmp_path)
   meta, splits = examples_by_split(
-      out, ['filepath', 'sentence', 'client_id', 'up_votes', 'class'])
+      out, ['filepath', 'sentence', 'client_id', 'up_votes', 'class',
+            'signal'])
   expected = {}
   for tsv, split in (('train', 'train'), ('dev', 'validation'),
                      ('test', 'test')):
     for row in tsvs[tsv]:
-      expected[row[1].replace('.mp3', '.wav')] = (split, row)
+      expected[row[1]] = (split, row)
   got = {}
+  config = H.make_config('-', '-', win_len=160000, pad=True,
+                         max_windows_per_signal=1)
   for split, examples in splits.items():
     for e in examples:
       name = os.path.basename(e['filepath'])
@@ -159,9 +166,14 @@ def test_common_voice(tmp_path):
       assert split == want_split
       assert e['sentence'] == row[2] and e['client_id'] == row[0]
       assert int(e['up_votes']) == int(row[3]) and e['class'] == ''
+      # the MP3 decoded whole, resampled to 16 kHz, bit for bit
+      _, windows = H.reference_windows(
+          os.path.join(tmp_path, e['filepath']), config, 16000)
+      assert np.array_equal(
+          e['signal'], audio.to_signal_dtype(windows, 'int32')[0])
   assert got == {name: 1 for name in expected}  # one window per clip
   assert meta['schema']['up_votes']['dtype'] == 'int64'
-  other = [row[1].replace('.mp3', '.wav') for row in tsvs['other']]
+  other = [row[1] for row in tsvs['other']]
   reasons = rejects(out)
   assert all('no row in the manifest' in reasons[n] for n in other)
   assert meta['counts']['files_seen'] == 12

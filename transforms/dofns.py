@@ -93,11 +93,11 @@ def index_blocks(paths, entries=None, refused=None):
 
 def input_paths(config: PipelineConfig):
   """(sorted paths, manifest entries or None, {path: why it is refused}):
-  the .wav files under input_dir; with --manifest, those and the
-  manifest's rows, where a file without a row, and a row under input_dir
-  without its file, are refused (rows elsewhere, absolute or URIs, are
-  probed)."""
-  paths = wav_io.list_wav_files(config.input_dir)
+  the audio files under input_dir (--audio_formats); with --manifest,
+  those and the manifest's rows, where a file without a row, and a row
+  under input_dir without its file, are refused (rows elsewhere, absolute
+  or URIs, are probed)."""
+  paths = wav_io.list_audio_files(config.input_dir, config.audio_formats)
   if not config.manifest:
     return paths, None, {}
   found = manifest_lib.read(config)
@@ -111,8 +111,8 @@ def input_paths(config: PipelineConfig):
       refused[path] = f'no row in the manifest ({found.text})'
     elif path not in listed and path.startswith(root):
       refused[path] = (f'listed on line {entry.line} of the manifest, but '
-                       'there is no such .wav file under input_dir (only '
-                       '.wav files are read)')
+                       'there is no such file under input_dir (of '
+                       f'--audio_formats={",".join(config.audio_formats)})')
   return every, found.entries, refused
 
 

@@ -10,7 +10,7 @@ import io
 import itertools
 import os
 import struct
-from typing import Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import soundfile as sf
@@ -27,8 +27,10 @@ from transforms.records import (  # noqa: F401  (reachable here)
 # Beam there); their names stay reachable here.
 
 
-def list_wav_files(input_dir: str) -> List[str]:
-  """All .wav files (any case) under input_dir, recursively, sorted.
+def list_audio_files(input_dir: str,
+                     extensions: Sequence[str] = ('wav',)) -> List[str]:
+  """All files with one of `extensions` (any case) under input_dir,
+  recursively, sorted.
 
   Directories are searched, not listed, whatever their name. On a local
   disk the tree is walked here, without recursion (Python's os.walk, under
@@ -39,12 +41,14 @@ def list_wav_files(input_dir: str) -> List[str]:
   followed, as in Beam's listing. Elsewhere, Beam's listing of the folder
   with its name escaped, so that [, ], * and ? in it are plain characters.
   """
-  return sorted(iter_wav_files(input_dir))
+  return sorted(iter_audio_files(input_dir, extensions))
 
 
-def iter_wav_files(input_dir: str) -> Iterator[str]:
-  """list_wav_files's names, unsorted, one at a time (a local walk holds
+def iter_audio_files(input_dir: str,
+                     extensions: Sequence[str] = ('wav',)) -> Iterator[str]:
+  """list_audio_files's names, unsorted, one at a time (a local walk holds
   only the folders still to visit)."""
+  endings = tuple('.' + e.lower() for e in extensions)
   if filesystem.is_local(input_dir):
     folders = [input_dir]
     while folders:
@@ -52,19 +56,21 @@ def iter_wav_files(input_dir: str) -> Iterator[str]:
         for entry in entries:
           if entry.is_dir(follow_symlinks=False):
             folders.append(entry.path)
-          elif (entry.name.lower().endswith('.wav') and
+          elif (entry.name.lower().endswith(endings) and
                 not (entry.is_symlink() and os.path.isdir(entry.path))):
             yield entry.path
   else:
     pattern = naming.pattern_under(input_dir, '**')
     yield from (p for p in naming.within(input_dir, [
         m.path for m in FileSystems.match([pattern])[0].metadata_list])
-                if p.lower().endswith('.wav'))
+                if p.lower().endswith(endings))
 
 
-def count_wav_files(input_dir: str, up_to: int) -> int:
-  """How many .wav files input_dir holds, counting no further than up_to."""
-  return sum(1 for _ in itertools.islice(iter_wav_files(input_dir), up_to))
+def count_audio_files(input_dir: str, extensions: Sequence[str],
+                      up_to: int) -> int:
+  """How many audio files input_dir holds, counting no further than up_to."""
+  return sum(1 for _ in itertools.islice(
+      iter_audio_files(input_dir, extensions), up_to))
 
 
 def undecodable_name(path: str) -> Optional[str]:
@@ -96,6 +102,72 @@ def open_wav(path: str):
     with sf.SoundFile(source, closefd=False) if isinstance(source, int) \
         else sf.SoundFile(raw) as wav:
       yield wav
+
+
+# libsndfile's lossy decoders (MPEG, Vorbis, Opus) do not seek to the
+# exact sample: after a seek (even to frame 0, as soundfile.read does),
+# samples differ by a float32 step or more from a decode from the start,
+# and an MP3's values even move with the block size read (soundfile 0.14,
+# libsndfile 1.2.2; tests/test_audio_formats.py). Such a file is decoded
+# whole, in one read of the just-opened file, whichever windows are wanted.
+WHOLE_DECODE_SUBTYPES = frozenset(
+    {'MPEG_LAYER_I', 'MPEG_LAYER_II', 'MPEG_LAYER_III', 'VORBIS', 'OPUS'})
+# The float32 samples of one such file (70 min of 16 kHz mono), and of all
+# those a shard task keeps decoded at once (OpenFiles).
+MAX_DECODED_BYTES = 256 * 2**20
+MAX_DECODED_CACHE_BYTES = 2 * MAX_DECODED_BYTES
+
+
+def decoded_bytes(frames: int, channels: int) -> int:
+  return frames * channels * np.dtype(np.float32).itemsize
+
+
+class DecodedWhole:
+  """A file of WHOLE_DECODE_SUBTYPES decoded once; seek and read as on a
+  SoundFile, from the samples in memory."""
+
+  def __init__(self, wav):
+    declared = wav.frames
+    if decoded_bytes(declared, wav.channels) > MAX_DECODED_BYTES:
+      raise BadWav(too_long_to_decode(wav.subtype, declared, wav.samplerate,
+                                      wav.channels))
+    # The decoders produce float32: float64 holds those values exactly.
+    self.samples = wav.read(dtype='float32', always_2d=True)
+    if self.samples.shape[0] != declared:
+      raise BadWav(f'decoded {self.samples.shape[0]} frames where the '
+                   f'header declares {declared}')
+    self.nbytes = self.samples.nbytes
+    self._frame = 0
+
+  def seek(self, frame: int) -> None:
+    self._frame = frame
+
+  def read(self, count: int, dtype='float64', always_2d=True) -> np.ndarray:
+    del dtype, always_2d  # always float64, (frames, channels)
+    block = self.samples[self._frame:self._frame + count]
+    self._frame += len(block)
+    return block.astype(np.float64)
+
+
+def too_long_to_decode(subtype: str, frames: int, rate: int,
+                       channels: int) -> str:
+  return (f'{subtype} audio is decoded whole (its seeks are not sample-exact)'
+          f', up to {MAX_DECODED_BYTES >> 20} MiB of float32 samples; this '
+          f'file has {frames / rate:.1f} s of {channels}-channel {rate} Hz '
+          f'({decoded_bytes(frames, channels) >> 20} MiB): convert it to '
+          'FLAC or WAV')
+
+
+@contextlib.contextmanager
+def open_audio(path: str):
+  """For reading samples: the open SoundFile, or a DecodedWhole (its file
+  closed again) for the formats that cannot seek exactly."""
+  with open_wav(path) as wav:
+    if wav.subtype not in WHOLE_DECODE_SUBTYPES:
+      yield wav
+      return
+    whole = DecodedWhole(wav)
+  yield whole
 
 
 # Data sizes that writers streaming to a pipe put in the header, meaning
@@ -190,7 +262,13 @@ def probe(index: int, path: str) -> Tuple[WavInfo, Optional[str]]:
       info = WavInfo(index, path, wav.frames, wav.samplerate, wav.channels,
                      wav.subtype, size, meta.last_updated_in_seconds,
                      head_crc=head_crc(head))
-      if info.frames > 0:
+      if info.subtype in WHOLE_DECODE_SUBTYPES:
+        # Checked when decoded (DecodedWhole): a Vorbis seek to the last
+        # frame fails on good files.
+        if decoded_bytes(info.frames, info.channels) > MAX_DECODED_BYTES:
+          raise BadWav(too_long_to_decode(info.subtype, info.frames,
+                                          info.sample_rate, info.channels))
+      elif info.frames > 0:
         wav.seek(info.frames - 1)
         if wav.read(1, dtype='float64', always_2d=True).shape[0] != 1:
           raise BadWav('unreadable: last frame cannot be read')
@@ -288,7 +366,7 @@ def read_range(path: str, start: int, count: int) -> np.ndarray:
   float64 holds every PCM sample exactly (32-bit included); samples are full
   scale, [-1, 1) for PCM.
   """
-  with open_wav(path) as wav:
+  with open_audio(path) as wav:
     return _read(wav, start, count)
 
 
@@ -297,12 +375,15 @@ class OpenFiles:
 
   A shard reads windows scattered over many files; reopening a file (and
   re-parsing its header) for every window would cost more than the read.
+  Files decoded whole (DecodedWhole) count against a memory budget too.
   Not shared between threads: one per shard task.
   """
 
-  def __init__(self, max_open: int = 256):
-    self.max_open = max_open
+  def __init__(self, max_open: int = 256,
+               max_decoded_bytes: int = MAX_DECODED_CACHE_BYTES):
+    self.max_open, self.max_decoded_bytes = max_open, max_decoded_bytes
     self._open = collections.OrderedDict()  # path -> (stack, SoundFile)
+    self._decoded_bytes = 0
 
   def read_range(self, path: str, start: int, count: int,
                  probed: Optional[WavInfo] = None) -> np.ndarray:
@@ -314,24 +395,33 @@ class OpenFiles:
       if probed is not None:
         check_unchanged(probed)
       if len(self._open) >= self.max_open:
-        _, (stack, _) = self._open.popitem(last=False)
-        stack.close()
+        self._close_oldest()
       stack = contextlib.ExitStack()
       try:
         if probed is not None and probed.data_offset >= 0:
           wav = PlainWav(stack.enter_context(open_binary(path)), probed)
         else:
-          wav = stack.enter_context(open_wav(path))
+          wav = stack.enter_context(open_audio(path))
       except BaseException:
         stack.close()
         raise
       self._open[path] = (stack, wav)
+      if isinstance(wav, DecodedWhole):
+        self._decoded_bytes += wav.nbytes
+        while (self._decoded_bytes > self.max_decoded_bytes and
+               len(self._open) > 1):
+          self._close_oldest()
     return _read(self._open[path][1], start, count)
+
+  def _close_oldest(self):
+    _, (stack, wav) = self._open.popitem(last=False)
+    if isinstance(wav, DecodedWhole):
+      self._decoded_bytes -= wav.nbytes
+    stack.close()
 
   def close(self):
     while self._open:
-      _, (stack, _) = self._open.popitem()
-      stack.close()
+      self._close_oldest()
 
   def __enter__(self):
     return self
