@@ -7,6 +7,7 @@ processes (file i to process i % N), as a hand-written multiprocessing
 script would.
 
     python -m bench.baseline_numpy IN OUT [--win_len 32768] [--procs 1]
+        [--audio_format wav]
 """
 
 import argparse
@@ -15,17 +16,17 @@ import subprocess
 import sys
 
 
-def list_wavs(input_dir):
+def list_audio(input_dir, audio_format='wav'):
   return sorted(os.path.join(r, f) for r, _, fs in os.walk(input_dir)
-                for f in fs if f.lower().endswith('.wav'))
+                for f in fs if f.lower().endswith('.' + audio_format))
 
 
 def write_part(input_dir, output_dir, win_len, part, parts, n_fft=512,
-               fft_hop=256):
+               fft_hop=256, audio_format='wav'):
   import numpy as np
   import soundfile as sf
   import tensorflow as tf
-  paths = list_wavs(input_dir)
+  paths = list_audio(input_dir, audio_format)
   classes = sorted({os.path.basename(os.path.dirname(p)) for p in paths})
   window = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n_fft) / n_fft)).astype(
       np.float32)
@@ -77,16 +78,19 @@ def main(argv=None):
   parser.add_argument('output_dir')
   parser.add_argument('--win_len', type=int, default=32768)
   parser.add_argument('--procs', type=int, default=1)
+  parser.add_argument('--audio_format', default='wav')
   parser.add_argument('--part', type=int, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.procs == 1 or args.part is not None:
     print(write_part(args.input_dir, args.output_dir, args.win_len,
-                     args.part or 0, args.procs))
+                     args.part or 0, args.procs,
+                     audio_format=args.audio_format))
     return
   children = [subprocess.Popen(
       [sys.executable, '-m', 'bench.baseline_numpy', args.input_dir,
        args.output_dir, '--win_len', str(args.win_len), '--procs',
-       str(args.procs), '--part', str(k)]) for k in range(args.procs)]
+       str(args.procs), '--part', str(k), '--audio_format',
+       args.audio_format]) for k in range(args.procs)]
   if any(child.wait() for child in children):
     sys.exit(1)
 

@@ -32,23 +32,29 @@ ROOT = os.path.join('scratch', 'bench')
 PY = sys.executable
 
 
-# name: (total seconds, clip seconds or None for 20-120 s files, window)
+# name: (total seconds, clip seconds or None for 20-120 s files, window,
+# audio format)
 CORPORA = {
-    '1h': (3600, None, 32768),
-    '4h': (4 * 3600, None, 32768),
-    'clips3s': (4 * 3600, 3, 32768),
-    'clips1s': (20000, 1, 16000),
+    '1h': (3600, None, 32768, 'wav'),
+    '4h': (4 * 3600, None, 32768, 'wav'),
+    'clips3s': (4 * 3600, 3, 32768, 'wav'),
+    'clips1s': (20000, 1, 16000, 'wav'),
     # Only for bench.append's large case (not in `make bench`).
-    '40h': (40 * 3600, None, 32768),
+    '40h': (40 * 3600, None, 32768, 'wav'),
+    # Compressed clips, as Common Voice (MP3) and LibriSpeech (FLAC) ship
+    # them (not in `make bench`; --corpora mp3clips5s,flacclips5s).
+    'mp3clips5s': (20000, 5, 16000, 'mp3'),
+    'flacclips5s': (20000, 5, 16000, 'flac'),
 }
 DEFAULT_CORPORA = '1h,4h,clips3s,clips1s'
 
 
-def writers(corpus, out, win_len=32768):
+def writers(corpus, out, win_len=32768, audio_format='wav'):
   base = [PY, '-m', 'pipeline.run', '--input_dir', corpus, '--output_dir',
-          out, '--overwrite', '--win_len', str(win_len)]
+          out, '--overwrite', '--win_len', str(win_len), '--audio_formats',
+          audio_format]
   baseline = [PY, '-m', 'bench.baseline_numpy', corpus, out, '--win_len',
-              str(win_len)]
+              str(win_len), '--audio_format', audio_format]
   return {
       'wavbeam': base,
       'wavbeam_1worker': base + ['--direct_num_workers=1'],
@@ -73,7 +79,7 @@ def corpus_for(name):
   number alone is hours of long files (as before)."""
   if name not in CORPORA:
     name = f'{float(name):g}h'
-  total, clip, win_len = CORPORA[name]
+  total, clip, win_len, audio_format = CORPORA[name]
   path = os.path.join(ROOT, f'corpus_{name}')
   if not os.path.isdir(path):
     if clip is None:
@@ -81,7 +87,8 @@ def corpus_for(name):
                                   seed=int(total // 3600))
     else:
       example_corpus.write_corpus(path + '.tmp', total, min_seconds=clip,
-                                  max_seconds=clip, seed=int(100 + clip))
+                                  max_seconds=clip, seed=int(100 + clip),
+                                  audio_format=audio_format)
     os.rename(path + '.tmp', path)
   seconds, windows = 0.0, 0
   for r, _, files in os.walk(path):
@@ -110,8 +117,13 @@ def phases(out, started, wall):
   return (before, written['seconds'], wall - before - written['seconds'])
 
 
+def audio_format_of(name):
+  return CORPORA[name][3] if name in CORPORA else 'wav'
+
+
 def bench_writers(corpus_name, repeats, names, env):
   corpus, seconds, windows, win_len = corpus_for(corpus_name)
+  audio_format = audio_format_of(corpus_name)
   out = os.path.join(ROOT, 'out')
   runs = {n: [] for n in names}
   for _ in range(repeats):
@@ -122,8 +134,8 @@ def bench_writers(corpus_name, repeats, names, env):
       os.sync()
       time.sleep(1.0)
       started = time.time()
-      wall, peak, _ = run_measured(writers(corpus, out, win_len)[name],
-                                   env=env)
+      wall, peak, _ = run_measured(
+          writers(corpus, out, win_len, audio_format)[name], env=env)
       runs[name].append((wall, peak, dir_bytes(out),
                          phases(out, started, wall)))
   rows = {}

@@ -1,8 +1,9 @@
-"""A deterministic synthetic WAV corpus: the demo's data and the benchmark's.
+"""A deterministic synthetic corpus: the demo's data and the benchmark's.
 
 Four classes with different spectra (tones, chirps, noise bands, clicks),
-int16 mono files in one folder per class. The same arguments give the same
-bytes on every machine.
+int16 mono files in one folder per class: WAV, or FLAC or MP3 for the
+benchmark's compressed corpora. The same arguments give the same bytes on
+every machine (with the same soundfile wheel, for MP3).
 """
 
 import os
@@ -12,6 +13,9 @@ import numpy as np
 import soundfile as sf
 
 CLASSES = ('chirp', 'click', 'noise', 'tone')
+# audio format: (soundfile format, subtype)
+FORMATS = {'wav': ('WAV', 'PCM_16'), 'flac': ('FLAC', 'PCM_16'),
+           'mp3': ('MP3', 'MPEG_LAYER_III')}
 
 
 def _synth(kind: str, n: int, rate: int, rng: np.random.Generator):
@@ -40,7 +44,7 @@ def _synth(kind: str, n: int, rate: int, rng: np.random.Generator):
 
 def write_corpus(directory: str, total_seconds: float, *, min_seconds=20.0,
                  max_seconds=120.0, sample_rate=16000, seed=0,
-                 classes=CLASSES) -> List[str]:
+                 classes=CLASSES, audio_format='wav') -> List[str]:
   """Writes files until `total_seconds` of audio; returns their paths."""
   rng = np.random.default_rng(seed)
   paths, written, i = [], 0.0, 0
@@ -52,9 +56,10 @@ def write_corpus(directory: str, total_seconds: float, *, min_seconds=20.0,
     x = _synth(kind, n, sample_rate, rng)
     folder = os.path.join(directory, kind)
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f'{kind}_{i:05d}.wav')
+    path = os.path.join(folder, f'{kind}_{i:05d}.{audio_format}')
+    sf_format, subtype = FORMATS[audio_format]
     sf.write(path, np.round(x * 32767).astype(np.int16), sample_rate,
-             subtype='PCM_16')
+             format=sf_format, subtype=subtype)
     paths.append(path)
     written += n / sample_rate
     i += 1

@@ -107,9 +107,25 @@ def test_a_decode_shorter_than_its_header_is_refused(tmp_path):
   info, _ = wav_io.probe(0, path)
   assert info.frames == 3 * 48000   # as its Xing header says
   with pytest.raises(records.BadWav, match='decoded .* frames where the '
-                     'header declares'):
+                     'header declares 144000'):
     with wav_io.OpenFiles() as files:
-      files.read_range(path, 0, 100, info)
+      files.read_range(path, info.frames - 100, 100, info)
+
+
+def test_a_first_read_decodes_only_as_far_as_it_ends(tmp_path):
+  path = _write(tmp_path / 'a.mp3', 16000, 'MP3', 'MPEG_LAYER_III',
+                seconds=5)
+  full = whole_decode(path)
+  with wav_io.open_audio(path) as decoded:
+    decoded.seek(20000)
+    assert np.array_equal(decoded.read(1000), full[20000:21000])
+    assert len(decoded.samples) == 21000      # a prefix, not all 80000
+    decoded.seek(100)
+    assert np.array_equal(decoded.read(50), full[100:150])
+    assert len(decoded.samples) == 21000
+    decoded.seek(79000)
+    assert np.array_equal(decoded.read(5000), full[79000:])
+    assert len(decoded.samples) == 80000      # then the whole file
 
 
 def test_listing_takes_the_extensions_given(tmp_path):
