@@ -128,18 +128,17 @@ class DecodedWhole:
 
   One read from the start of the just-opened file gives the first n frames
   of the whole decode (tested), so the first read decodes only up to where
-  it ends (a shuffled shard usually wants one window of a clip: 40% less
-  decoding on 5-window clips); a read past that decodes the whole file
-  again, in one read.
+  it ends (a shuffled shard usually wants one window of a clip; on 5-s MP3
+  clips in 5 windows the shuffled run went from 0.89x to 1.09x the plain
+  loop, BENCHMARKS.md); a read past that decodes the whole file again, in
+  one read.
   """
 
   def __init__(self, path: str, wav):
     self.path, self._wav = path, wav   # wav: opened, nothing read yet
     self.frames, self.channels = wav.frames, wav.channels
     self.nbytes = decoded_bytes(self.frames, self.channels)
-    if self.nbytes > MAX_DECODED_BYTES:
-      raise BadWav(too_long_to_decode(wav.subtype, self.frames,
-                                      wav.samplerate, self.channels))
+    check_decodable(wav.subtype, self.frames, wav.samplerate, self.channels)
     self.samples = np.empty((0, self.channels), np.float32)
     self._frame = 0
 
@@ -172,13 +171,17 @@ class DecodedWhole:
     self.samples = samples
 
 
-def too_long_to_decode(subtype: str, frames: int, rate: int,
-                       channels: int) -> str:
-  return (f'{subtype} audio is decoded whole (its seeks are not sample-exact)'
-          f', up to {MAX_DECODED_BYTES >> 20} MiB of float32 samples; this '
-          f'file has {frames / rate:.1f} s of {channels}-channel {rate} Hz '
-          f'({decoded_bytes(frames, channels) >> 20} MiB): convert it to '
-          'FLAC or WAV')
+def check_decodable(subtype: str, frames: int, rate: int,
+                    channels: int) -> None:
+  """Raises BadWav when a file decoded whole would exceed
+  MAX_DECODED_BYTES."""
+  if decoded_bytes(frames, channels) > MAX_DECODED_BYTES:
+    raise BadWav(
+        f'{subtype} audio is decoded whole (its seeks are not sample-exact)'
+        f', up to {MAX_DECODED_BYTES >> 20} MiB of float32 samples; this '
+        f'file has {frames / rate:.1f} s of {channels}-channel {rate} Hz '
+        f'({decoded_bytes(frames, channels) >> 20} MiB): convert it to '
+        'FLAC or WAV')
 
 
 @contextlib.contextmanager
@@ -283,11 +286,10 @@ def probe(index: int, path: str) -> Tuple[WavInfo, Optional[str]]:
                      wav.subtype, size, meta.last_updated_in_seconds,
                      head_crc=head_crc(head))
       if info.subtype in WHOLE_DECODE_SUBTYPES:
-        # Checked when decoded (DecodedWhole): a Vorbis seek to the last
-        # frame fails on good files.
-        if decoded_bytes(info.frames, info.channels) > MAX_DECODED_BYTES:
-          raise BadWav(too_long_to_decode(info.subtype, info.frames,
-                                          info.sample_rate, info.channels))
+        # The length is checked when decoded (DecodedWhole): a Vorbis seek
+        # to the last frame fails on good files.
+        check_decodable(info.subtype, info.frames, info.sample_rate,
+                        info.channels)
       elif info.frames > 0:
         wav.seek(info.frames - 1)
         if wav.read(1, dtype='float64', always_2d=True).shape[0] != 1:
