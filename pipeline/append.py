@@ -19,7 +19,6 @@ The launcher, before anything runs:
 """
 
 import dataclasses
-import json
 import logging
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
@@ -28,6 +27,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline import dataset_dir as dataset_dir_lib
 from pipeline.contract import naming
 from pipeline.contract import parts as parts_lib
+from pipeline.contract import rejects as rejects_lib
 from pipeline.config import ConfigError, PipelineConfig
 from transforms import dofns
 from transforms import filesystem
@@ -123,12 +123,12 @@ def seen_files(part_dirs: List[str]) -> Tuple[Dict[str, Tuple[int, int]],
                         'with --overwrite to append to it')
     for entry in sources.parse(dataset_dir_lib.BEAM_FS.read_text(path), path):
       identities[entry['path']] = (entry['size'], entry['head_crc32c'])
-    rejects = naming.join(d, naming.REJECTS_FILE)
-    if FileSystems.exists(rejects):
-      for raw in dataset_dir_lib.BEAM_FS.read_text(rejects).splitlines():
-        entry = json.loads(raw)
-        if entry.get('stage') and 'frames' not in entry:
-          rejected.add(entry['path'])
+    path = naming.join(d, rejects_lib.FILE_NAME)
+    if FileSystems.exists(path):
+      rejected.update(
+          record['path'] for record in rejects_lib.parse(
+              dataset_dir_lib.BEAM_FS.read_text(path), path)
+          if rejects_lib.rejected_whole(record))
   return identities, rejected
 
 

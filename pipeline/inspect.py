@@ -12,7 +12,6 @@ cannot be read, 2 for usage errors.
 
 import argparse
 import collections
-import json
 import os
 import sys
 from typing import Dict, Iterator, List
@@ -22,6 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
+from pipeline.contract import rejects as rejects_lib
 from pipeline.dataset_dir import part_dirs, read_whole_metadata, shard_problem
 from pipeline.dataset_dir import resolve as resolve_dataset_dir
 from pipeline.contract.errors import DatasetError, WavbeamError
@@ -61,11 +61,10 @@ def rejects(output_dir: str) -> List[Dict]:
   """rejects.jsonl's records, of every part."""
   found = []
   for folder in part_dirs(output_dir):
-    path = naming.join(folder, naming.REJECTS_FILE)
+    path = naming.join(folder, rejects_lib.FILE_NAME)
     if FileSystems.exists(path):
       with FileSystems.open(path) as f:
-        found += [json.loads(line) for line in
-                  f.read().decode('utf-8').splitlines() if line.strip()]
+        found += rejects_lib.parse(f.read().decode('utf-8'), path)
   return found
 
 
