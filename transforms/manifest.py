@@ -15,13 +15,13 @@ import csv
 import dataclasses
 import functools
 import io
-import json
 import re
 import string
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.contract import json_lines
 from pipeline.contract import naming
 from pipeline.config import ConfigError, PipelineConfig, check_split_name
 
@@ -100,18 +100,15 @@ def parse_rows(text: str, kind: str,
   """(line number, {column: value}) of each row; ConfigError naming the
   line for a row that does not parse or has the wrong number of cells."""
   if kind == 'jsonl':
-    for number, line in enumerate(text.splitlines(), 1):
-      if not line.strip():
-        continue
-      try:
-        row = json.loads(line)
-      except ValueError as e:
-        raise ConfigError(OPTION, where, f'line {number} is not JSON '
-                          f'({e})') from e
-      if not isinstance(row, dict):
-        raise ConfigError(OPTION, where, f'line {number} is not a JSON '
-                          'object')
-      yield number, {k: '' if v is None else str(v) for k, v in row.items()}
+    try:
+      for number, row in json_lines.values(text):
+        if not isinstance(row, dict):
+          raise ConfigError(OPTION, where, f'line {number} is not a JSON '
+                            'object')
+        yield number, {k: '' if v is None else str(v)
+                       for k, v in row.items()}
+    except json_lines.NotJson as e:
+      raise ConfigError(OPTION, where, str(e)) from e
     return
   # Common Voice's TSVs hold sentences with quote marks: cells are not
   # quoted there, so TSVs are read with no quoting.

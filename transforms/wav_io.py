@@ -157,13 +157,13 @@ class DecodedWhole:
 
   def _decode(self, stop: Optional[int]) -> None:
     """The first `stop` frames, or (None) the whole file."""
+    frames = -1 if stop is None else stop
     if self._wav is not None:
       wav, self._wav = self._wav, None
-      samples = wav.read(stop or -1, dtype='float32', always_2d=True)
+      samples = wav.read(frames, dtype='float32', always_2d=True)
     else:
       with open_wav(self.path) as wav:
-        samples = wav.read(-1 if stop is None else stop, dtype='float32',
-                           always_2d=True)
+        samples = wav.read(frames, dtype='float32', always_2d=True)
     wanted = self.frames if stop is None else stop
     if len(samples) != wanted:
       raise BadWav(f'decoded {len(samples)} frames where the header '

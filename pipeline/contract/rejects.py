@@ -7,9 +7,9 @@ One JSON object a line: a rejected file, or window, {"path", "stage",
 only: every layer imports it.
 """
 
-import json
 from typing import List
 
+from pipeline.contract import json_lines
 from pipeline.contract import naming
 from pipeline.contract.errors import DatasetError
 
@@ -20,18 +20,16 @@ def parse(text: str, where: str) -> List[dict]:
   """The records of a rejects.jsonl's text; DatasetError naming the line
   of one that is not such a record."""
   records = []
-  for number, line in enumerate(text.splitlines(), 1):
-    if not line.strip():
-      continue
-    try:
-      record = json.loads(line)
-    except ValueError as e:
-      raise DatasetError(f'{where}, line {number}: not JSON ({e})') from e
-    if not isinstance(record, dict) or not isinstance(record.get('path'),
-                                                      str):
-      raise DatasetError(f'{where}, line {number}: not a record with a '
-                         f'"path": {line[:200]!r}')
-    records.append(record)
+  try:
+    for number, record in json_lines.values(text):
+      if not isinstance(record, dict) or not isinstance(record.get('path'),
+                                                        str):
+        raise DatasetError(f'{where}, line {number}: not a record with a '
+                           f'"path": {str(record)[:200]!r}')
+      records.append(record)
+  except json_lines.NotJson as e:
+    raise DatasetError(f'{where}, line {e.number}: not JSON '
+                       f'({e.cause})') from e
   return records
 
 
