@@ -4,10 +4,11 @@
 
 Datasets: the bench's 1 h corpus (window 32768) and its 20,000 one-second
 clips (window 16000), written by wavbeam into scratch/bench/readers_*
-(signal + spectrogram, the defaults, with --array_record). Readers whose
-name ends in `_shuffled` read a full epoch in a fresh random order from
-the ArrayRecord copies (random access); the others read the TFRecord
-shards in sequence. Each reader reads the train split,
+(signal + spectrogram, the defaults, with --array_record). Readers with
+`_shuffled` in their name read a full epoch in a fresh random order from
+the ArrayRecord copies (random access; `torch_map_*` with
+pipeline.torch_dataset.collate, or DataLoader's default_collate); the
+others read the TFRecord shards in sequence. Each reader reads the train split,
 all features, in a process of its own (start-up not timed), 3 passes:
 the first pass is reported apart ("first": tf.data's and the page cache's
 warm-up included, files already in the page cache from writing), then the
@@ -34,7 +35,8 @@ READERS = ('replay_dataset', 'hand_written', 'tfds_as_dataset',
            'torch_loader_0_workers', 'torch_loader_2_workers',
            'torch_augment_0_workers', 'torch_augment_2_workers',
            'array_record_shuffled', 'tfds_data_source_shuffled',
-           'grain_shuffled', 'torch_map_shuffled_2_workers')
+           'grain_shuffled', 'torch_map_shuffled_2_workers',
+           'torch_map_shuffled_2_workers_default_collate')
 BATCH = 64
 
 
@@ -74,7 +76,8 @@ def make_reader(name, out):
     return _torch_loader(out, int(name.split('_')[2]),
                          augment=name.startswith('torch_augment_'))
   if name in ('array_record_shuffled', 'grain_shuffled',
-              'torch_map_shuffled_2_workers'):
+              'torch_map_shuffled_2_workers',
+              'torch_map_shuffled_2_workers_default_collate'):
     return _random_access(name, out)
   if name == 'tfds_data_source_shuffled':
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -181,10 +184,11 @@ def _random_access(name, out):
     return lambda: sum(len(b['index']) for b in grain.MapDataset.source(
         source).shuffle(seed=next(seeds)).batch(BATCH))
   import torch
-  from pipeline.torch_dataset import WavbeamMapDataset
+  from pipeline.torch_dataset import WavbeamMapDataset, collate
   loader = torch.utils.data.DataLoader(
       WavbeamMapDataset(out, 'train'), batch_size=BATCH, shuffle=True,
-      num_workers=2, persistent_workers=True)
+      num_workers=2, persistent_workers=True,
+      collate_fn=None if name.endswith('default_collate') else collate)
   return lambda: sum(len(b['index']) for b in loader)
 
 

@@ -22,6 +22,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from pipeline import batching
 from pipeline.contract import dataset as dataset_lib
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import schema as schema_lib
@@ -92,30 +93,36 @@ class NumpyDataset:
     rng = np.random.default_rng(
         None if self.seed is None else [self.seed, self._epoch])
     self._epoch += 1
-    examples = self._examples(rng)
+    # Examples batched as they come need no copy of their own (shuffled,
+    # they wait in the buffer as views of their records).
+    examples = self._examples(rng, copy=self.batch_size is None)
     if self.shuffle:
       examples = buffer_shuffle(examples, self.shuffle_buffer_size, rng)
     if self.batch_size is None:
       return examples
-    return _batches(examples, self.batch_size, self.drop_remainder)
+    return batching.BatchBuffers().batches(examples, self.batch_size,
+                                           self.drop_remainder)
 
-  def _examples(self, rng) -> Iterator[Dict]:
+  def _examples(self, rng, copy: bool) -> Iterator[Dict]:
     order = list(range(len(self.shards)))
     if self.shuffle:
       rng.shuffle(order)
     for i in order:
-      yield from self.read_shard(self.shards[i])
+      yield from self.read_records(self.shards[i], 0,
+                                   self.shards[i]['num_examples'], copy)
 
   def read_shard(self, shard: Dict) -> Iterator[Dict]:
     """A shard's examples, checked: size, CRCs, record count, schema."""
     return self.read_records(shard, 0, shard['num_examples'])
 
-  def read_records(self, shard: Dict, start: int,
-                   stop: int) -> Iterator[Dict]:
+  def read_records(self, shard: Dict, start: int, stop: int,
+                   copy: bool = True) -> Iterator[Dict]:
     """Examples start..stop-1 of a shard, checked like read_shard; the
     records before `start` are skipped by their headers (length CRCs
     checked). The reader whose range ends the shard checks that it ends
-    there, so readers that split a split between them check every shard."""
+    there, so readers that split a split between them check every shard.
+    `copy=False`: arrays are read-only views of the record, for a caller
+    that copies them into a batch at once (a copy fewer)."""
     path = os.path.join(self.output_dir, shard['file'])
     check_file(path, shard['num_bytes'], 'shard')
     opener = gzip.open if self.metadata['compression'] == 'gzip' else open
@@ -131,7 +138,8 @@ class NumpyDataset:
           if item is None:
             break
           try:
-            example = example_codec.decode_example(item[1], self.schema)
+            example = example_codec.decode_example(item[1], self.schema,
+                                                   copy)
           except schema_lib.SchemaError as e:
             raise DatasetError(f'shard {path}: record {count}: {e}') from e
           count += 1
@@ -194,29 +202,3 @@ def buffer_shuffle(items: Iterator, size: int, rng) -> Iterator:
     buffer[i] = item
   rng.shuffle(buffer)
   yield from buffer
-
-
-def _batches(examples: Iterator[Dict], size: int,
-             drop_remainder: bool) -> Iterator[Dict]:
-  batch: List[Dict] = []
-  for example in examples:
-    batch.append(example)
-    if len(batch) == size:
-      yield _stack(batch)
-      batch = []
-  if batch and not drop_remainder:
-    yield _stack(batch)
-
-
-def _stack(batch: List[Dict]) -> Dict:
-  """Arrays stacked on a new first axis; strings as lists."""
-  out = {}
-  for key, first in batch[0].items():
-    values = [e[key] for e in batch]
-    if isinstance(first, str):
-      out[key] = values
-    elif first.ndim == 0:  # np.stack of scalars costs 10x np.array's
-      out[key] = np.array(values, first.dtype)
-    else:
-      out[key] = np.stack(values)
-  return out

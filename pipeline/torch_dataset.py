@@ -25,27 +25,31 @@ evenly. `len()` is this rank's number of examples (or batches).
 Examples are numpy_reader's (the same dtypes, shapes and checks: CRCs,
 sizes, record counts).
 
-`batch_size` batches in the dataset: a worker fills each batch's tensors
-in place (in shared memory, which is how DataLoader hands tensors over),
-one copy fewer than DataLoader's own batching; use it with
-`DataLoader(batch_size=None)`. Ranges are cut at whole batches, so only
-a rank's last batch is short (`drop_last` drops it). `transform` is
-applied to each example (a dict of numpy arrays) in the worker before
-batching: per-example work such as augmentation is what workers speed up.
-Plain reading is not: handing a worker's batch over through shared memory
-costs about as much as decoding it (BENCHMARKS.md).
+`batch_size` batches in the dataset; use it with
+`DataLoader(batch_size=None)`. A worker fills each batch's arrays into
+shared memory it reuses once the training process has let go of the
+batch (pipeline.torch_batches), so handing batches over costs next to
+nothing and 2 workers read 1.7-1.8x as fast as none on 2 cores
+(BENCHMARKS.md); DataLoader's own batching makes fresh shared memory for
+every batch.
+Ranges are cut at whole batches, so only a rank's last batch is short
+(`drop_last` drops it). `transform` is applied to each example (a dict of
+numpy arrays) in the worker before batching.
 
 With shuffle, the shard order is drawn from (seed, epoch) and examples
 pass a shuffle buffer seeded by (seed, epoch, rank, worker).
 """
 
+import os
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
 from torch.utils import data as torch_data
 
+from pipeline import batching
 from pipeline import numpy_reader
+from pipeline import torch_batches
 from pipeline.array_record_source import ArrayRecordSource
 
 
@@ -78,6 +82,10 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     self._first = self.rank * total // self.world_size
     self._end = (self.rank + 1) * total // self.world_size
     self.epoch = 0
+    self._buffers: Dict = {}
+
+  def __getstate__(self):  # a spawned worker makes its own buffers
+    return {**self.__dict__, '_buffers': {}}
 
   def set_epoch(self, epoch: int) -> None:
     """Sets the epoch the next iteration shuffles for (as
@@ -98,7 +106,11 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     order = list(range(len(self._counts)))
     if self.shuffle:  # the same order in every worker: each takes its own
       np.random.default_rng([self.seed, self.epoch]).shuffle(order)
-    examples = self._read(order, first, end)
+    # Batched as they come, untransformed examples need no copy of their
+    # own; shuffled, they wait in the buffer as views of their records.
+    examples = self._read(order, first, end,
+                          copy=self.batch_size is None or
+                          self.transform is not None)
     if self.shuffle:
       rng = np.random.default_rng([self.seed, self.epoch, self.rank, worker])
       examples = numpy_reader.buffer_shuffle(
@@ -107,8 +119,17 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
       examples = map(self.transform, examples)
     if self.batch_size is None:
       return examples
-    return _batches(examples, self.batch_size, self.drop_last,
-                    shared=info is not None)
+    # Each process its own, shared in a worker: a worker forked after the
+    # training process read in-process must not fill that one's buffers.
+    where = (os.getpid(), info is not None)
+    if where not in self._buffers:
+      self._buffers[where] = (torch_batches.SharedBatchBuffers() if info
+                              else batching.BatchBuffers())
+    buffers = self._buffers[where]
+    if info is not None:
+      return buffers.handed_over(examples, self.batch_size, self.drop_last)
+    return map(torch_batches.tensors,
+               buffers.batches(examples, self.batch_size, self.drop_last))
 
   def _worker_range(self, worker: int, workers: int):
     """This worker's records, as positions in the rank's range; cut at
@@ -119,42 +140,12 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     end = min((worker + 1) * units // workers * unit, n)
     return self._first + first, self._first + end
 
-  def _read(self, order: List[int], first: int, end: int):
+  def _read(self, order: List[int], first: int, end: int, copy: bool):
     counts = [self._counts[i] for i in order]
     for position, start, stop in numpy_reader.record_ranges(
         counts, first, end):
       yield from self._reader.read_records(
-          self._reader.shards[order[position]], start, stop)
-
-
-def _batches(examples, size: int, drop_last: bool, shared: bool):
-  batch: List[Dict] = []
-  for example in examples:
-    batch.append(example)
-    if len(batch) == size:
-      yield _collate(batch, shared)
-      batch = []
-  if batch and not drop_last:
-    yield _collate(batch, shared)
-
-
-def _collate(batch: List[Dict], shared: bool) -> Dict:
-  """Tensors stacked on a new first axis, strings as lists; in a worker,
-  made in shared memory and filled in place (as DataLoader's own
-  collation does), so handing them over copies nothing more."""
-  out = {}
-  for key, first in batch[0].items():
-    if isinstance(first, str):
-      out[key] = [e[key] for e in batch]
-      continue
-    first = np.asarray(first)
-    tensor = torch.from_numpy(np.empty((len(batch),) + first.shape,
-                                       first.dtype))
-    if shared:
-      tensor.share_memory_()
-    np.stack([e[key] for e in batch], out=tensor.numpy())
-    out[key] = tensor
-  return out
+          self._reader.shards[order[position]], start, stop, copy)
 
 
 def _rank_and_size(rank: Optional[int], world_size: Optional[int]):
@@ -171,9 +162,10 @@ def _rank_and_size(rank: Optional[int], world_size: Optional[int]):
 
 class WavbeamMapDataset(torch_data.Dataset):
   """Random access (a map-style Dataset) over a split written with
-  --array_record: `DataLoader(data, shuffle=True)` shuffles the whole
-  split each epoch, and a DistributedSampler splits it between ranks.
-  Items are ArrayRecordSource's (numpy_reader's dicts of arrays)."""
+  --array_record: `DataLoader(data, shuffle=True, collate_fn=collate)`
+  shuffles the whole split each epoch, and a DistributedSampler splits it
+  between ranks. Items are ArrayRecordSource's (numpy_reader's dicts of
+  arrays)."""
 
   def __init__(self, output_dir: str, split: str = 'train', *,
                features: Optional[Sequence[str]] = None):
@@ -188,3 +180,27 @@ class WavbeamMapDataset(torch_data.Dataset):
 
   def __getitems__(self, indices):  # DataLoader fetches a batch at once
     return self.source.__getitems__(indices)
+
+
+def collate(examples: List[Dict]) -> Dict:
+  """DataLoader's `collate_fn` for WavbeamMapDataset (or any dataset of
+  wavbeam examples): the batch as WavbeamIterableDataset makes it, filled
+  into this process's reused buffers and, from a worker, handed over in
+  shared memory once (pipeline.torch_batches). DataLoader's own
+  default_collate gives the same tensors in fresh shared memory for every
+  batch."""
+  shared = torch_data.get_worker_info() is not None
+  where = (os.getpid(), shared)
+  if where not in _COLLATE_BUFFERS:
+    _COLLATE_BUFFERS[where] = (torch_batches.SharedBatchBuffers() if shared
+                               else batching.BatchBuffers())
+  buffers = _COLLATE_BUFFERS[where]
+  if shared:
+    return next(buffers.handed_over(examples, len(examples), False))
+  return torch_batches.tensors(
+      next(buffers.batches(examples, len(examples), False)))
+
+
+# collate's buffers, one pool a process (a function has nowhere else to
+# keep them; a forked worker's copy of the parent's entry is never used).
+_COLLATE_BUFFERS: Dict = {}

@@ -19,7 +19,7 @@ from pipeline import replay
 from pipeline import verify
 from pipeline.array_record_source import ArrayRecordSource
 from pipeline.contract.errors import DatasetError
-from pipeline.torch_dataset import WavbeamMapDataset
+from pipeline.torch_dataset import WavbeamMapDataset, collate
 from tests import helpers as H
 from pipeline.contract import array_record_file
 from pipeline.contract import tfrecord
@@ -148,15 +148,22 @@ def test_grain_shuffled_sharded_checkpointed(dataset):
   assert [_key(e) for e in resumed] == rest == keys[0][3:]
 
 
-def test_pytorch_map_style_dataset_shuffles_each_example_once(dataset):
+@pytest.mark.parametrize('collate_fn', [None, collate])
+def test_pytorch_map_style_dataset_shuffles_each_example_once(dataset,
+                                                              collate_fn):
+  """With DataLoader's default_collate and with wavbeam's collate (reused
+  buffers handed over once; every batch kept here, so none is reused
+  under one still held)."""
   data = WavbeamMapDataset(dataset, 'train')
   reference = {_key(e): e for e in _replayed_in_order(dataset)}
   loader = torch.utils.data.DataLoader(
       data, batch_size=3, shuffle=True, num_workers=2,
-      multiprocessing_context='spawn',
+      multiprocessing_context='spawn', collate_fn=collate_fn,
       generator=torch.Generator().manual_seed(0))
   seen = []
-  for batch in loader:
+  batches = list(loader)
+  for batch in batches:
+    assert batch['spectrogram'].dtype == torch.float32
     for i, path in enumerate(batch['filepath']):
       key = (path, int(batch['win_start_idx'][i]))
       seen.append(key)

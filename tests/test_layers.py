@@ -8,7 +8,8 @@ import ast
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-READERS = ('replay', 'numpy_reader', 'torch_dataset', 'array_record_source')
+READERS = ('replay', 'numpy_reader', 'torch_dataset', 'array_record_source',
+           'batching', 'torch_batches')
 
 
 def _imports(path):

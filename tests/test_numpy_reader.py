@@ -90,6 +90,26 @@ def test_batches_shuffle_and_features(dataset):
   assert batch['signal'].shape == (3, 1024) and len(batch['class']) == 3
 
 
+def test_kept_batches_hold_the_examples_bit_for_bit(dataset):
+  """Batches are filled into reused buffers (pipeline.batching) from
+  examples decoded without a copy of their own: every batch kept stays
+  the examples it was made of."""
+  plain = list(numpy_reader.numpy_dataset(str(dataset)))
+  batches = list(numpy_reader.numpy_dataset(str(dataset), batch_size=3))
+  assert len(batches) == -(-len(plain) // 3) > 3
+  for i, example in enumerate(plain):
+    batch = batches[i // 3]
+    for key, value in example.items():
+      got = batch[key][i % 3]
+      if isinstance(value, str):
+        assert got == value
+      else:
+        assert got.dtype == value.dtype and got.shape == np.shape(value)
+        assert got.tobytes() == np.asarray(value).tobytes()
+  assert all(a.flags.writeable for a in batches[0].values()
+             if isinstance(a, np.ndarray))
+
+
 def _copy(dataset, tmp_path):
   import shutil
   out = tmp_path / 'copy'

@@ -229,9 +229,12 @@ def _int64s(payload):
   return values
 
 
-def decode_example(data: bytes, schema: schema_lib.Schema) -> dict:
+def decode_example(data: bytes, schema: schema_lib.Schema,
+                   copy: bool = True) -> dict:
   """Inverse of encode_example, checked against `schema` (numpy, no TF).
 
+  Arrays are writable copies, or with `copy=False` read-only views of
+  `data` (possibly unaligned), for a caller that copies them on at once.
   Raises SchemaError naming the key when a feature is missing, extra, of
   the wrong kind or of the wrong size.
   """
@@ -281,7 +284,7 @@ def decode_example(data: bytes, schema: schema_lib.Schema) -> dict:
             f'feature {key!r}: {len(items[0])} bytes, {spec.dtype}'
             f'{list(spec.shape)} needs {size}')
       # bytearray copies: writable arrays (PyTorch warns on read-only ones).
-      out[key] = decode_raw(bytearray(items[0]), spec)
+      out[key] = decode_raw(bytearray(items[0]) if copy else items[0], spec)
     elif spec.encoding == schema_lib.INT64_LIST:
       values = _int64s(items[0]) if items else []
       if len(values) != 1:
@@ -289,8 +292,10 @@ def decode_example(data: bytes, schema: schema_lib.Schema) -> dict:
       out[key] = np.int64(values[0])
     else:
       # Packed (one item) or, from other writers, one 4-byte item per value.
-      raw = (bytearray(items[0]) if len(items) == 1 else
-             bytearray().join(items))
+      if len(items) == 1:
+        raw = bytearray(items[0]) if copy else items[0]
+      else:
+        raw = bytearray().join(items)
       size = 4 * int(np.prod(spec.shape))
       if len(raw) != size:
         raise schema_lib.SchemaError(

@@ -1,0 +1,185 @@
+"""Batches filled into buffers that are reused once the caller lets go.
+
+A batch's arrays are views of one buffer. The buffer goes back to the
+pool only when every one of those arrays (and every view, or tensor, made
+from them) is gone, so a batch a training loop keeps stays intact: it
+keeps its buffer, and the next batch takes another. Examples are copied
+in as they come, so only one example's own memory is alive at a time.
+Both spare the page faults of fresh memory: holding a batch's worth of
+examples and stacking them into fresh arrays made the allocator give the
+memory back to the system and fault it in again for every batch (the
+bench's 1 h dataset through a DataLoader without workers: 5,300
+examples/s stacked into fresh arrays, 6,100 reused and filled as they
+come, 6,800 with examples decoded without a copy of their own).
+
+The lease is one byte at the start of each buffer, set when the buffer is
+filled and cleared when its batch dies. torch_batches puts the buffers in
+shared memory, where a DataLoader worker fills them and the training
+process clears the byte.
+"""
+
+import weakref
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+# Arrays start at multiples of 64 bytes (a cache line, and enough for any
+# dtype's alignment); the lease byte sits in the first 64.
+_ALIGN = 64
+# Buffers kept while nobody holds them: enough for DataLoader's
+# prefetching (2 batches a worker by default) and the batch in use.
+MAX_IDLE = 4
+
+
+class Batch:
+  """A filled, leased buffer: `arrays()` is the batch, a dict of arrays
+  (strings as lists), and holds the lease from then on. `layout` is (key,
+  offset, dtype, shape) per feature, offset None for strings."""
+
+  def __init__(self, number: int, memory: np.ndarray, layout: List,
+               strings: Dict[str, List]):
+    self.number, self.memory = number, memory
+    self.layout, self.strings = layout, strings
+
+  def arrays(self) -> Dict:
+    return arrays(self.memory, self.layout, self.strings)
+
+
+class BatchBuffers:
+  """The buffers of one process, filled by `batches()`."""
+
+  def __init__(self):
+    self._buffers: Dict[int, np.ndarray] = {}  # number -> uint8 memory
+    self._next_number = 0
+
+  def __len__(self) -> int:
+    return len(self._buffers)
+
+  def idle(self) -> int:
+    return len(self._idle())
+
+  def batches(self, examples: Iterable[Dict], size: int,
+              drop_last: bool) -> Iterator[Dict]:
+    """Dicts of arrays stacked on a new first axis, strings as lists; the
+    last batch short unless `drop_last`."""
+    for batch in self.filled(examples, size, drop_last):
+      yield batch.arrays()
+
+  def filled(self, examples: Iterable[Dict], size: int,
+             drop_last: bool) -> Iterator[Batch]:
+    """The filled buffers; each stays leased until its `arrays()` are
+    gone (or, from a worker, until the training process lets go)."""
+    filling: Optional[_Filling] = None
+    try:
+      for example in examples:
+        if filling is None:
+          filling = _Filling(example, size, self._take)
+        filling.add(example)
+        if filling.count == size:
+          batch, filling = filling.batch(), None
+          yield batch
+      if filling is not None and not drop_last:
+        batch, filling = filling.batch(), None
+        yield batch
+    finally:  # stopped early or failed: the half-filled buffer is free
+      if filling is not None:
+        release(filling.memory)
+
+  def allocate(self, number: int, size: int) -> np.ndarray:
+    """A new buffer of `size` bytes (torch_batches: in shared memory)."""
+    del number
+    return np.empty(size, np.uint8)
+
+  def retired(self, number: int) -> None:
+    """Called when buffer `number` leaves the pool."""
+
+  def _take(self, size: int) -> Tuple[int, np.ndarray]:
+    idle = self._idle()
+    fits = [n for n in idle if len(self._buffers[n]) >= size]
+    if fits:
+      number = fits[0]
+    else:
+      # Sizes change only for a last, short batch, or with the features a
+      # transform returns: the idle ones, all too small, go.
+      for n in idle:
+        self._retire(n)
+      number, self._next_number = self._next_number, self._next_number + 1
+      self._buffers[number] = self.allocate(number, size)
+    memory = self._buffers[number]
+    memory[0] = 1
+    # After a training loop kept many batches, give back what it let go.
+    for n in self._idle()[MAX_IDLE:]:
+      self._retire(n)
+    return number, memory
+
+  def _idle(self) -> List[int]:
+    return [n for n, m in self._buffers.items() if not m[0]]
+
+  def _retire(self, number: int) -> None:
+    del self._buffers[number]
+    self.retired(number)
+
+
+class _Filling:
+  """A buffer being filled: the layout comes from the first example."""
+
+  def __init__(self, first: Dict, size: int, take):
+    self.keys, self.count = list(first), 0
+    self.strings: Dict[str, List] = {}
+    specs, end = {}, _ALIGN
+    for key, value in first.items():
+      if isinstance(value, str):
+        self.strings[key] = []
+        continue
+      value = np.asarray(value)
+      specs[key] = (end, value.dtype.str, (size,) + value.shape)
+      end += -(-value.nbytes * size // _ALIGN) * _ALIGN
+    self.number, self.memory = take(end)
+    self.offsets = {key: spec[0] for key, spec in specs.items()}
+    self.rows = {key: view(self.memory, *spec)
+                 for key, spec in specs.items()}
+
+  def add(self, example: Dict) -> None:
+    if list(example) != self.keys:
+      raise ValueError(f'an example has the features {list(example)}, '
+                       f'the batch\'s first {self.keys}')
+    for key, rows in self.rows.items():
+      value = np.asarray(example[key])
+      if value.shape != rows.shape[1:] or value.dtype != rows.dtype:
+        raise ValueError(
+            f'feature {key!r}: {value.dtype}{list(value.shape)} in an '
+            f'example, {rows.dtype}{list(rows.shape[1:])} in the batch\'s '
+            'first: batched examples need equal shapes and dtypes')
+      rows[self.count] = value
+    for key, values in self.strings.items():
+      values.append(example[key])
+    self.count += 1
+
+  def batch(self) -> Batch:
+    layout = [(key, None, None, None) if key in self.strings else
+              (key, self.offsets[key], self.rows[key].dtype.str,
+               (self.count,) + self.rows[key].shape[1:])
+              for key in self.keys]
+    return Batch(self.number, self.memory, layout, self.strings)
+
+
+def arrays(memory: np.ndarray, layout: List, strings: Dict) -> Dict:
+  """The batch in `memory`: its arrays are views of one array, whose death
+  clears the lease."""
+  # The one object every array below keeps alive: numpy takes an array's
+  # base past views to the array owning the memory, but stops at one
+  # made on a memoryview.
+  whole = np.frombuffer(memoryview(memory), np.uint8)
+  weakref.finalize(whole, release, memory)
+  return {key: strings[key] if offset is None else
+          view(whole, offset, dtype, shape)
+          for key, offset, dtype, shape in layout}
+
+
+def view(memory: np.ndarray, offset: int, dtype: str, shape) -> np.ndarray:
+  size = np.dtype(dtype).itemsize * int(np.prod(shape))
+  return memory[offset:offset + size].view(dtype).reshape(shape)
+
+
+def release(memory: np.ndarray) -> None:
+  memory[0] = 0
