@@ -81,7 +81,9 @@ def test_workers_hand_batches_over_in_a_few_buffers():
   """In a real DataLoader with 2 workers, over several epochs: every batch
   right, kept ones intact, and the buffers few and sent once each
   (counted as the file descriptors the training process receives:
-  DataLoader's own batching sends one per batch and tensor)."""
+  DataLoader's own batching sends one per batch and tensor); with workers
+  made afresh each epoch, the training process lets go of the buffers of
+  those that exited."""
   script = textwrap.dedent('''
       import numpy as np, torch
       from torch.multiprocessing import reductions
@@ -117,10 +119,18 @@ def test_workers_hand_batches_over_in_a_few_buffers():
       for first, batch in kept:
         assert (batch['i'].numpy()[:, 0] == first).all()
       print(len(received))
+      del kept, batch, loader
+      # Workers made afresh each epoch: the mappings of exited ones go.
+      fresh = torch.utils.data.DataLoader(Data(), batch_size=None,
+                                          num_workers=2)
+      for epoch in range(3):
+        assert sum(len(b['i']) for b in fresh) == 400
+      print(len(torch_batches._MAPPED))
   ''')
   proc = subprocess.run([sys.executable, '-c', script], cwd=ROOT,
                         capture_output=True, text=True, check=False)
   assert proc.returncode == 0, proc.stderr
-  descriptors = int(proc.stdout.split()[-1])
+  descriptors, pools = map(int, proc.stdout.split()[-2:])
+  assert pools == 2  # the last epoch's workers; 8 without the clean-up
   # 200 batches; each worker's buffers: those prefetched, in use or kept.
   assert 0 < descriptors <= 2 * (batching.MAX_IDLE + 2) + 3
