@@ -34,7 +34,9 @@ nothing and 2 workers read 1.7-1.8x as fast as none on 2 cores
 every batch.
 Ranges are cut at whole batches, so only a rank's last batch is short
 (`drop_last` drops it). `transform` is applied to each example (a dict of
-numpy arrays) in the worker before batching.
+numpy arrays) in the worker before batching. To batch single examples in
+the DataLoader instead (`DataLoader(data, batch_size=32)`), pass
+`collate_fn=collate` for the same hand-over.
 
 With shuffle, the shard order is drawn from (seed, epoch) and examples
 pass a shuffle buffer seeded by (seed, epoch, rank, worker).

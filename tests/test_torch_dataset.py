@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from pipeline import numpy_reader
-from pipeline.torch_dataset import WavbeamIterableDataset
+from pipeline.torch_dataset import WavbeamIterableDataset, collate
 from tests import helpers as H
 from tests.dask_cluster import free_port
 
@@ -51,14 +51,18 @@ def _keys_of_batches(batches):
 
 
 @pytest.mark.parametrize('workers', [0, 2])
+@pytest.mark.parametrize('collate_fn', [None, collate])
 @pytest.mark.filterwarnings('error::UserWarning')  # e.g. read-only arrays
-def test_every_example_once_per_epoch_bit_equal(dataset, workers):
+def test_every_example_once_per_epoch_bit_equal(dataset, workers,
+                                                collate_fn):
+  """Single examples batched by DataLoader: with its default_collate, and
+  with wavbeam's collate (reused buffers; every batch is kept here)."""
   reference = _reference(dataset)
   data = WavbeamIterableDataset(dataset, 'train', features=FEATURES,
                                 shuffle=True, seed=3)
   assert len(data) == len(reference) > 14  # more than two shards
   loader = torch.utils.data.DataLoader(
-      data, batch_size=5, num_workers=workers,
+      data, batch_size=5, num_workers=workers, collate_fn=collate_fn,
       multiprocessing_context='spawn' if workers else None)
   orders = []
   for epoch in range(2):
@@ -142,7 +146,7 @@ def test_torch_distributed_ranks_read_disjoint_parts(dataset, tmp_path):
   its rank from torch.distributed; together they read every example."""
   script = textwrap.dedent('''
       import sys, torch.distributed as dist
-      from pipeline.torch_dataset import WavbeamIterableDataset
+      from pipeline.torch_dataset import WavbeamIterableDataset, collate
       rank, port, dataset, out = (int(sys.argv[1]), sys.argv[2],
                                   sys.argv[3], sys.argv[4])
       dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}',
@@ -208,7 +212,7 @@ def test_no_tensorflow_and_no_beam(dataset):
           if name.split('.')[0] in ('tensorflow', 'apache_beam'):
             raise ImportError('blocked: ' + name)
       sys.meta_path.insert(0, Blocked())
-      from pipeline.torch_dataset import WavbeamIterableDataset
+      from pipeline.torch_dataset import WavbeamIterableDataset, collate
       print(sum(1 for _ in WavbeamIterableDataset({dataset!r})))
       ''')
   proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT,
