@@ -34,6 +34,7 @@ READERS = ('replay_dataset', 'hand_written', 'tfds_as_dataset',
            'numpy_reader', 'numpy_reader_batched', 'tfrecord_package',
            'torch_loader_0_workers', 'torch_loader_2_workers',
            'torch_augment_0_workers', 'torch_augment_2_workers',
+           'torch_examples_2_workers', 'torch_examples_2_workers_collate',
            'array_record_shuffled', 'tfds_data_source_shuffled',
            'grain_shuffled', 'torch_map_shuffled_2_workers',
            'torch_map_shuffled_2_workers_default_collate')
@@ -72,6 +73,8 @@ def make_reader(name, out):
                                                      batch_size=BATCH))
   if name == 'tfrecord_package':
     return _tfrecord_package(out)
+  if name.startswith('torch_examples_'):
+    return _torch_examples(out, collated=name.endswith('_collate'))
   if name.startswith(('torch_loader_', 'torch_augment_')):
     return _torch_loader(out, int(name.split('_')[2]),
                          augment=name.startswith('torch_augment_'))
@@ -135,6 +138,17 @@ def _torch_loader(out, workers, augment):
       WavbeamIterableDataset(out, 'train', batch_size=BATCH,
                              transform=spec_augment if augment else None),
       batch_size=None, num_workers=workers, persistent_workers=workers > 0)
+  return lambda: sum(len(b['index']) for b in loader)
+
+
+def _torch_examples(out, collated):
+  """Single examples batched by the DataLoader (BATCH, 2 workers), with
+  its default_collate or pipeline.torch_dataset.collate."""
+  import torch
+  from pipeline.torch_dataset import WavbeamIterableDataset, collate
+  loader = torch.utils.data.DataLoader(
+      WavbeamIterableDataset(out, 'train'), batch_size=BATCH, num_workers=2,
+      persistent_workers=True, collate_fn=collate if collated else None)
   return lambda: sum(len(b['index']) for b in loader)
 
 
