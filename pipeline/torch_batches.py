@@ -23,12 +23,13 @@ from typing import Dict, Iterable, Iterator
 
 import numpy as np
 import torch
+from torch.utils import data as torch_data
 
 from pipeline import batching
 
 
 class SharedBatchBuffers(batching.BatchBuffers):
-  """A DataLoader worker's buffers; `batches()` yields what DataLoader
+  """A DataLoader worker's buffers; `handed_over()` yields what DataLoader
   pickles to the training process, where it arrives as a dict of
   tensors."""
 
@@ -70,6 +71,22 @@ class HandedOver:
 
   def __reduce__(self):
     return _arrived, self.fields
+
+
+def batched(pools: Dict, examples: Iterable[Dict], size: int,
+            drop_last: bool) -> Iterator:
+  """Batches of `examples` for DataLoader to return, filled into this
+  process's pool in `pools` (made on first use, each process its own: a
+  worker forked after the training process read must not fill that
+  one's): from a worker handed over in shared memory, in the training
+  process as tensors."""
+  shared = torch_data.get_worker_info() is not None
+  where = (os.getpid(), shared)
+  if where not in pools:
+    pools[where] = SharedBatchBuffers() if shared else batching.BatchBuffers()
+  if shared:
+    return pools[where].handed_over(examples, size, drop_last)
+  return map(tensors, pools[where].batches(examples, size, drop_last))
 
 
 def tensors(arrays: Dict) -> Dict:

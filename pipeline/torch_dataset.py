@@ -42,14 +42,12 @@ With shuffle, the shard order is drawn from (seed, epoch) and examples
 pass a shuffle buffer seeded by (seed, epoch, rank, worker).
 """
 
-import os
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
 from torch.utils import data as torch_data
 
-from pipeline import batching
 from pipeline import numpy_reader
 from pipeline import torch_batches
 from pipeline.array_record_source import ArrayRecordSource
@@ -121,17 +119,8 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
       examples = map(self.transform, examples)
     if self.batch_size is None:
       return examples
-    # Each process its own, shared in a worker: a worker forked after the
-    # training process read in-process must not fill that one's buffers.
-    where = (os.getpid(), info is not None)
-    if where not in self._buffers:
-      self._buffers[where] = (torch_batches.SharedBatchBuffers() if info
-                              else batching.BatchBuffers())
-    buffers = self._buffers[where]
-    if info is not None:
-      return buffers.handed_over(examples, self.batch_size, self.drop_last)
-    return map(torch_batches.tensors,
-               buffers.batches(examples, self.batch_size, self.drop_last))
+    return torch_batches.batched(self._buffers, examples, self.batch_size,
+                                 self.drop_last)
 
   def _worker_range(self, worker: int, workers: int):
     """This worker's records, as positions in the rank's range; cut at
@@ -191,16 +180,8 @@ def collate(examples: List[Dict]) -> Dict:
   shared memory once (pipeline.torch_batches). DataLoader's own
   default_collate gives the same tensors in fresh shared memory for every
   batch."""
-  shared = torch_data.get_worker_info() is not None
-  where = (os.getpid(), shared)
-  if where not in _COLLATE_BUFFERS:
-    _COLLATE_BUFFERS[where] = (torch_batches.SharedBatchBuffers() if shared
-                               else batching.BatchBuffers())
-  buffers = _COLLATE_BUFFERS[where]
-  if shared:
-    return next(buffers.handed_over(examples, len(examples), False))
-  return torch_batches.tensors(
-      next(buffers.batches(examples, len(examples), False)))
+  return next(torch_batches.batched(_COLLATE_BUFFERS, examples,
+                                    len(examples), False))
 
 
 # collate's buffers, one pool a process (a function has nowhere else to
