@@ -108,12 +108,12 @@ class NumpyDataset:
     if self.shuffle:
       rng.shuffle(order)
     for i in order:
-      yield from self.read_records(self.shards[i], 0,
-                                   self.shards[i]['num_examples'], copy)
+      yield from self.read_shard(self.shards[i], copy)
 
-  def read_shard(self, shard: Dict) -> Iterator[Dict]:
-    """A shard's examples, checked: size, CRCs, record count, schema."""
-    return self.read_records(shard, 0, shard['num_examples'])
+  def read_shard(self, shard: Dict, copy: bool = True) -> Iterator[Dict]:
+    """A shard's examples, checked: size, CRCs, record count, schema
+    (`copy` as read_records')."""
+    return self.read_records(shard, 0, shard['num_examples'], copy)
 
   def read_records(self, shard: Dict, start: int, stop: int,
                    copy: bool = True) -> Iterator[Dict]:
