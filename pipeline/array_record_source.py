@@ -61,7 +61,8 @@ class ArrayRecordSource:
                   for f in entry[naming.ARRAY_RECORD]]
     counts = [f['num_examples'] for f in entry[naming.ARRAY_RECORD]]
     for path, listed in zip(self.files, entry[naming.ARRAY_RECORD]):
-      numpy_reader.check_file(path, listed['num_bytes'], 'ArrayRecord file')
+      numpy_reader.check_file(self.output_dir, path, listed['num_bytes'],
+                              'ArrayRecord file')
     self._starts: List[int] = [0]
     for n in counts:
       self._starts.append(self._starts[-1] + n)

@@ -12,6 +12,7 @@ import dataclasses
 import re
 from typing import Optional, Sequence, Tuple
 
+from pipeline.contract import naming
 from pipeline.contract.errors import WavbeamError
 from pipeline.contract.schema import BASE_KEYS
 
@@ -230,9 +231,9 @@ class PipelineConfig:
     if not re.fullmatch(r'\d+\.\d+\.\d+', self.dataset_version):
       raise ConfigError('dataset_version', self.dataset_version,
                         'must look like 1.0.0')
-    if not re.fullmatch(r'[A-Za-z0-9_.]+', self.dataset_name):
+    if not naming.is_dataset_name(self.dataset_name):
       raise ConfigError('dataset_name', self.dataset_name,
-                        'use letters, digits, "_" and "." only')
+                        f'use {naming.DATASET_NAME_RULE} only')
     for name in ('win_len', 'hop_len', 'n_fft', 'fft_hop', 'n_mels',
                  'max_shard_bytes'):
       _positive(name, getattr(self, name))
@@ -453,9 +454,9 @@ def splits_text(splits) -> str:
 
 def check_split_name(option: str, value, name: str, where: str = '') -> None:
   """ConfigError unless `name` can name a split (it names shard files)."""
-  if not re.fullmatch(r'[A-Za-z0-9_]+', name):
+  if not naming.is_split_name(name):
     raise ConfigError(option, value, f'{where}split name {name!r}: use '
-                      'letters, digits and "_" only')
+                      f'{naming.SPLIT_NAME_RULE} only')
 
 
 def _at_most(name, value, bound, why=''):

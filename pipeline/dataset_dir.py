@@ -55,9 +55,14 @@ def part_dirs(dataset_dir: str) -> List[str]:
   return parts_lib.part_dirs(dataset_dir, FileSystems.exists, _read_text)
 
 
-def shard_problem(path: str, num_bytes: int) -> Optional[str]:
-  """What is wrong with a shard before reading it (missing, another size,
-  not a plain file: a FIFO would block the reader), or None."""
+def shard_problem(dataset_dir: str, path: str,
+                  num_bytes: int) -> Optional[str]:
+  """What is wrong with a file of dataset_dir's metadata before reading it
+  (missing, another size, not a plain file: a FIFO would block the
+  reader; outside the folder), or None."""
+  outside = dataset_lib.outside(dataset_dir, path)
+  if outside:
+    return outside
   if not FileSystems.exists(path):
     return f'{path}: listed in metadata.json but missing'
   size = filesystem.metadata(path).size_in_bytes
@@ -77,6 +82,8 @@ def dataset_files(config: PipelineConfig) -> List[str]:
            'features.json', '*.labels.txt', 'schema.pbtxt',
            f'{naming.escape_pattern(config.dataset_name)}-*.tfrecord-*',
            f'{naming.escape_pattern(config.dataset_name)}-*.array_record-*',
+           f'{naming.escape_pattern(config.dataset_name)}-*.'
+           f'{naming.INDEX_FORMAT}-*',
            sources.FILE_NAME, parts_lib.INDEX_FILE]
   found = sorted(naming.within(out, [
       m.path for r in FileSystems.match(

@@ -50,7 +50,8 @@ def load(output_dir: str) -> Dict:
         'file, pass the file)')
   for entry in metadata['splits'].values():
     for shard in entry['shards']:
-      problem = shard_problem(naming.join(output_dir, shard['file']),
+      problem = shard_problem(output_dir,
+                              naming.join(output_dir, shard['file']),
                               shard['num_bytes'])
       if problem:
         raise InspectError(problem)

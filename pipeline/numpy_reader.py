@@ -124,7 +124,7 @@ class NumpyDataset:
     `copy=False`: arrays are read-only views of the record, for a caller
     that copies them into a batch at once (a copy fewer)."""
     path = os.path.join(self.output_dir, shard['file'])
-    check_file(path, shard['num_bytes'], 'shard')
+    check_file(self.output_dir, path, shard['num_bytes'], 'shard')
     opener = gzip.open if self.metadata['compression'] == 'gzip' else open
     wanted = set(self.keys)
     where = f'shard {path}'
@@ -168,9 +168,14 @@ def record_ranges(counts: Sequence[int], start: int,
   return ranges
 
 
-def check_file(path: str, num_bytes: int, kind: str) -> None:
+def check_file(dataset_dir: str, path: str, num_bytes: int,
+               kind: str) -> None:
   """DatasetError unless the file metadata.json lists (a `kind`: shard,
-  ArrayRecord file) is a plain file of its listed size."""
+  ArrayRecord file) is a plain file of its listed size inside
+  dataset_dir."""
+  outside = dataset_lib.outside(dataset_dir, path)
+  if outside:
+    raise DatasetError(f'{kind} {outside}')
   try:
     info = os.stat(path)
   except OSError as e:

@@ -54,6 +54,9 @@ def shard_files(output_dir: str, metadata: Dict, split: str) -> Sequence[str]:
   paths = []
   for shard in splits[split]['shards']:
     path = naming.join(output_dir, shard['file'])
+    outside = dataset_lib.outside(output_dir, path)
+    if outside:
+      raise DatasetError(outside)
     if not tf.io.gfile.exists(path):
       raise DatasetError(f'shard {path} listed in metadata.json is missing')
     size = tf.io.gfile.stat(path).length

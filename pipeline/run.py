@@ -149,13 +149,32 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
   local default run forks its launch processes here unless the caller
   (the CLI) already has."""
   with launch_processes.started(launch_processes_for(config, beam_args)) \
-      as forked:
+      as forked, _locked(config):
     if config.append:  # returns an append.AppendOutcome
       return append_lib.run_append(
           config, lambda part, base: _run_config(
               part, beam_args, extra_features, show_progress, forked, base))
     return _run_config(config, beam_args, extra_features, show_progress,
                        forked)
+
+
+@contextlib.contextmanager
+def _locked(config: config_lib.PipelineConfig):
+  """The output folder's lock (run_marker.FolderLock) for the whole run;
+  a ConfigError (exit 2, nothing done) while another run holds it."""
+  try:
+    lock = run_marker.FolderLock(config.dataset_dir).__enter__()
+  except run_marker.FolderLocked as e:
+    raise config_lib.ConfigError('output_dir', config.output_dir,
+                                 str(e)) from None
+  except OSError as e:
+    raise config_lib.ConfigError(
+        'output_dir', config.output_dir,
+        f'cannot be written ({e}); pick a writable location') from e
+  try:
+    yield lock
+  finally:
+    lock.__exit__(None, None, None)
 
 
 def _run_config(config, beam_args, extra_features, show_progress, forked,

@@ -28,12 +28,18 @@ class VerifyError(WavbeamError):
   """The dataset is not what metadata.json says; names file and record."""
 
 
-def _check_index(shard_path: str, record_sizes) -> None:
+def _check_index(dataset_dir: str, shard_path: str, record_sizes) -> None:
   """The shard's `tfrecord`-package index, where there is one, must give
   every record's offset and length."""
-  index = naming.index_name(shard_path)
-  if not FileSystems.exists(index):
+  index = next((p for p in (naming.index_name(shard_path),
+                            naming.old_index_name(shard_path))
+                if FileSystems.exists(p)), None)
+  if index is None:
     return
+  problem = shard_problem(dataset_dir, index,
+                          filesystem.metadata(index).size_in_bytes)
+  if problem:
+    raise VerifyError(problem)
   with FileSystems.open(index) as f:
     text = f.read().decode('ascii', 'replace')
   if text != tfrecord.index_text(record_sizes):
@@ -42,10 +48,10 @@ def _check_index(shard_path: str, record_sizes) -> None:
                       'python -m tfrecord.tools.tfrecord2idx)')
 
 
-def _check_array_record(path: str, num_bytes: int, shard_path: str,
-                        digests) -> None:
+def _check_array_record(dataset_dir: str, path: str, num_bytes: int,
+                        shard_path: str, digests) -> None:
   """--array_record's copy must hold the shard's records, in order."""
-  problem = shard_problem(path, num_bytes)
+  problem = shard_problem(dataset_dir, path, num_bytes)
   if problem:
     raise VerifyError(problem)
   try:
@@ -79,7 +85,7 @@ def verify(output_dir: str) -> str:
     copies = entry.get(naming.ARRAY_RECORD) or [None] * len(entry['shards'])
     for shard, copy in zip(entry['shards'], copies):
       path = naming.join(output_dir, shard['file'])
-      problem = shard_problem(path, shard['num_bytes'])
+      problem = shard_problem(output_dir, path, shard['num_bytes'])
       if problem:
         raise VerifyError(problem)
       count, sizes, digests = 0, [], []
@@ -103,9 +109,9 @@ def verify(output_dir: str) -> str:
       if count != shard['num_examples']:
         raise VerifyError(f'{path}: {count} records, metadata.json says '
                           f'{shard["num_examples"]}')
-      _check_index(path, sizes)
+      _check_index(output_dir, path, sizes)
       if copy is not None:
-        _check_array_record(naming.join(output_dir, copy['file']),
+        _check_array_record(output_dir, naming.join(output_dir, copy['file']),
                             copy['num_bytes'], path, digests)
       shards += 1
       examples += count

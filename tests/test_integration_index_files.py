@@ -33,16 +33,17 @@ _CHECK = """
 import collections, sys
 from tfrecord.reader import tfrecord_iterator
 from tfrecord.tools.tfrecord2idx import create_index
-for path in sys.argv[2:]:
+for pair in sys.argv[2:]:
+  path, index = pair.split(',')
   create_index(path, sys.argv[1])
-  assert open(path + '.tfindex').read() == open(sys.argv[1]).read(), path
+  assert open(index).read() == open(sys.argv[1]).read(), path
   everything = [bytes(r) for r in tfrecord_iterator(path)]
   if len(everything) < 2:
     continue  # the package's np.loadtxt cannot read a one-line index
   parts = collections.Counter()
   for worker in range(3):  # as DataLoader workers ask for them
     parts.update(bytes(r) for r in tfrecord_iterator(
-        path, path + '.tfindex', shard=(worker, 3)))
+        path, index, shard=(worker, 3)))
   assert parts == collections.Counter(everything), path
 print('checked', len(sys.argv) - 2)
 """
@@ -56,9 +57,11 @@ def test_index_matches_tfrecord2idx_and_splits_records_exactly_once(
   shards = [str(out / s['file']) for e in meta['splits'].values()
             for s in e['shards']]
   assert len(shards) > 2
-  assert all(naming.index_name(p).endswith('.tfindex') for p in shards)
+  indexes = [naming.index_name(p) for p in shards]
+  assert all(os.path.isfile(p) for p in indexes)
   proc = subprocess.run([sys.executable, '-c', _CHECK,
-                         str(tmp_path / 'expected'), *shards],
+                         str(tmp_path / 'expected'),
+                         *[f'{s},{i}' for s, i in zip(shards, indexes)]],
                         capture_output=True, text=True)
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert proc.stdout.split() == ['checked', str(len(shards))]
@@ -67,7 +70,7 @@ def test_index_matches_tfrecord2idx_and_splits_records_exactly_once(
 def test_no_index_for_gzip_shards(corpus, tmp_path):
   meta = _run(corpus, tmp_path / 'out', compression='gzip')
   assert not [n for n in os.listdir(tmp_path / 'out')
-              if n.endswith(naming.INDEX_SUFFIX)]
+              if naming.INDEX_FORMAT in n]
   assert meta['compression'] == 'gzip'
 
 

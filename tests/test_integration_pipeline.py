@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline import replay
+from pipeline.contract import naming
 from pipeline import run as run_lib
 from tests import helpers as H
 
@@ -99,7 +100,7 @@ def test_shard_lengths_are_exact(corpus, tmp_path):
       f'wavbeam-train.tfrecord-{i:05d}-of-{n:05d}' for i in range(n)]
   assert sorted(os.listdir(out)) == sorted(
       [s['file'] for s in shards] +
-      [s['file'] + '.tfindex' for s in shards] +  # the tfrecord package's
+      [naming.index_name(s['file']) for s in shards] +  # the tfrecord package's
       ['metadata.json', 'rejects.jsonl', 'dataset_info.json', 'features.json',
        'target.labels.txt', 'schema.pbtxt', 'sources.jsonl'])
   ds = replay.replay_dataset(str(out), batch_size=4)

@@ -395,7 +395,8 @@ def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
         sizes.append(tfrecord.write_record(f, item))
         if config.array_record:
           copy.write(item)
-  index = write_index(path, sizes, config.compression)
+  index = write_index(path + '.' + naming.INDEX_FORMAT, sizes,
+                      config.compression)
   run_marker.check_marker(config.dataset_dir, run_id)
   written = ShardStats(split, shard, path, stats.num_examples,
                        filesystem.metadata(path).size_in_bytes, started_ms,
@@ -409,12 +410,11 @@ def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
   return items
 
 
-def write_index(shard_path: str, record_sizes, compression: str) -> str:
-  """Writes the shard's `tfrecord`-package index beside it; returns its
-  path ('' for compressed shards, whose offsets that package cannot use)."""
+def write_index(path: str, record_sizes, compression: str) -> str:
+  """Writes a shard's `tfrecord`-package index at `path`; returns the path
+  ('' for compressed shards, whose offsets that package cannot use)."""
   if compression != 'none':
     return ''
-  path = naming.index_name(shard_path)
   with FileSystems.create(path) as f:
     f.write(tfrecord.index_text(record_sizes).encode('ascii'))
   return path
@@ -487,7 +487,7 @@ class CountShard(beam.DoFn):
         self.compression)) as f:
       sizes = [len(data) + 16 for _, data in tfrecord.read_records(f, path)]
     count = len(sizes)
-    index = write_index(path, sizes, self.compression)
+    index = write_index(naming.index_name(path), sizes, self.compression)
     meta = filesystem.metadata(path)
     # Written while the features were computed: the shard phase spans the
     # files' completion times.

@@ -3,6 +3,7 @@
 import collections
 import datetime
 import logging
+import os
 from typing import Iterable
 
 from apache_beam.io.filesystems import FileSystems
@@ -42,6 +43,11 @@ def write_lines(path: str, lines: Iterable[str]) -> None:
         chunk, size = [], 0
     if chunk:
       f.write(''.join(chunk).encode('utf-8'))
+  if filesystem.is_local(path):
+    # One rename that replaces: a reader (or a kill) finds the old file
+    # or the new one, never neither.
+    os.replace(tmp, path)
+    return
   if FileSystems.exists(path):
     filesystem.delete([path])
   FileSystems.rename([tmp], [path])

@@ -1,5 +1,14 @@
 """Who owns an output folder while a run writes to it.
 
+One writer at a time: a run (fresh, --overwrite or --append) holds the
+folder's lock (FolderLock, OUT/.wavbeam-lock, an flock the kernel releases
+when the process ends however it ends) from before anything is written to
+its end; a second run is refused at once, naming the holder. The lock
+file keeps its holder's host, process and start time: a run that finds
+one left by a process that is gone takes the lock over and says so.
+Object stores have no locks: there the heartbeat below keeps a second run
+out while the first is alive.
+
 A run writes OUT/.wavbeam-incomplete/started holding its run id before
 anything else, and its launcher refreshes OUT/.wavbeam-incomplete/heartbeat
 while the job runs. Shard tasks and the final step check the marker, so a
@@ -9,7 +18,11 @@ dataset; a second run sees the heartbeat and is refused while the first
 is alive.
 """
 
+import datetime
+import errno
+import fcntl
 import json
+import logging
 import os
 import socket
 import threading
@@ -23,6 +36,7 @@ from pipeline.contract import naming
 from pipeline.contract.errors import WavbeamError
 from transforms import filesystem
 
+LOCK_FILE = '.wavbeam-lock'
 HEARTBEAT_FILE = 'heartbeat'
 HEARTBEAT_SECONDS = 5.0
 # A heartbeat from another host counts as alive for this long; on the same
@@ -148,3 +162,96 @@ class Heartbeat:
       return _read_heartbeat(self.path)['run_id'] == self.run_id
     except Exception:
       return False
+
+
+class FolderLocked(WavbeamError, RuntimeError):
+  """Another run holds the output folder's lock."""
+
+
+class FolderLock:
+  """The output folder's lock, held while open (see the module docstring).
+
+  Raises FolderLocked on entry when another live process holds it. Only
+  local folders are locked; elsewhere this does nothing.
+  """
+
+  def __init__(self, dataset_dir: str):
+    self.dataset_dir = dataset_dir
+    self.path = naming.join(dataset_dir, LOCK_FILE)
+    self._fd = None
+    self._made_folder = False
+    self.taken_over: Optional[dict] = None  # the dead holder's record
+
+  def __enter__(self):
+    if not filesystem.is_local(self.dataset_dir):
+      return self
+    if not os.path.isdir(self.dataset_dir):
+      os.makedirs(self.dataset_dir, exist_ok=True)
+      self._made_folder = True
+    while True:
+      fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+      try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      except OSError as e:
+        holder = _read_holder(fd)
+        os.close(fd)
+        if e.errno not in (errno.EAGAIN, errno.EACCES):
+          raise
+        raise FolderLocked(
+            'another wavbeam job is writing to it: '
+            f'{describe_holder(holder)}; wait for it to finish or stop it'
+            ) from None
+      # The holder before us may have removed the file between our open
+      # and our lock: then we hold a lock on a name that is gone.
+      try:
+        same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+      except FileNotFoundError:
+        same = False
+      if same:
+        break
+      os.close(fd)
+    previous = _read_holder(fd)
+    if previous:
+      self.taken_over = previous
+      logging.warning('wavbeam: taking over the lock of %s, which is no '
+                      'longer running', describe_holder(previous))
+    record = json.dumps({
+        'host': socket.gethostname(),
+        'pid': os.getpid(), 'started': datetime.datetime.now(
+            datetime.timezone.utc).isoformat(timespec='seconds')})
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, record.encode('utf-8'), 0)
+    self._fd = fd
+    return self
+
+  def __exit__(self, *exc):
+    if self._fd is None:
+      return
+    # Removed while still held, so that no run finds it empty-handed.
+    try:
+      os.unlink(self.path)
+    except OSError:
+      pass
+    os.close(self._fd)
+    self._fd = None
+    if self._made_folder:
+      try:
+        os.rmdir(self.dataset_dir)  # only if the run left nothing there
+      except OSError:
+        pass
+
+
+def _read_holder(fd: int) -> dict:
+  try:
+    data = os.pread(fd, 4096, 0)
+    holder = json.loads(data.decode('utf-8')) if data else {}
+    return holder if isinstance(holder, dict) else {}
+  except (OSError, ValueError):
+    return {}
+
+
+def describe_holder(holder: dict) -> str:
+  if not holder:
+    return 'a run that has not said who it is yet'
+  return (f'process {holder.get("pid")} on '
+          f'{holder.get("host")}, started {holder.get("started")}')

@@ -18,7 +18,7 @@ class ShardStats:
   # Shards of the split, when the writer chose it (WriteToTFRecord's
   # -of-NNNNN); 0 when the layout decided it.
   num_shards: int = 0
-  # Its `tfrecord`-package index (naming.INDEX_SUFFIX), when uncompressed.
+  # Its `tfrecord`-package index (naming.index_name), when uncompressed.
   index_path: str = ''
   # Its ArrayRecord copy (--array_record), and that file's size.
   array_record_path: str = ''

@@ -12,7 +12,7 @@ file and what is wrong.
 import dataclasses
 import glob
 import os
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
@@ -33,6 +33,22 @@ def _read_local(path: str) -> str:
 
 
 LOCAL = FileSystem(os.path.exists, _read_local, glob.glob)
+
+
+def outside(dataset_dir: str, path: str) -> Optional[str]:
+  """Why a file the metadata lists may not be opened, when, resolved
+  (symbolic links followed), it lies outside the dataset folder, resolved;
+  else None. Object stores (URIs) have no links: their names were checked
+  when the metadata was read."""
+  if '://' in path:
+    return None
+  folder = os.path.realpath(dataset_dir)
+  real = os.path.realpath(path)
+  if os.path.commonpath([folder, real]) != folder:
+    return (f'{path}: listed in the dataset\'s metadata, but it leads '
+            f'outside the dataset folder {folder} (to {real}); refusing to '
+            'read it')
+  return None
 
 
 def open_dataset(output_dir: str, fs: FileSystem = LOCAL, parts=None,

@@ -137,6 +137,10 @@ class _Checker:
 
   def check(self, obj: Dict) -> None:
     name = self.get(obj, 'name', str)
+    if not naming.is_dataset_name(name):
+      self.fail('name', f'{name!r} is not a dataset name (use '
+                f'{naming.DATASET_NAME_RULE}): file names made from it '
+                'could lead outside the dataset folder')
     self.get(obj, 'version', str)
     self.get(obj, 'sample_rate', int)
     classes = self.get(obj, 'classes', list)
@@ -168,6 +172,10 @@ class _Checker:
 
   def check_split(self, name, split, entry, min_bytes) -> None:
     at = f'splits.{split}'
+    if not naming.is_split_name(split):
+      self.fail(at, f'{split!r} is not a split name (use '
+                f'{naming.SPLIT_NAME_RULE}): file names made from it could '
+                'lead outside the dataset folder')
     if not isinstance(entry, dict):
       self.fail(at, 'expected an object')
     shards = self.get(entry, 'shards', list, f'{at}.shards')

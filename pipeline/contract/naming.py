@@ -8,6 +8,24 @@ TEMP_DIR = '.wavbeam-incomplete'  # shards before the run succeeds
 STARTED_FILE = 'started'  # in TEMP_DIR: the run could write here
 
 
+# The names that become parts of paths: a dataset's name (in its file names,
+# and a folder with --tfds_layout) and its splits' (in file names). Checked
+# where they are chosen and again where a reader reads them, so that no
+# name in a dataset folder leads outside it: no '/', no '..'.
+DATASET_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.]*')
+SPLIT_NAME = re.compile(r'[A-Za-z0-9_]+')
+DATASET_NAME_RULE = 'letters, digits, "_" and "." (not first)'
+SPLIT_NAME_RULE = 'letters, digits and "_"'
+
+
+def is_dataset_name(name) -> bool:
+  return isinstance(name, str) and bool(DATASET_NAME.fullmatch(name))
+
+
+def is_split_name(name) -> bool:
+  return isinstance(name, str) and bool(SPLIT_NAME.fullmatch(name))
+
+
 # shard_name in TFDS's template language (dataset_info.json).
 TFDS_FILEPATH_TEMPLATE = '{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}'
 
@@ -18,14 +36,28 @@ def shard_name(dataset_name: str, split: str, shard: int,
           f'-of-{num_shards:05d}')
 
 
-# Beside each uncompressed shard: one `offset length` line per record, the
-# index format of the `tfrecord` package (PyTorch's TFRecord reader), which
-# it needs to give each DataLoader worker its own records.
-INDEX_SUFFIX = '.tfindex'
+# Beside each uncompressed shard, its index: one `offset length` line per
+# record, the index format of the `tfrecord` package (PyTorch's TFRecord
+# reader), which it needs to give each DataLoader worker its own records.
+# Named like the shard with `tfindex` for the format, so that no pattern
+# for the shards (`NAME-SPLIT.tfrecord*`, `*.tfrecord-*`) matches it.
+INDEX_FORMAT = 'tfindex'
+# Where datasets written before that name kept it: SHARD + this suffix.
+OLD_INDEX_SUFFIX = '.tfindex'
+_SHARD_FORMAT = re.compile(r'\.tfrecord(-\d{5,}-of-\d{5,})$')
 
 
 def index_name(shard_file: str) -> str:
-  return shard_file + INDEX_SUFFIX
+  """The index of a shard (a name or a path ending in shard_name's)."""
+  indexed, found = _SHARD_FORMAT.subn(rf'.{INDEX_FORMAT}\1', shard_file)
+  if not found:
+    raise ValueError(f'{shard_file}: not a shard name (...'
+                     '.tfrecord-SSSSS-of-NNNNN)')
+  return indexed
+
+
+def old_index_name(shard_file: str) -> str:
+  return shard_file + OLD_INDEX_SUFFIX
 
 
 # What WriteToTFRecord's shard_name_template makes shard_name's suffix.

@@ -1,0 +1,238 @@
+"""One writer at a time per dataset folder, and no kill that leaves a
+dataset unreadable.
+
+Each run here is a real `pipeline.run` process. To stop one at an exact
+step, it is started through a small driver that wraps the function that
+step calls, and there either kills its own process (SIGKILL, as the OOM
+killer or a preempted machine would) or waits for the test to let it go.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipeline import numpy_reader
+from pipeline.contract import parts as parts_lib
+from transforms import run_marker
+from tests import helpers as H
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FLAGS = ['--win_len', '1024', '--hop_len', '1024', '--splits',
+         'train=0.5,test=0.5', '--max_examples_per_shard', '5',
+         '--features', 'signal', '--quiet']
+
+_DRIVER = r'''
+import os, signal, sys, time
+step, action = sys.argv[1], sys.argv[2]
+
+def at(name):
+  if name != step:
+    return
+  if action == 'kill':
+    os.kill(os.getpid(), signal.SIGKILL)
+  open(action + '.here', 'w').close()
+  while not os.path.exists(action + '.go'):
+    time.sleep(0.02)
+
+from pipeline import append, dataset_dir, run
+from transforms import finalize
+
+def around(module, name, before=None, after=None, when=lambda *a: True):
+  original = getattr(module, name)
+  def wrapped(*args, **kwargs):
+    hit = when(*args)
+    if before and hit:
+      at(before)
+    value = original(*args, **kwargs)
+    if after and hit:
+      at(after)
+    return value
+  setattr(module, name, wrapped)
+
+around(append, 'open_parts', before='locked')
+around(dataset_dir, 'prepare', after='prepared')
+around(finalize, 'finalize_dataset', before='finalizing')
+around(finalize, 'write_text', before='part_written',
+       when=lambda path, text: path.endswith('parts.json'))
+around(os, 'replace', before='renaming',
+       when=lambda src, dst, *a: str(dst).endswith('parts.json'))
+around(append, 'run_append', after='listed')
+sys.exit(run.main(sys.argv[3:]))
+'''
+
+STEPS = ['locked', 'prepared', 'finalizing', 'part_written', 'renaming',
+         'listed']
+
+
+class _Driven:
+  """A driven run; its output goes to a file (a pipe would also wait for
+  any process the run left behind)."""
+
+  def __init__(self, step, action, *args, cwd):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    self._log = cwd / f'{step}-{action}.log'
+    with open(self._log, 'w') as log:
+      self._proc = subprocess.Popen(
+          [sys.executable, '-c', _DRIVER, step, action, *args], cwd=cwd,
+          env=env, stdout=log, stderr=log)
+    self.pid = self._proc.pid
+
+  def poll(self):
+    return self._proc.poll()
+
+  def wait(self):
+    """(exit code, what the run printed)."""
+    code = self._proc.wait(timeout=600)
+    return code, self._log.read_text()
+
+
+_driven = _Driven
+
+
+def _cli(*args, cwd):
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  return subprocess.run([sys.executable, '-m', 'pipeline.run', *args],
+                        capture_output=True, text=True, cwd=cwd, env=env,
+                        timeout=600)
+
+
+def _files(folder, first, count):
+  for i in range(first, first + count):
+    H.write_wav(str(folder / ('a', 'b')[i % 2] / f'{i}.wav'),
+                H.noise(2048 + 512 * (i % 3), seed=i))
+
+
+def _examples(out):
+  """(examples per split, recordings) the readers see."""
+  meta = numpy_reader.load_metadata(str(out))[1]
+  counts = {split: sum(1 for _ in numpy_reader.numpy_dataset(str(out), split))
+            for split in meta['splits']}
+  return counts, meta['counts']['files_ok']
+
+
+def _verify(out):
+  proc = subprocess.run([sys.executable, '-m', 'pipeline.verify', str(out)],
+                        capture_output=True, text=True, cwd=ROOT)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@pytest.fixture()
+def dataset(tmp_path):
+  _files(tmp_path / 'in', 0, 6)
+  out = tmp_path / 'out'
+  proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir', str(out),
+              *FLAGS, cwd=tmp_path)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  _files(tmp_path / 'in', 6, 4)  # the new day
+  return tmp_path, out
+
+
+def _append_args(tmp_path, out, *more):
+  return ('--input_dir', str(tmp_path / 'in'), '--output_dir', str(out),
+          *FLAGS, '--append', *more)
+
+
+@pytest.mark.parametrize('step', STEPS)
+def test_a_kill_at_any_step_of_an_append_leaves_a_readable_dataset(
+    dataset, step):
+  tmp_path, out = dataset
+  before = _examples(out)
+  code, _ = _driven(step, 'kill', *_append_args(tmp_path, out),
+                    cwd=tmp_path).wait()
+  assert code == -signal.SIGKILL, step
+  after = _examples(out)
+  assert after[1] in (6, 10)
+  if step == 'listed':
+    assert after[1] == 10
+  else:
+    assert after == before
+  _verify(out)
+  # The next append recovers: it takes the dead run's lock over, and the
+  # dataset ends with every recording exactly once.
+  again = _cli(*_append_args(tmp_path, out), cwd=tmp_path)
+  assert again.returncode == 0, again.stderr[-3000:]
+  if step != 'listed':
+    assert 'taking over the lock' in again.stderr
+    assert 'appended 4 new recordings' in again.stderr
+  assert _examples(out)[1] == 10
+  sources = [json.loads(line)['path'] for d in _part_dirs(out)
+             for line in open(os.path.join(d, 'sources.jsonl'))]
+  assert sorted(sources) == sorted(set(sources)) and len(sources) == 10
+  _verify(out)
+
+
+def _part_dirs(out):
+  return parts_lib.part_dirs(str(out), os.path.exists,
+                             lambda p: open(p).read())
+
+
+def _hold(step, args, cwd):
+  """A run stopped at `step`, holding its lock until released."""
+  proc = _driven(step, 'hold', *args, cwd=cwd)
+  deadline = time.monotonic() + 300
+  while not os.path.exists(cwd / 'hold.here'):
+    assert proc.poll() is None, proc.wait()[1][-3000:]
+    assert time.monotonic() < deadline
+    time.sleep(0.05)
+  return proc
+
+
+def _release(proc, cwd):
+  (cwd / 'hold.go').touch()
+  code, err = proc.wait()
+  assert code == 0, err[-3000:]
+  return err
+
+
+def test_a_second_run_is_refused_while_an_append_writes(dataset):
+  tmp_path, out = dataset
+  first = _hold('prepared', _append_args(tmp_path, out), tmp_path)
+  holder = json.loads((out / run_marker.LOCK_FILE).read_text())
+  assert holder['pid'] == first.pid
+  before = sorted(os.listdir(out))
+  for args in (_append_args(tmp_path, out),
+               ('--input_dir', str(tmp_path / 'in'), '--output_dir',
+                str(out), *FLAGS, '--overwrite')):
+    second = _cli(*args, cwd=tmp_path)
+    assert second.returncode == 2, second.stderr[-3000:]
+    assert f'process {first.pid} on ' in second.stderr
+    assert holder['started'] in second.stderr
+    assert 'another wavbeam job is writing' in second.stderr
+    assert sorted(os.listdir(out)) == before
+  _release(first, tmp_path)
+  assert _examples(out)[1] == 10
+  assert not (out / run_marker.LOCK_FILE).exists()
+  assert [os.path.basename(d) for d in _part_dirs(out)] == ['out',
+                                                            'part-00001']
+  _verify(out)
+
+
+def test_a_fresh_run_holds_the_folder_too(tmp_path):
+  _files(tmp_path / 'in', 0, 4)
+  out = tmp_path / 'out'
+  args = ('--input_dir', str(tmp_path / 'in'), '--output_dir', str(out),
+          *FLAGS)
+  first = _hold('prepared', args, tmp_path)
+  second = _cli(*args, '--overwrite', cwd=tmp_path)
+  assert second.returncode == 2
+  assert f'process {first.pid} on ' in second.stderr
+  _release(first, tmp_path)
+  assert _examples(out)[1] == 4
+  _verify(out)
+
+
+def test_the_lock_of_a_killed_run_is_taken_over(dataset):
+  tmp_path, out = dataset
+  killed = _driven('prepared', 'kill', *_append_args(tmp_path, out),
+                   cwd=tmp_path)
+  killed.wait()
+  assert (out / run_marker.LOCK_FILE).exists()  # left by the dead run
+  again = _cli(*_append_args(tmp_path, out), cwd=tmp_path)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert f'taking over the lock of process {killed.pid} on ' in again.stderr
+  assert not (out / run_marker.LOCK_FILE).exists()
