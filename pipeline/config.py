@@ -408,7 +408,10 @@ class PipelineConfig:
     if (self.sink == 'write_to_tfrecord' and self.manifest_split_column and
         not self.fold_splits):
       raise ConfigError('sink', self.sink, 'needs the split names before '
-                        'the run: map the split column with --fold_splits')
+                        'the run, which --manifest_split_column='
+                        f'{self.manifest_split_column} leaves to the rows: '
+                        'map its values with --fold_splits, or use --sink '
+                        'shards')
 
   @property
   def uses_stft(self) -> bool:
@@ -438,10 +441,17 @@ class PipelineConfig:
         else None
 
   def to_json(self) -> dict:
-    out = {k: list(v) if isinstance(v, tuple) else v
-           for k, v in dataclasses.asdict(self).items()}
+    """The options as JSON values (tuples as lists, at every depth), so
+    that what metadata.json gives back compares equal to them."""
+    out = {k: _as_json(v) for k, v in dataclasses.asdict(self).items()}
     out['splits'] = {n: f for n, f in self.splits}
     return out
+
+
+def _as_json(value):
+  if isinstance(value, (tuple, list)):
+    return [_as_json(v) for v in value]
+  return value
 
 
 def splits_text(splits) -> str:

@@ -8,6 +8,11 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def pytest_configure(config):
+  config.addinivalue_line(
+      'markers', 'slow: takes minutes; `pytest -m "not slow"` leaves it out')
+
+
 @pytest.fixture(autouse=True, scope='session')
 def _temp_files_in_the_session_folder(tmp_path_factory):
   """Beam's Pipeline() makes a beam-pipeline-temp* folder that only run()

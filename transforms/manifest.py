@@ -24,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.contract import json_lines
 from pipeline.contract import naming
 from pipeline.config import ConfigError, PipelineConfig, check_split_name
+from transforms import filesystem
 
 OPTION = 'manifest'
 INT64 = 'int64'
@@ -222,9 +223,28 @@ def manifest_text(manifest) -> str:
   return ','.join(f'{s}={f}' if s else f for s, f in manifest)
 
 
-@functools.lru_cache(maxsize=2)
 def read(config: PipelineConfig) -> Manifest:
   """The manifest of a run, read once per process (the launcher, to check
   it and learn its extra columns' types; the listing task, to deal its
-  rows)."""
+  rows), and again once its files change (a process that runs again after
+  the manifest was edited, as an --append does, reads the new rows)."""
+  return _read_once(config, _versions(config))
+
+
+@functools.lru_cache(maxsize=2)
+def _read_once(config: PipelineConfig, versions) -> Manifest:
+  del versions  # part of the cache key only
   return _read(config)
+
+
+def _versions(config: PipelineConfig) -> tuple:
+  """(size, modification time) of each manifest file; None for one that
+  cannot be looked at (reading it says why)."""
+  versions = []
+  for _, location in config.manifest:
+    try:
+      meta = filesystem.metadata(location)
+      versions.append((meta.size_in_bytes, meta.last_updated_in_seconds))
+    except Exception:  # pylint: disable=broad-except
+      versions.append(None)
+  return tuple(versions)
