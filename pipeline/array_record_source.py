@@ -88,7 +88,15 @@ class ArrayRecordSource:
           (position, index - self._starts[file]))
     out: List = [None] * len(indices)
     for file, wanted in located.items():
-      records = self._reader(file).read([local for _, local in wanted])
+      try:
+        records = self._reader(file).read([local for _, local in wanted])
+      except DatasetError:
+        raise
+      except Exception as e:  # riegeli's errors do not name the file
+        raise DatasetError(
+            f'ArrayRecord file {self.files[file]}: records '
+            f'{[local for _, local in wanted][:5]} cannot be read: '
+            f'{" ".join(str(e).split())[:300]}') from e
       for (position, local), record in zip(wanted, records):
         out[position] = self._decode(record, file, local)
     return out
@@ -102,7 +110,19 @@ class ArrayRecordSource:
 
   def _reader(self, file: int):
     if file not in self._readers:
-      reader = array_record_file.reader(self.files[file], _READER_OPTIONS)
+      path = self.files[file]
+      listed = self.metadata['splits'][self.split][naming.ARRAY_RECORD][file]
+      if 'crc32c' in listed and \
+          array_record_file.fingerprint(path) != listed['crc32c']:
+        raise DatasetError(
+            f'ArrayRecord file {path}: its content is not the one '
+            'metadata.json lists (another CRC32C at the same size): it was '
+            'replaced or changed after writing')
+      try:
+        reader = array_record_file.reader(path, _READER_OPTIONS)
+      except Exception as e:  # riegeli's errors do not name the file
+        raise DatasetError(f'ArrayRecord file {path} cannot be read: '
+                           f'{" ".join(str(e).split())[:300]}') from e
       if reader.num_records() != self._starts[file + 1] - self._starts[file]:
         raise DatasetError(
             f'{self.files[file]} holds {reader.num_records()} records, '

@@ -107,15 +107,15 @@ def summary_text(output_dir: str, metadata: Dict) -> str:
   for name, s in sorted(m['splits'].items()):
     lines.append(f'  {name}: {s["num_examples"]} examples in '
                  f'{len(s["shards"])} shards ({s["num_bytes"] / 1e6:.1f} MB), '
-                 f'{s["num_files"]} files')
+                 f'{s.get("num_files", "?")} files')
     for label, count in sorted(s['examples_per_class'].items()):
       lines.append(f'    {label or "(no label)"}: {count}')
   lines += ['', f'classes ({m["num_classes"]}): {", ".join(m["classes"])}',
             f'input_key: {m["input_key"]}, label_key: {m["label_key"]}',
             '', 'schema:']
-  for key, spec in sorted(m['schema'].items()):
-    shape = 'scalar' if not spec['shape'] else f'shape {spec["shape"]}'
-    lines.append(f'  {key}: {spec["dtype"]} {shape} ({spec["encoding"]})')
+  for key, spec in sorted(metadata_lib.schema_of(m).features):
+    shape = 'scalar' if not spec.shape else f'shape {list(spec.shape)}'
+    lines.append(f'  {key}: {spec.dtype} {shape} ({spec.encoding})')
   lines += ['', 'statistics (per split, over all values):']
   for name, s in sorted(m['splits'].items()):
     for key, st in sorted(s.get('statistics', {}).items()):
@@ -133,7 +133,7 @@ def summary_text(output_dir: str, metadata: Dict) -> str:
   lines += ['', 'options used:']
   for key, value in sorted(m['config'].items()):
     lines.append(f'  --{key}={value}')
-  lines.append(f'interop: {m["interop"]}')
+  lines.append(f'interop: {m.get("interop", "not recorded")}')
   return '\n'.join(lines)
 
 

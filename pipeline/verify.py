@@ -48,12 +48,15 @@ def _check_index(dataset_dir: str, shard_path: str, record_sizes) -> None:
                       'python -m tfrecord.tools.tfrecord2idx)')
 
 
-def _check_array_record(dataset_dir: str, path: str, num_bytes: int,
+def _check_array_record(dataset_dir: str, path: str, copy: dict,
                         shard_path: str, digests) -> None:
   """--array_record's copy must hold the shard's records, in order."""
-  problem = shard_problem(dataset_dir, path, num_bytes)
+  problem = shard_problem(dataset_dir, path, copy['num_bytes'])
   if problem:
     raise VerifyError(problem)
+  if 'crc32c' in copy and array_record_file.fingerprint(path) != copy['crc32c']:
+    raise VerifyError(f'{path}: its CRC32C differs from the one metadata.json '
+                      'lists: the file was replaced or changed after writing')
   try:
     records = array_record_file.read_all(path)
   except Exception as e:  # riegeli reports damage as its own errors
@@ -112,7 +115,7 @@ def verify(output_dir: str) -> str:
       _check_index(output_dir, path, sizes)
       if copy is not None:
         _check_array_record(output_dir, naming.join(output_dir, copy['file']),
-                            copy['num_bytes'], path, digests)
+                            copy, path, digests)
       shards += 1
       examples += count
   copies = metadata_lib.has_array_record(metadata)

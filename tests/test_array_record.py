@@ -2,6 +2,7 @@
 tfds.data_source, Grain and a PyTorch map-style Dataset, element by
 element against replay_dataset."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -99,6 +100,9 @@ def test_verify_refuses_a_copy_out_of_order(dataset, tmp_path):
   with array_record_file.Writer(str(broken / copy)) as w:
     for record in reversed(records):
       w.write(record)
+  with pytest.raises(verify.VerifyError, match='CRC32C differs'):
+    verify.verify(str(broken))
+  _forget_crcs(broken)  # as a dataset written before the CRC was kept
   with pytest.raises(verify.VerifyError, match='record 0 differs'):
     verify.verify(str(broken))
 
@@ -206,3 +210,54 @@ def test_option_is_refused_where_it_cannot_work(tmp_path):
   assert 'local folders only' in proc.stderr
   # Refused after Beam's Pipeline() was made: its temp folder went too.
   assert os.listdir(temp) == []
+
+
+def _forget_crcs(dataset_dir):
+  meta_path = dataset_dir / naming.METADATA_FILE
+  meta = json.loads(meta_path.read_text())
+  for entry in meta['splits'].values():
+    for copy in entry[naming.ARRAY_RECORD]:
+      del copy['crc32c']
+  meta_path.write_text(json.dumps(meta))
+
+
+def _copy_path(dataset_dir, split='train', index=0):
+  return os.path.join(dataset_dir, replay.load_metadata(dataset_dir)[
+      'splits'][split][naming.ARRAY_RECORD][index]['file'])
+
+
+def test_a_foreign_file_of_the_same_size_is_refused(dataset, tmp_path):
+  """The same records in another order: another ArrayRecord file of the
+  same size, which only the recorded CRC32C tells from the real one."""
+  foreign = tmp_path / 'foreign'
+  shutil.copytree(dataset, foreign)
+  path = _copy_path(str(foreign))
+  records = array_record_file.read_all(path)
+  size = os.path.getsize(path)
+  os.remove(path)
+  with array_record_file.Writer(path) as w:
+    for record in records[1:] + records[:1]:
+      w.write(record)
+  assert os.path.getsize(path) == size
+  with pytest.raises(DatasetError, match='content is not the one'):
+    ArrayRecordSource(str(foreign), 'train')[0]
+  with pytest.raises(verify.VerifyError, match='CRC32C differs'):
+    verify.verify(str(foreign))
+
+
+@pytest.mark.parametrize('recorded_crc', [True, False])
+def test_a_damaged_file_is_named_in_the_error(dataset, tmp_path,
+                                              recorded_crc):
+  damaged = tmp_path / 'damaged'
+  shutil.copytree(dataset, damaged)
+  path = _copy_path(str(damaged))
+  with open(path, 'r+b') as f:
+    f.seek(os.path.getsize(path) // 2)
+    byte = f.read(1)
+    f.seek(-1, 1)
+    f.write(bytes([byte[0] ^ 0xFF]))
+  if not recorded_crc:
+    _forget_crcs(damaged)
+  source = ArrayRecordSource(str(damaged), 'train')
+  with pytest.raises(DatasetError, match=os.path.basename(path)):
+    source.__getitems__(list(range(len(source))))

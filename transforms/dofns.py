@@ -404,7 +404,8 @@ def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
   if config.array_record:
     written = dataclasses.replace(
         written, array_record_path=copy.path,
-        array_record_bytes=filesystem.metadata(copy.path).size_in_bytes)
+        array_record_bytes=filesystem.metadata(copy.path).size_in_bytes,
+        array_record_crc32c=array_record_file.fingerprint(copy.path))
   items.append(written)
   items.append(stats)
   return items

@@ -132,7 +132,8 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
                                  len(shards), naming.ARRAY_RECORD)
         renames.append((s.array_record_path, naming.join(out, copy)))
         copies.append({'file': copy, 'num_examples': s.num_examples,
-                       'num_bytes': s.array_record_bytes})
+                       'num_bytes': s.array_record_bytes,
+                       'crc32c': s.array_record_crc32c})
     splits[name] = metadata_lib.split_entry(
         entries, split_stats.example_bytes, split_stats.per_class)
     if config.array_record:

@@ -23,4 +23,5 @@ class ShardStats:
   # Its ArrayRecord copy (--array_record), and that file's size.
   array_record_path: str = ''
   array_record_bytes: int = 0
+  array_record_crc32c: int = -1  # array_record_file.fingerprint
 

@@ -9,6 +9,8 @@ its writer takes local paths only.
 
 import os
 
+import google_crc32c
+
 
 def _module():
   try:
@@ -60,3 +62,14 @@ def read_all(path: str):
     return opened.read_all()
   finally:
     opened.close()
+
+
+def fingerprint(path: str) -> int:
+  """CRC32C of the whole file: recorded in metadata.json beside its size,
+  checked before a reader serves the file (a file of the same size from
+  another dataset would otherwise be read as this one)."""
+  crc = google_crc32c.Checksum()
+  with open(path, 'rb') as f:
+    for block in iter(lambda: f.read(1 << 22), b''):
+      crc.update(block)
+  return int.from_bytes(crc.digest(), 'big')

@@ -131,7 +131,9 @@ class _Checker:
     else:
       ok = isinstance(value, kind)
     if not ok:
-      self.fail(name, f'expected {_KIND_NAMES[kind]}, got {value!r} '
+      wanted = ' or '.join(_KIND_NAMES[k] for k in (
+          kind if isinstance(kind, tuple) else (kind,)))
+      self.fail(name, f'expected {wanted}, got {value!r} '
                 f'({_KIND_NAMES.get(type(value), type(value).__name__)})')
     return value
 
@@ -162,13 +164,41 @@ class _Checker:
     min_bytes = _min_example_bytes(schema)
     for split, entry in self.get(obj, 'splits', dict).items():
       self.check_split(name, split, entry, min_bytes)
+    total = sum(e['num_examples'] for e in obj['splits'].values())
+    if not schema.features and total:
+      self.fail('schema', f'empty, but the splits hold {total} examples')
     counts = self.get(obj, 'counts', dict)
+    for key in COUNT_KEYS:
+      self.get(counts, key, int, f'counts.{key}')
     for key in counts:
       self.get(counts, key, int, f'counts.{key}')
-    total = sum(e['num_examples'] for e in obj['splits'].values())
-    if 'examples' in counts and counts['examples'] != total:
+    self.check_counts(obj['splits'], counts)
+    self.get(obj, 'created', str)
+    self.get(obj, 'config', dict)
+    if obj.get('interop') is not None:
+      self.get(obj, 'interop', dict)
+    written = obj.get('shards_written')
+    if written is not None:
+      self.get(obj, 'shards_written', dict)
+      seconds = self.get(written, 'seconds', (int, float),
+                         'shards_written.seconds')
+      if isinstance(seconds, bool) or not seconds >= 0:
+        self.fail('shards_written.seconds', f'{seconds!r} is not a duration')
+
+  def check_counts(self, splits, counts) -> None:
+    """The relations between the counts metadata.json states."""
+    total = sum(e['num_examples'] for e in splits.values())
+    if counts['examples'] != total:
       self.fail('counts.examples', f'{counts["examples"]}, but the splits '
                 f'hold {total}')
+    if counts['files_seen'] != counts['files_ok'] + counts['files_rejected']:
+      self.fail('counts.files_seen', f'{counts["files_seen"]} files seen, '
+                f'but {counts["files_ok"]} ok and {counts["files_rejected"]} '
+                'rejected')
+    files = [e.get('num_files') for e in splits.values()]
+    if all(n is not None for n in files) and sum(files) != counts['files_ok']:
+      self.fail('counts.files_ok', f'{counts["files_ok"]}, but the splits '
+                f'hold {sum(files)} files')
 
   def check_split(self, name, split, entry, min_bytes) -> None:
     at = f'splits.{split}'
@@ -209,6 +239,22 @@ class _Checker:
                     f'{where}.num_examples') != shard['num_examples']:
           self.fail(f'{where}.num_examples', 'differs from its shard\'s')
         self.get(copy, 'num_bytes', int, f'{where}.num_bytes')
+        if 'crc32c' in copy:  # written since the fingerprint was kept
+          self.get(copy, 'crc32c', int, f'{where}.crc32c')
+    if 'num_files' in entry:
+      self.get(entry, 'num_files', int, f'{at}.num_files')
+    per_class = self.get(entry, 'examples_per_class', dict,
+                         f'{at}.examples_per_class')
+    for cls in per_class:
+      self.get(per_class, cls, int, f'{at}.examples_per_class.{cls}')
+    if sum(per_class.values()) != num_examples:
+      self.fail(f'{at}.examples_per_class', f'adds up to '
+                f'{sum(per_class.values())}, not its {num_examples} examples')
+    stats = entry.get('statistics', {})
+    if not isinstance(stats, dict):
+      self.fail(f'{at}.statistics', 'expected an object')
+    for key, moments in stats.items():
+      self.check_moments(f'{at}.statistics.{key}', moments)
     if sum(s['num_examples'] for s in shards) != num_examples:
       self.fail(at, 'shard lengths do not add up to its num_examples')
     if sum(s['num_bytes'] for s in shards) != num_bytes:
@@ -221,6 +267,19 @@ class _Checker:
                 f'bytes, more than the split\'s {num_examples} examples hold '
                 f'({example_bytes}): a shape is wrong')
 
+
+  def check_moments(self, at, moments) -> None:
+    self.get(moments, 'count', int, f'{at}.count')
+    for key in ('mean', 'std', 'min', 'max'):
+      value = self.get(moments, key, (int, float, type(None)), f'{at}.{key}')
+      if isinstance(value, bool) or (value is None and moments['count'] and
+                                     key in ('mean', 'std')):
+        self.fail(f'{at}.{key}', f'expected a number, got {value!r}')
+
+
+# Counts every dataset states (and the relations check_counts holds).
+COUNT_KEYS = ('files_seen', 'files_ok', 'files_rejected', 'rejections',
+              'examples')
 
 _KIND_NAMES = {int: 'an integer', str: 'a string', list: 'a list',
                dict: 'an object', float: 'a number', bool: 'a boolean',
