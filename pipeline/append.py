@@ -134,12 +134,12 @@ def seen_files(part_dirs: List[str]) -> Tuple[Dict[str, Tuple[int, int]],
 
 def identity(path: str) -> Tuple[int, int]:
   """(size, head CRC) of a file now, as probing records them; (-1, -1)
-  when it cannot be read."""
+  when it cannot be read or is no regular file (never opened then)."""
   try:
     size = filesystem.metadata(path).size_in_bytes
     with wav_io.open_binary(path) as raw:
       return size, wav_io.head_crc(raw.read(wav_io.HEAD_BYTES))
-  except wav_io.INPUT_ERRORS:
+  except (wav_io.BadWav,) + wav_io.INPUT_ERRORS:
     return -1, -1
 
 
@@ -160,7 +160,9 @@ def plan(config: PipelineConfig, part_dirs: List[str], metas: List[dict]
                         f'(size {known[0]} -> {now[0]} bytes, or its first '
                         f'{wav_io.HEAD_BYTES} bytes differ): not read '
                         'again; rebuild with --overwrite to replace it'))
-    elif path in rejected:
+    elif (wav_io.undecodable_name(path) or path) in rejected:
+      # Rejections name a file whose name is not UTF-8 as the listing
+      # rejected it, its bytes shown as \xNN.
       unchanged += 1
     else:
       new.append(path)

@@ -14,7 +14,7 @@ import argparse
 import collections
 import os
 import sys
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
@@ -168,11 +168,12 @@ def show_text(output_dir: str, metadata: Dict, split: str, n: int) -> str:
   return '\n'.join(blocks)
 
 
-def raw_text(path: str, n: int = 3) -> str:
-  """Any TFRecord file: record count, and the features of the first n."""
+def raw_text(path: str, n: int = 3) -> Tuple[str, int]:
+  """Any TFRecord file of tf.train.Examples: (its record count and the
+  features of the first n, how many of those n are no Example)."""
   compression = filesystem.beam_compression(
       'gzip' if path.endswith('.gz') else 'none')
-  lines, count = [], 0
+  lines, count, bad = [], 0, 0
   with FileSystems.open(path, compression_type=compression) as f:
     for _, data in tfrecord.read_records(f, path):
       if count < n:
@@ -181,11 +182,11 @@ def raw_text(path: str, n: int = 3) -> str:
           described = example_codec.describe_example(data)
         except metadata_lib.schema_lib.SchemaError as e:
           lines.append(f'  {e}')
-          described = {}
+          described, bad = {}, bad + 1
         for key, (kind, values, size) in sorted(described.items()):
           lines.append(f'  {key}: {kind}, {values} value(s), {size} bytes')
       count += 1
-  return '\n'.join([f'{path}: {count} records (CRCs checked)'] + lines)
+  return '\n'.join([f'{path}: {count} records (CRCs checked)'] + lines), bad
 
 
 def plot(output_dir: str, metadata: Dict, split: str, n: int,
@@ -298,7 +299,12 @@ def main(argv=None) -> int:
   try:
     if not FileSystems.exists(naming.join(args.path, naming.METADATA_FILE)) \
         and '.tfrecord' in os.path.basename(args.path):
-      print(raw_text(args.path, args.show or 3))
+      text, bad = raw_text(args.path, args.show or 3)
+      print(text)
+      if bad:
+        print(f'error: {args.path}: {bad} of the records shown are not '
+              'tf.train.Examples', file=sys.stderr)
+        return 1
       return 0
     args.path = resolve_dataset_dir(args.path)
     metadata = load(args.path)

@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import dataclasses
 import difflib
+import errno
 import logging
 import os
 import shutil
@@ -274,6 +275,32 @@ def empty_warnings(output_dir: str, meta) -> list:
           if entry['num_examples'] == 0]
 
 
+def disk_full(error: BaseException) -> bool:
+  """Whether a run failed because a disk was full (ENOSPC anywhere in the
+  chain, or in the text of an error a worker sent back)."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+      return True
+    if f'[Errno {errno.ENOSPC}]' in str(error):
+      return True
+    error = error.__cause__ or error.__context__
+  return False
+
+
+def free_space(folder: str) -> str:
+  """'N MB free of M MB' on the disk that holds folder (or its nearest
+  existing parent); '' where that cannot be told (a remote file system)."""
+  if not filesystem.is_local(folder):
+    return ''
+  folder = os.path.abspath(folder)
+  while not os.path.exists(folder):
+    folder = os.path.dirname(folder)
+  usage = shutil.disk_usage(folder)
+  return f'{usage.free / 1e6:.1f} MB free of {usage.total / 1e6:.1f} MB'
+
+
 def root_cause(error: BaseException) -> str:
   """The innermost error's last line: what actually went wrong on a worker,
   without the runner's wrapping."""
@@ -291,8 +318,21 @@ class _ClosedSafe:
 
   def __init__(self, stream):
     self._stream = stream
+    self.drop_worker_tracebacks = False
+    self._dropped_by = None  # the thread whose traceback was dropped last
 
   def write(self, text):
+    thread = threading.current_thread()
+    if self.drop_worker_tracebacks and thread is not threading.main_thread():
+      # Beam's in-process worker prints each failed bundle's traceback
+      # here (then print's newline), besides logging it; main reports the
+      # failure once, at the end.
+      if 'Traceback (most recent call last)' in text:
+        self._dropped_by = thread
+        return len(text)
+      if text == '\n' and self._dropped_by is thread:
+        self._dropped_by = None
+        return len(text)
     try:
       return self._stream.write(text)
     except (OSError, ValueError):  # EPIPE, or a closed file
@@ -366,6 +406,20 @@ class _HarmlessWorkerWarnings(logging.Filter):
     return 'No semi_persistent_directory found' not in record.getMessage()
 
 
+class _ErrorsReportedAtTheEnd(logging.Filter):
+  """Drops the error Beam's in-process worker logs for each failed
+  bundle (the same error, with its traceback, two or more times): the
+  run's failure is reported once, at the end, by `main`."""
+
+  def filter(self, record):
+    return record.levelno < logging.ERROR
+
+
+# Loggers of Beam's in-process worker that log a bundle's failure.
+_BUNDLE_ERROR_LOGGERS = ('apache_beam.runners.common',
+                         'apache_beam.runners.worker.sdk_worker')
+
+
 def quiet_logs(verbose: bool = False) -> None:
   """wavbeam's own lines only, unless `verbose`: Beam's worker, gRPC and
   absl loggers say about 30 INFO lines a run (channels opened, state
@@ -377,6 +431,11 @@ def quiet_logs(verbose: bool = False) -> None:
   if not verbose and not any(isinstance(f, _HarmlessWorkerWarnings)
                              for f in relay.filters):
     relay.addFilter(_HarmlessWorkerWarnings())
+  for name in _BUNDLE_ERROR_LOGGERS:
+    logger = logging.getLogger(name)
+    if not verbose and not any(isinstance(f, _ErrorsReportedAtTheEnd)
+                               for f in logger.filters):
+      logger.addFilter(_ErrorsReportedAtTheEnd())
   os.environ.setdefault('GRPC_VERBOSITY', 'INFO' if verbose else 'ERROR')
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if verbose else '2')
 
@@ -412,19 +471,43 @@ def main(argv=None) -> int:
   flags, rest = launcher.parse_known_args(sys.argv[1:] if argv is None
                                           else argv)
   quiet_logs(verbose=flags.verbose)
+  sys.stderr.drop_worker_tracebacks = not flags.verbose
   start = time.perf_counter()
   try:
     config, beam_args = config_lib.parse_known_args(rest)
   except config_lib.ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
-  # Forked before the relay's thread exists: see launch_processes.
-  with launch_processes.started(launch_processes_for(config, beam_args)):
-    relay = _StderrRelay()
-    try:
-      return _run(config, beam_args, not flags.quiet, start)
-    finally:
-      relay.close()
+  try:
+    # Forked before the relay's thread exists: see launch_processes.
+    with launch_processes.started(launch_processes_for(config, beam_args)):
+      relay = _StderrRelay()
+      try:
+        return _run(config, beam_args, not flags.quiet, start)
+      finally:
+        relay.close()
+  except KeyboardInterrupt:
+    # The launch processes are gone (started kills them on the way out).
+    # Beam's worker threads would finish their bundles before the
+    # interpreter could exit: the process ends now, as a kill would end
+    # it, which every step of a run is made to survive.
+    print(f'\nwavbeam: interrupted; {_left_behind(config)}', file=sys.stderr)
+    sys.stderr.flush()
+    os._exit(130)
+
+
+def _left_behind(config) -> str:
+  """What a run that stopped early leaves, said for its user."""
+  if config.append:
+    return (f'the dataset in {config.dataset_dir} is as it was before this '
+            'run, or holds its complete part')
+  try:
+    complete = read_metadata(config.dataset_dir) is not None
+  except Exception:  # pylint: disable=broad-except
+    complete = False
+  if complete:  # the interrupt came after the last step
+    return f'{config.dataset_dir} holds a complete dataset'
+  return f'{config.dataset_dir} holds no complete dataset (no {METADATA_FILE})'
 
 
 def _run(config, beam_args, show_progress: bool, start: float) -> int:
@@ -437,6 +520,14 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
     print(f'error: the run failed: {e}', file=sys.stderr)
     return 1
   except Exception as e:  # the run failed: say why, then what to do
+    if disk_full(e):  # one line: the traceback would say nothing more
+      space = free_space(config.output_dir)
+      print(f'error: the disk holding {config.output_dir} is full'
+            f'{f" ({space})" if space else ""}: {_left_behind(config)}; '
+            'free some space, then rerun'
+            f'{"" if config.append else " with --overwrite"}',
+            file=sys.stderr)
+      return 1
     logging.exception('the run failed')
     print(f'error: the run failed: {root_cause(e)}\n'
           f'{config.dataset_dir} holds no complete dataset (no '

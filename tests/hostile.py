@@ -5,7 +5,9 @@ pipeline documents for it (README, "Bad and odd input"): ('ok', examples)
 or ('rejected', reason prefix). Windows are WIN samples, hop WIN.
 """
 
+import io
 import os
+import socket
 import struct
 
 import numpy as np
@@ -59,6 +61,45 @@ def _dir_with_wav(path):
 
 def _broken_symlink(path):
   os.symlink(path + '.missing-target', path)
+
+
+def _fifo(path):
+  os.mkfifo(path)
+
+
+def _socket(path):
+  # A bound socket leaves its file behind when closed.
+  with socket.socket(socket.AF_UNIX) as s:
+    s.bind(path)
+
+
+def _symlink_to(target):
+  def write(path):
+    os.symlink(target, path)
+  return write
+
+
+def ogg_bytes(samples):
+  out = io.BytesIO()
+  sf.write(out, samples, RATE, format='OGG', subtype='VORBIS')
+  return out.getvalue()
+
+
+def ogg_page_starts(data):
+  return [i for i in range(len(data)) if data.startswith(b'OggS', i)]
+
+
+def _ogg_damaged():
+  """One flipped byte in a middle page: libvorbisfile skips that page
+  and decodes shorter audio without an error."""
+  data = bytearray(ogg_bytes(_pcm16(WIN * 64, 34)))
+  data[len(data) // 2] ^= 0xFF
+  return bytes(data)
+
+
+def _ogg_cut_at_a_page():
+  data = ogg_bytes(_pcm16(WIN * 16, 35))
+  return data[:ogg_page_starts(data)[-1]]
 
 
 def _nan_inf():
@@ -154,6 +195,19 @@ def catalogue():
       ('x/stream_ffffffff.wav',
        _bytes(wav_bytes(_pcm16(WIN * 2, 32), data_size=0xFFFFFFFF)),
        ('ok', 2)),
+      # Only regular files are opened: the others would block or never end.
+      ('x/fifo.wav', _fifo, ('rejected', 'not a regular file: a FIFO')),
+      ('x/socket.wav', _socket, ('rejected', 'not a regular file: a socket')),
+      ('x/link_to_fifo.wav', _symlink_to('fifo.wav'),
+       ('rejected', 'not a regular file: a FIFO')),
+      ('x/dev_null.wav', _symlink_to('/dev/null'),
+       ('rejected', 'not a regular file: a character device')),
+      # The run's stdin is a pipe that nobody writes to.
+      ('x/dev_stdin.wav', _symlink_to('/dev/stdin'),
+       ('rejected', 'not a regular file: a FIFO')),
+      ('x/ogg_damaged.wav', _bytes(_ogg_damaged()),
+       ('rejected', 'damaged Ogg page at byte')),
+      ('x/ogg_cut_at_a_page.wav', _bytes(_ogg_cut_at_a_page()), ('ok', 13)),
       ('x/stream_zero.wav',
        _bytes(wav_bytes(_pcm16(WIN * 2, 33), data_size=0)),
        ('rejected', 'empty: header declares 0 data bytes')),
@@ -161,7 +215,9 @@ def catalogue():
 
 
 # Files used with a remark in rejects.jsonl: {relative path: note prefix}.
-NOTES = {'x/stream_7ffff000.wav': 'data size unknown'}
+NOTES = {'x/stream_7ffff000.wav': 'data size unknown',
+         'x/stream_ffffffff.wav': 'data size unknown',
+         'x/ogg_cut_at_a_page.wav': 'no Ogg end-of-stream page'}
 
 
 def write_catalogue(root):

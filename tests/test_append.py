@@ -138,6 +138,29 @@ def test_nothing_new_is_a_no_op_that_says_so(corpus):
   assert sorted(os.listdir(corpus / 'out')) == listing
 
 
+def test_files_rejected_at_listing_or_probing_are_seen_once(tmp_path):
+  """A name that is not UTF-8 and a FIFO: rejected by the first run, and
+  known to every --append after it (nothing new to append)."""
+  _day(tmp_path / 'in', 0, 4, ['owl', 'wren'])
+  H.write_wav(str(tmp_path / 'in' / 'owl' / 'x.wav'), H.noise(3000))
+  os.rename(tmp_path / 'in' / 'owl' / 'x.wav',
+            os.fsencode(str(tmp_path / 'in' / 'owl')) + b'/caf\xe9.wav')
+  os.mkfifo(tmp_path / 'in' / 'wren' / 'pipe.wav')
+  args = ['--input_dir', str(tmp_path / 'in'), '--output_dir',
+          str(tmp_path / 'out'), *FLAGS]
+  _cli(*args)
+  rejects = [json.loads(line) for line in open(
+      tmp_path / 'out' / 'rejects.jsonl')]
+  assert sorted(r['reason'].split(' (')[0].split(';')[0]
+                for r in rejects) == ['file name is not valid UTF-8',
+                                      'not a regular file: a FIFO']
+  for _ in range(2):
+    proc = _cli(*args, '--append')
+    assert 'nothing to append' in proc.stderr, proc.stderr[-2000:]
+    assert 'unchanged (6 recordings already in it)' in proc.stderr
+  assert not (tmp_path / 'out' / 'part-00001').exists()
+
+
 def test_a_changed_recording_is_reported_not_read_again(corpus):
   before = _examples(corpus / 'out')
   H.write_wav(str(corpus / 'in' / 'owl' / '0.wav'), H.noise(5000, seed=99))

@@ -75,6 +75,23 @@ def test_raw_tfrecord_without_metadata(dataset, capsys):
   assert 'target: int64_list, 1 value(s)' in text
 
 
+@pytest.mark.parametrize('damage', ['flipped', 'cut', 'not_an_example'])
+def test_a_corrupt_record_file_exits_1(dataset, capsys, tmp_path, damage):
+  from pipeline.contract import tfrecord
+  out, meta = dataset
+  data = (out / meta['splits']['train']['shards'][0]['file']).read_bytes()
+  broken = tmp_path / 'broken.tfrecord'
+  if damage == 'flipped':
+    broken.write_bytes(data[:30] + bytes([data[30] ^ 1]) + data[31:])
+  elif damage == 'cut':
+    broken.write_bytes(data[:len(data) // 2])
+  else:
+    with open(broken, 'wb') as f:
+      tfrecord.write_record(f, b'\x0a\xff\xff not a protocol buffer')
+  code, _, err = _main(capsys, broken)
+  assert code == 1 and str(broken) in err
+
+
 def test_inspect_errors(dataset, capsys, tmp_path):
   code, _, err = _main(capsys, tmp_path / 'nothing')
   assert code == 1 and 'not a wavbeam dataset' in err

@@ -191,3 +191,60 @@ def test_every_error_has_one_root():
     assert issubclass(c, ValueError)
   assert issubclass(finalize.IncompleteRun, RuntimeError)
   assert issubclass(run_marker.OutputChanged, RuntimeError)
+
+
+def _corpus(folder, files=4, samples=8000):
+  for i in range(files):
+    H.write_wav(str(folder / 'a' / f'{i}.wav'), H.noise(samples, seed=i))
+
+
+@pytest.mark.parametrize('closed', [(1,), (2,), (0, 1, 2)])
+def test_closed_standard_streams_change_nothing(tmp_path, closed):
+  """`wavbeam run ... 2>&-` (or `>&-`, `<&-`): the same exit code and the
+  same dataset as with the streams open."""
+  _corpus(tmp_path / 'in')
+  outs = []
+  for name, shut in (('open', ()), ('closed', closed)):
+    out = tmp_path / name
+    proc = subprocess.run(
+        [sys.executable, '-m', 'pipeline.run', '--input_dir',
+         str(tmp_path / 'in'), '--output_dir', str(out), '--win_len', '1024'],
+        cwd=ROOT, timeout=600, capture_output=not shut,
+        preexec_fn=(lambda: [os.close(fd) for fd in shut]) if shut else None)
+    assert proc.returncode == 0, name
+    outs.append(out)
+  assert (json.loads((outs[0] / 'metadata.json').read_text())['counts'] ==
+          json.loads((outs[1] / 'metadata.json').read_text())['counts'])
+  shard = 'wavbeam-train.tfrecord-00000-of-00001'
+  assert (outs[0] / shard).read_bytes() == (outs[1] / shard).read_bytes()
+
+
+@pytest.fixture()
+def small_disk(tmp_path):
+  """A 300 kB file system of its own (tmpfs), mounted for the test."""
+  disk = tmp_path / 'disk'
+  disk.mkdir()
+  mounted = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=300k',
+                            'tmpfs', str(disk)], capture_output=True)
+  if mounted.returncode != 0:
+    pytest.skip('mounting a tmpfs needs root: '
+                f'{mounted.stderr.decode().strip()}')
+  yield disk
+  subprocess.run(['umount', '-l', str(disk)], check=True)
+
+
+def test_a_full_disk_is_one_line_and_exit_1(tmp_path, small_disk):
+  _corpus(tmp_path / 'in', files=20, samples=16000 * 4)
+  out = small_disk / 'out'
+  proc = subprocess.run(
+      [sys.executable, '-m', 'pipeline.run', '--input_dir',
+       str(tmp_path / 'in'), '--output_dir', str(out), '--win_len', '1024'],
+      cwd=ROOT, timeout=600, capture_output=True, text=True)
+  assert proc.returncode == 1
+  lines = proc.stderr.strip().splitlines()
+  assert len(lines) == 1, proc.stderr[-3000:]
+  assert re.fullmatch(
+      rf'error: the disk holding {re.escape(str(out))} is full \([0-9.]+ MB '
+      r'free of [0-9.]+ MB\): .* holds no complete dataset \(no '
+      r'metadata.json\); free some space, then rerun with --overwrite',
+      lines[0]), lines[0]

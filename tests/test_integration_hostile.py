@@ -16,9 +16,11 @@ from transforms import wav_io
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _run_cli(argv):
+  # stdin: a pipe nobody writes to (x/dev_stdin.wav leads there); a run
+  # that opened it would wait until the timeout.
   return subprocess.run(
       [sys.executable, '-m', 'pipeline.run', *argv], cwd=ROOT,
-      capture_output=True, text=True,
+      capture_output=True, text=True, stdin=subprocess.PIPE, timeout=600,
       preexec_fn=H.without_root_file_access if os.geteuid() == 0 else None)
 
 

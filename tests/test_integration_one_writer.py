@@ -236,3 +236,68 @@ def test_the_lock_of_a_killed_run_is_taken_over(dataset):
   assert again.returncode == 0, again.stderr[-3000:]
   assert f'taking over the lock of process {killed.pid} on ' in again.stderr
   assert not (out / run_marker.LOCK_FILE).exists()
+
+
+def _children(pid):
+  found = []
+  for task in os.listdir(f'/proc/{pid}/task'):
+    with open(f'/proc/{pid}/task/{task}/children') as f:
+      found += [int(c) for c in f.read().split()]
+  return found
+
+
+def _alive(pid):
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+  except FileNotFoundError:
+    return False
+
+
+@pytest.mark.parametrize('how', [signal.SIGKILL, signal.SIGTERM])
+def test_no_process_of_the_job_outlives_it(tmp_path, how):
+  """The processes a run forks at launch end with it, however it ends."""
+  _files(tmp_path / 'in', 0, 6)
+  run = _driven('prepared', 'hold', '--input_dir', str(tmp_path / 'in'),
+                '--output_dir', str(tmp_path / 'out'), *FLAGS, cwd=tmp_path)
+  deadline = time.monotonic() + 300
+  while not (tmp_path / 'hold.here').exists():
+    assert run.poll() is None and time.monotonic() < deadline
+    time.sleep(0.05)
+  children = _children(run.pid)
+  assert children, 'the run forked no launch process'
+  os.kill(run.pid, how)
+  run.wait()
+  deadline = time.monotonic() + 10
+  while any(map(_alive, children)) and time.monotonic() < deadline:
+    time.sleep(0.05)
+  left = [c for c in children if _alive(c)]
+  for c in left:
+    os.kill(c, signal.SIGKILL)
+  assert not left
+
+
+@pytest.mark.parametrize('step', ['prepared', 'finalizing'])
+def test_ctrl_c_says_one_line_and_exits_130(tmp_path, step):
+  """At a step in the main thread and at one in a Beam worker thread (held
+  there, so the run cannot finish by itself)."""
+  _files(tmp_path / 'in', 0, 6)
+  out = tmp_path / 'out'
+  run = _driven(step, 'hold', '--input_dir', str(tmp_path / 'in'),
+                '--output_dir', str(out), *FLAGS, cwd=tmp_path)
+  deadline = time.monotonic() + 300
+  while not (tmp_path / 'hold.here').exists():
+    assert run.poll() is None and time.monotonic() < deadline
+    time.sleep(0.05)
+  children = _children(run.pid)
+  os.kill(run.pid, signal.SIGINT)
+  code, printed = run.wait()
+  assert code == 130, printed[-3000:]
+  assert printed.strip().splitlines() == [
+      f'wavbeam: interrupted; {out} holds no complete dataset (no '
+      'metadata.json)'], printed[-3000:]
+  assert not any(map(_alive, children))
+  proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir', str(out),
+              *FLAGS, '--overwrite', cwd=tmp_path)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  _verify(out)

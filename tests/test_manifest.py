@@ -209,6 +209,10 @@ def test_rows_in_every_format(tmp_path):
     ('path,fold\na.wav,1\nb.wav\n', 'm.csv', {}, 'line 3 has 1 cells'),
     ('path\na.wav\n./a.wav\n', 'm.csv', {}, 'listed twice: .* line 2 and '
      'line 3'),
+    ('path\nx/a.wav\nx//a.wav\n', 'm.csv', {}, 'listed twice: .* line 2 '
+     'and line 3'),
+    ('path\nx/a.wav\ny/../x/a.wav\n', 'm.csv', {}, 'listed twice: .* line '
+     '2 and line 3'),
     ('{"path": "a.wav"}\nnot json\n', 'm.jsonl', {}, 'line 2 is not JSON'),
     ('file\na.wav\n', 'm.csv', {}, r"line 2 has no column \['path'\]"),
     ('path,fold\na.wav,1\nb.wav,7\n', 'm.csv',
@@ -222,6 +226,27 @@ def test_a_malformed_manifest_names_the_line(tmp_path, text, name, kw,
                                              message):
   with pytest.raises(ConfigError, match=message):
     manifest_lib.read(_config(tmp_path, text, name, **kw))
+
+
+def test_rows_naming_one_file_by_a_link_are_refused(tmp_path):
+  """A symbolic link and its file are one recording: in two rows, it
+  could go to train and to test."""
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'take.wav'), H.noise(4096))
+  os.makedirs(tmp_path / 'in' / 'b')
+  os.symlink('../a/take.wav', tmp_path / 'in' / 'b' / 'same.wav')
+  config = _config(tmp_path, 'path,split\na/take.wav,train\n'
+                   'b/same.wav,test\n', manifest_split_column='split')
+  with pytest.raises(ConfigError, match='listed twice: .*m.csv line 2 and '
+                     'line 3 .both are .*/in/a/take.wav'):
+    manifest_lib.read(config)
+
+
+def test_row_paths_are_normalised_as_the_listing_names_files(tmp_path):
+  config = _config(tmp_path, 'path,label\nx//a.wav,1\n./y/./b.wav,2\n'
+                   'z/../c.wav,3\n', manifest_label_column='label')
+  root = str(tmp_path / 'in')
+  assert sorted(manifest_lib.read(config).entries) == [
+      root + '/c.wav', root + '/x/a.wav', root + '/y/b.wav']
 
 
 @pytest.mark.parametrize('kw,option', [

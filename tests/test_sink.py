@@ -153,3 +153,27 @@ def test_refused_on_dask_where_its_writes_are_lost(corpus, tmp_path):
   p = beam.Pipeline(options=run_lib.pipeline_options(beam_args))
   with pytest.raises(config_lib.ConfigError, match='--sink shards on Dask'):
     graph.build_pipeline(p, config)
+
+
+def test_the_shard_phase_spans_the_encoding(corpus, tmp_path):
+  """Shards are written as examples are encoded: the phase the summary's
+  speeds divide by begins before the first shard file is finished, and
+  lies within the run."""
+  import datetime
+  import json
+  import time
+  out = tmp_path / 'one'
+  began = time.time()
+  H.run_pipeline(_config(corpus, out, sink='write_to_tfrecord',
+                         num_shards=1))
+  ended = time.time()
+  meta = json.loads((out / 'metadata.json').read_text())
+  phase = meta['shards_written']
+
+  def seconds(iso):
+    return datetime.datetime.fromisoformat(iso).timestamp()
+  finished = min(os.path.getmtime(out / s['file'])
+                 for e in meta['splits'].values() for s in e['shards'])
+  assert began - 0.001 <= seconds(phase['first_started']) < finished
+  assert seconds(phase['last_finished']) <= ended + 0.001
+  assert phase['seconds'] > 0

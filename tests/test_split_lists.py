@@ -80,3 +80,27 @@ def test_bad_lists_fail_before_anything_runs(speech_commands, tmp_path):
     H.make_config(str(root), str(tmp_path / 'o'),
                   split_lists='validation=validation_list.txt',
                   splits='train=0.5,test=0.5')
+
+
+def test_listed_files_missing_from_the_corpus_are_counted_and_reported(
+    speech_commands, tmp_path):
+  root, names, _, _ = speech_commands
+  lists = tmp_path / 'test.txt'
+  lists.write_text(f'{names[0]}\nyes//gone.wav\n./no/also_gone.wav\n')
+  out = tmp_path / 'out'
+  proc = subprocess.run(
+      [sys.executable, '-m', 'pipeline.run', '--input_dir', str(root),
+       '--output_dir', str(out), '--split_lists', f'test={lists}',
+       '--win_len', '16000'],
+      capture_output=True, text=True, cwd=ROOT, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  meta = json.load(open(out / 'metadata.json'))
+  counts = meta['counts']
+  assert counts['files_seen'] == len(names) + 2
+  assert counts['files_rejected'] == 2 and counts['files_ok'] == len(names)
+  rejects = [json.loads(line) for line in open(out / 'rejects.jsonl')]
+  assert sorted(r['path'] for r in rejects) == [
+      str(root / 'no/also_gone.wav'), str(root / 'yes/gone.wav')]
+  assert all(f'listed in {lists} line' in r['reason'] and
+             'no such file under input_dir' in r['reason'] for r in rejects)
+  assert '2 files rejected' in proc.stderr, proc.stderr[-2000:]

@@ -96,8 +96,19 @@ def input_paths(config: PipelineConfig):
   the audio files under input_dir (--audio_formats); with --manifest,
   those and the manifest's rows, where a file without a row, and a row
   under input_dir without its file, are refused (rows elsewhere, absolute
-  or URIs, are probed)."""
+  or URIs, are probed); with --split_lists, a listed path without its file
+  is refused too, so that it is counted and reported like a file."""
   paths = wav_io.list_audio_files(config.input_dir, config.audio_formats)
+  formats = f'--audio_formats={",".join(config.audio_formats)}'
+  if config.split_lists:
+    listed = set(paths)
+    missing = {}
+    for name, where in split_lists.listed_places(config).items():
+      path = naming.join(config.input_dir, name)
+      if path not in listed:
+        missing[path] = (f'listed in {where} of --split_lists, but there is '
+                         f'no such file under input_dir (of {formats})')
+    return sorted(listed | set(missing)), None, missing
   if not config.manifest:
     return paths, None, {}
   found = manifest_lib.read(config)
@@ -111,8 +122,8 @@ def input_paths(config: PipelineConfig):
       refused[path] = f'no row in the manifest ({found.text})'
     elif path not in listed and path.startswith(root):
       refused[path] = (f'listed on line {entry.line} of the manifest, but '
-                       'there is no such file under input_dir (of '
-                       f'--audio_formats={",".join(config.audio_formats)})')
+                       f'there is no such file under input_dir (of '
+                       f'{formats})')
   return every, found.entries, refused
 
 
@@ -462,7 +473,8 @@ class EncodeExamples(beam.DoFn):
 
   def process(self, unit, class_names):
     (split, number), refs = unit
-    stats = ExampleStats(split=split, shard=number)
+    stats = ExampleStats(split=split, shard=number,
+                         started_ms=int(time.time() * 1000))
     for item in self._maker.examples(split, refs, class_names, stats):
       if isinstance(item, wav_io.Rejection):
         self._windows_rejected.inc()

@@ -58,6 +58,16 @@ def default_input_key(features) -> str:
   return next((f for f in features if f != 'signal'), features[0])
 
 
+def _shard_phase_start(summary: RunSummary) -> int:
+  """The first shard's start, or the first encoding's where shards were
+  written as examples were encoded (--sink write_to_tfrecord: a shard
+  file's time is when it was finished)."""
+  starts = [s.started_ms for s in summary.shards.values()]
+  starts += [unit.started_ms for split in summary.splits.values()
+             for unit in split.shards.values() if unit.started_ms]
+  return min(starts)
+
+
 def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
                      class_names, sample_rate, layouts,
                      expected_schema=None, run_id=None, created=None) -> str:
@@ -166,7 +176,7 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
               'examples': examples},
       compression=config.compression,
       shards_written=metadata_lib.shards_written_entry(
-          min(s.started_ms for s in summary.shards.values()),
+          _shard_phase_start(summary),
           max(s.finished_ms for s in summary.shards.values()))
       if summary.shards else None)
   metadata['interop'] = write_interop_files(out, metadata)

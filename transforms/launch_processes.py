@@ -21,8 +21,11 @@ runs the same code in the worker thread: the output is the same bytes.
 
 import concurrent.futures
 import contextlib
+import ctypes
 import multiprocessing
+import os
 import pickle
+import signal
 import sys
 import threading
 import traceback
@@ -65,16 +68,38 @@ def started(processes: int):
     yield 0
     return
   executor = concurrent.futures.ProcessPoolExecutor(
-      processes, mp_context=multiprocessing.get_context('fork'))
-  # The first submit forks every process, before the executor starts its
-  # own threads (Python's fork-context pools launch all at once).
+      processes, mp_context=multiprocessing.get_context('fork'),
+      initializer=_die_with, initargs=(os.getpid(),))
+  # The first submit forks every process, from this thread, before the
+  # executor starts its own threads (Python's fork-context pools launch all
+  # at once): the thread whose end PR_SET_PDEATHSIG watches is this one.
   executor.submit(int).result()
   _executor, _processes = executor, processes
+  finished = False
   try:
     yield processes
+    finished = True
   finally:
     _executor, _processes = None, 0
+    if not finished:  # an error or Ctrl-C: no shard's work is wanted now
+      for process in list(getattr(executor, '_processes', {}).values()):
+        process.kill()
     executor.shutdown(wait=True, cancel_futures=True)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int) -> None:
+  """In each launch process: ends it when the job's process ends, however
+  that ends (SIGKILL included), and leaves Ctrl-C to the job's process,
+  which stops them (the terminal sends it to the whole process group)."""
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  libc = ctypes.CDLL(None, use_errno=True)
+  if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+    raise OSError(ctypes.get_errno(), 'prctl(PR_SET_PDEATHSIG) failed')
+  if os.getppid() != parent:  # the job ended before prctl took effect
+    os._exit(1)
 
 
 def current() -> Optional[concurrent.futures.ProcessPoolExecutor]:

@@ -15,6 +15,8 @@ import csv
 import dataclasses
 import functools
 import io
+import os
+import posixpath
 import re
 import string
 from typing import Dict, Iterator, List, Optional, Tuple, Union
@@ -51,13 +53,23 @@ class Manifest:
 
 def row_location(input_dir: str, path: str) -> str:
   """A row's path as the listing names files: input_dir joined unless
-  absolute or a URI."""
+  absolute or a URI; a local path normalised (a//b.wav, ./a/b.wav and
+  a/x/../b.wav are a/b.wav)."""
   path = path.strip()
-  while path.startswith('./'):
-    path = path[2:]
-  if path.startswith('/') or FileSystems.get_scheme(path):
+  if FileSystems.get_scheme(path):
+    return path
+  path = posixpath.normpath(path)
+  if path.startswith('/'):
     return path
   return naming.join(input_dir, path)
+
+
+def same_file_key(location: str) -> str:
+  """What two rows naming one recording share: the local file a path
+  resolves to (symbolic links followed); a URI as it is."""
+  if FileSystems.get_scheme(location):
+    return location
+  return os.path.realpath(location)
 
 
 def path_columns(path_column: str) -> List[str]:
@@ -154,7 +166,7 @@ def fold_split(config: PipelineConfig, value: str) -> Optional[str]:
 
 def _read(config: PipelineConfig) -> Manifest:
   entries: Dict[str, Entry] = {}
-  seen_at: Dict[str, str] = {}
+  seen_at: Dict[str, Tuple[str, str]] = {}
   extras_raw: List[Tuple[str, int, Dict[str, str]]] = []
   for file_split, location in config.manifest:
     kind = file_format(location)
@@ -174,10 +186,13 @@ def _read(config: PipelineConfig) -> Manifest:
         raise ConfigError(OPTION, where, f'line {number}: empty '
                           f'{config.manifest_path_column!r}')
       listed = row_location(config.input_dir, path)
-      if listed in seen_at:
-        raise ConfigError(OPTION, where, f'{path} is listed twice: '
-                          f'{seen_at[listed]} and line {number}')
-      seen_at[listed] = f'{where} line {number}'
+      key = same_file_key(listed)
+      if key in seen_at:
+        place, other = seen_at[key]
+        raise ConfigError(OPTION, where, f'{path} is listed twice: {place} '
+                          f'and line {number}'
+                          f'{"" if other == listed else f" (both are {key})"}')
+      seen_at[key] = (f'{where} line {number}', listed)
       split = file_split or None
       if config.manifest_split_column:
         value = row[config.manifest_split_column].strip()

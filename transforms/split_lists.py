@@ -8,6 +8,7 @@ fails with both places named.
 """
 
 import functools
+import posixpath
 from typing import Dict, Tuple
 
 from apache_beam.io.filesystems import FileSystems
@@ -24,8 +25,8 @@ def list_location(input_dir: str, path: str) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _read(input_dir: str,
-          lists: Tuple[Tuple[str, str], ...]) -> Dict[str, str]:
+def _read(input_dir: str, lists: Tuple[Tuple[str, str], ...]
+          ) -> Dict[str, Tuple[str, str, int]]:
   text = ','.join(f'{n}={f}' for n, f in lists)
   found: Dict[str, Tuple[str, str, int]] = {}
   for split, path in lists:
@@ -38,9 +39,10 @@ def _read(input_dir: str,
                         f'cannot read {location} ({e})') from e
     for number, line in enumerate(lines, 1):
       name = line.strip()
-      name = name[2:] if name.startswith('./') else name
       if not name:
         continue
+      # As the listing names files: a//b.wav and ./a/b.wav are a/b.wav.
+      name = posixpath.normpath(name)
       if name in found:
         other, where, at = found[name]
         raise ConfigError('split_lists', text,
@@ -48,9 +50,18 @@ def _read(input_dir: str,
                           f'({other}) and {location} line {number} '
                           f'({split})')
       found[name] = (split, location, number)
-  return {name: split for name, (split, _, _) in found.items()}
+  return found
 
 
 def listed_splits(config: PipelineConfig) -> Dict[str, str]:
   """{path relative to input_dir: split} of every listed file."""
-  return _read(config.input_dir, config.split_lists)
+  return {name: split for name, (split, _, _) in
+          _read(config.input_dir, config.split_lists).items()}
+
+
+def listed_places(config: PipelineConfig) -> Dict[str, str]:
+  """{path relative to input_dir: where it is listed, e.g.
+  'DIR/testing_list.txt line 7 (test)'}."""
+  return {name: f'{location} line {number} ({split})'
+          for name, (split, location, number) in
+          _read(config.input_dir, config.split_lists).items()}

@@ -78,6 +78,10 @@ class ExampleStats:
   # What the schema was last computed from (see WriteShard); not merged.
   schema_signature: tuple = dataclasses.field(default=(), compare=False,
                                               repr=False)
+  # When its encoding began (ms since the epoch; 0: not recorded). With
+  # --sink write_to_tfrecord, shards are written as examples are encoded:
+  # the first unit's start is the shard phase's.
+  started_ms: int = dataclasses.field(default=0, compare=False)
 
   def add(self, label: str, num_bytes: int) -> None:
     self.num_examples += 1

@@ -9,6 +9,7 @@ import contextlib
 import io
 import itertools
 import os
+import stat
 import struct
 from typing import Iterator, List, Optional, Sequence, Tuple
 
@@ -19,6 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import naming
 from transforms import filesystem
+from transforms import ogg_pages
 from transforms.records import (  # noqa: F401  (reachable here)
     HEAD_BYTES, INPUT_ERRORS, NOTE, BadWav, Rejection, WavInfo, head_crc,
     short_error, unreadable)
@@ -83,10 +85,37 @@ def undecodable_name(path: str) -> Optional[str]:
     return os.fsencode(path).decode('utf-8', 'backslashreplace')
 
 
+_NOT_REGULAR = ((stat.S_ISFIFO, 'a FIFO'), (stat.S_ISSOCK, 'a socket'),
+                (stat.S_ISCHR, 'a character device'),
+                (stat.S_ISBLK, 'a block device'), (stat.S_ISDIR, 'a folder'))
+
+
+def _check_regular(mode: int) -> None:
+  if not stat.S_ISREG(mode):
+    kind = next((name for test, name in _NOT_REGULAR if test(mode)),
+                'not a regular file')
+    raise BadWav(f'not a regular file: {kind}; only regular files are read')
+
+
 def open_binary(path: str):
-  if filesystem.is_local(path):
-    return open(path, 'rb')  # what Beam's LocalFileSystem.open returns
-  return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+  """The file, opened for reading; raises BadWav, without blocking, when
+  a local path (or the file a symbolic link leads to) is not a regular
+  file: reading a FIFO or a terminal would wait forever."""
+  if not filesystem.is_local(path):
+    return FileSystems.open(path,
+                            compression_type=CompressionTypes.UNCOMPRESSED)
+  # Checked before opening (a socket cannot be opened) and on the
+  # descriptor opened (a file swapped meanwhile); O_NONBLOCK, because
+  # opening a FIFO waits for a writer without it.
+  _check_regular(os.stat(path).st_mode)
+  fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, 'O_CLOEXEC', 0))
+  try:
+    _check_regular(os.fstat(fd).st_mode)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, 'rb')  # what Beam's LocalFileSystem.open returns
+  except BaseException:
+    os.close(fd)
+    raise
 
 
 @contextlib.contextmanager
@@ -202,8 +231,10 @@ STREAMING_SIZE_MIN = 0x7FFF0000
 def declared_data_bytes(head: bytes) -> Optional[Tuple[int, int]]:
   """(data offset, declared data size) from a RIFF/RIFX header, or None.
 
-  None when the header is not plain RIFF/RIFX WAVE (RF64, other containers)
-  or the size is the 'unknown' marker used by streaming writers.
+  None when the header is not plain RIFF/RIFX WAVE (RF64, other
+  containers).
+  An 'unknown' size that streaming writers put there (0xFFFFFFFF among
+  them) is returned as it is: see STREAMING_SIZE_MIN.
   """
   if len(head) < 12 or head[8:12] != b'WAVE' or head[:4] not in (b'RIFF',
                                                                 b'RIFX'):
@@ -214,7 +245,7 @@ def declared_data_bytes(head: bytes) -> Optional[Tuple[int, int]]:
     chunk_id = head[pos:pos + 4]
     (size,) = struct.unpack(fmt, head[pos + 4:pos + 8])
     if chunk_id == b'data':
-      return None if size == 0xFFFFFFFF else (pos + 8, size)
+      return pos + 8, size
     pos += 8 + size + (size & 1)
   return None
 
@@ -269,8 +300,14 @@ def probe(index: int, path: str) -> Tuple[WavInfo, Optional[str]]:
   """Reads the header (and, unless the file is plain, one frame at the
   end): (info, a note on the file or None); raises BadWav."""
   try:
+    note = None
     with open_binary(path) as raw:
       head = raw.read(HEAD_BYTES)
+      if head[:4] == ogg_pages.CAPTURE:
+        # Decoders skip a damaged page without an error: check them all.
+        problem, note = ogg_pages.check(head + raw.read())
+        if problem:
+          raise BadWav(problem)
     meta = filesystem.metadata(path)
     size = meta.size_in_bytes
     if size == 0:
@@ -318,7 +355,7 @@ def probe(index: int, path: str) -> Tuple[WavInfo, Optional[str]]:
       raise BadWav(
           f'truncated: header declares {data_bytes} data bytes, the file '
           f'holds {max(0, size - offset)}')
-  return info, None
+  return info, note
 
 
 # subtype -> (stored sample dtype, zero, scale to full scale). libsndfile's
