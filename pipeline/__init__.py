@@ -5,6 +5,7 @@ code) imports it with TensorFlow only. Beam is imported by the modules that
 build and run the graph (`pipeline.graph`, `pipeline.run`).
 """
 
+import logging as _logging
 import os as _os
 import sys as _sys
 
@@ -27,3 +28,17 @@ def _open_closed_standard_streams():
 
 
 _open_closed_standard_streams()
+
+
+class _BeamImportWarnings:
+  """A logging filter for the warning Beam logs when it is imported without
+  its [gcp] extra ('apitools not found, and bigquery client libraries are
+  not available'): it concerns BigQuery, which wavbeam does not use, and
+  it would open every command's output in a minimal install."""
+
+  @staticmethod
+  def filter(record):
+    return 'apitools not found' not in str(record.msg)
+
+
+_logging.getLogger().addFilter(_BeamImportWarnings())

@@ -82,9 +82,12 @@ def main(argv=None) -> int:
     print(f'  {key:14s} {value.dtype.name:8s} {str(list(v.shape)):14s} '
           f'{shown}')
   figure = os.path.join(ROOT, 'examples.png')
-  inspect_lib.plot(out, inspect_lib.load(out), 'train', 4, figure)
-  print(f'\n== a picture of 4 examples (waveform, spectrogram, log-mel) and '
-        f'the class counts: {os.path.abspath(figure)}')
+  try:
+    inspect_lib.plot(out, inspect_lib.load(out), 'train', 4, figure)
+    print(f'\n== a picture of 4 examples (waveform, spectrogram, log-mel) '
+          f'and the class counts: {os.path.abspath(figure)}')
+  except inspect_lib.NoFigures as e:
+    print(f'\n== no picture: {e}')
   print(f'   more: python -m pipeline.inspect {out} [--show 3] [--plot '
         'FILE.png]')
   return 0

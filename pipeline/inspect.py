@@ -19,6 +19,7 @@ from typing import Dict, Iterator, List, Tuple
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.console import plural
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
 from pipeline.contract import rejects as rejects_lib
@@ -34,6 +35,10 @@ from transforms import filesystem
 
 class InspectError(WavbeamError):
   """What cannot be read, and where."""
+
+
+class NoFigures(WavbeamError):
+  """The figures need matplotlib (the [inspect] extra)."""
 
 
 def load(output_dir: str) -> Dict:
@@ -97,16 +102,18 @@ def summary_text(output_dir: str, metadata: Dict) -> str:
   lines = [
       f'{output_dir}: wavbeam dataset {m["name"]!r} version {m["version"]} '
       f'(format {m["format"]} v{m["format_version"]}), written {m["created"]}',
-      f'  {c["examples"]} examples from {c["files_ok"]} of {c["files_seen"]} '
-      f'files; {c["files_rejected"]} files rejected, {c["rejections"]} '
-      f'rejection records; sample rate {m["sample_rate"]} Hz; compression '
-      f'{m["compression"]}',
+      f'  {plural(c["examples"], "example")} from {c["files_ok"]} of '
+      f'{plural(c["files_seen"], "file")}; '
+      f'{plural(c["files_rejected"], "file")} rejected, '
+      f'{plural(c["rejections"], "rejection record")}; sample rate '
+      f'{m["sample_rate"]} Hz; compression {m["compression"]}',
       *([f'  in {len(m["parts"])} parts (--append): '
          f'{", ".join(m["parts"])}'] if m.get('parts') else []),
       '', 'splits:']
   for name, s in sorted(m['splits'].items()):
-    lines.append(f'  {name}: {s["num_examples"]} examples in '
-                 f'{len(s["shards"])} shards ({s["num_bytes"] / 1e6:.1f} MB), '
+    lines.append(f'  {name}: {plural(s["num_examples"], "example")} in '
+                 f'{plural(len(s["shards"]), "shard")} '
+                 f'({s["num_bytes"] / 1e6:.1f} MB), '
                  f'{s.get("num_files", "?")} files')
     for label, count in sorted(s['examples_per_class'].items()):
       lines.append(f'    {label or "(no label)"}: {count}')
@@ -191,8 +198,13 @@ def raw_text(path: str, n: int = 3) -> Tuple[str, int]:
 
 def plot(output_dir: str, metadata: Dict, split: str, n: int,
          out_path: str) -> str:
-  """Waveform, spectrogram and log-mel of n examples, and class counts."""
-  import matplotlib
+  """Waveform, spectrogram and log-mel of n examples, and class counts;
+  raises NoFigures without matplotlib."""
+  try:
+    import matplotlib
+  except ModuleNotFoundError as e:
+    raise NoFigures("matplotlib is not installed: pip install "
+                    "'wavbeam[inspect]' draws the figures") from e
   matplotlib.use('Agg')
   from matplotlib import pyplot as plt
 
@@ -316,7 +328,7 @@ def main(argv=None) -> int:
             f'{args.n} {args.split} examples, and examples per class')
     if not args.show and not args.plot:
       print(summary_text(args.path, metadata))
-  except (InspectError, tfrecord.CorruptRecord, OSError,
+  except (InspectError, NoFigures, tfrecord.CorruptRecord, OSError,
           metadata_lib.schema_lib.SchemaError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 1

@@ -15,7 +15,7 @@ import shutil
 import sys
 import threading
 import time
-from typing import Optional, Sequence
+from typing import Sequence, Union
 
 # Before numpy is first imported (Beam imports it): the pipeline runs one
 # bundle per core already, and OpenBLAS's own thread pool (used by the
@@ -31,6 +31,7 @@ from apache_beam.options.pipeline_options import TypeOptions  # noqa: E402
 
 from pipeline import append as append_lib  # noqa: E402
 from pipeline import config as config_lib  # noqa: E402
+from pipeline.console import plural  # noqa: E402
 from pipeline import progress  # noqa: E402
 from pipeline import dataset_dir  # noqa: E402
 from pipeline.dataset_dir import read_metadata  # noqa: E402
@@ -126,10 +127,28 @@ def _reject_unknown_flags(options: PipelineOptions,
       'see python -m pipeline.run --help')
 
 
-def run(argv: Optional[Sequence[str]] = None, extra_features=None):
-  """Builds and runs the job; returns the finished PipelineResult."""
-  config, beam_args = config_lib.parse_known_args(
-      sys.argv[1:] if argv is None else argv)
+def run(config_or_argv: Union[config_lib.PipelineConfig, Sequence[str],
+                              None] = None,
+        pipeline_options: Sequence[str] = (), extra_features=None):
+  """What `wavbeam run` does, from Python: the output folder checked,
+  locked and prepared (an existing dataset refused unless --overwrite),
+  the job run, metadata.json written last.
+
+  `config_or_argv`: a PipelineConfig, with Beam's options as flags in
+  `pipeline_options` (['--runner=DataflowRunner', ...]); or the command's
+  arguments, ours and Beam's mixed (None: sys.argv). `extra_features` maps
+  feature names to numpy functions (transforms.features.FeatureFn).
+  Returns the finished PipelineResult (with --append, an
+  append.AppendOutcome); raises ConfigError before anything is written
+  for what the command refuses with exit 2, and the run's error if it
+  fails.
+  """
+  if isinstance(config_or_argv, config_lib.PipelineConfig):
+    config, beam_args = config_or_argv, list(pipeline_options)
+  else:
+    config, beam_args = config_lib.parse_known_args(
+        sys.argv[1:] if config_or_argv is None else config_or_argv)
+    beam_args = [*beam_args, *pipeline_options]
   return run_config(config, beam_args, extra_features)
 
 
@@ -245,9 +264,10 @@ def summary(output_dir: str, seconds: float, meta=None) -> str:
   shards = sum(len(e['shards']) for e in meta['splits'].values())
   size = sum(e['num_bytes'] for e in meta['splits'].values())
   counts = meta['counts']
-  line = (f'wavbeam: {counts["examples"]} examples in {shards} shards '
-          f'({size / 1e6:.1f} MB) from {counts["files_ok"]} files written to '
-          f'{output_dir} in {seconds:.1f} s; {counts["files_rejected"]} files '
+  line = (f'wavbeam: {plural(counts["examples"], "example")} in '
+          f'{plural(shards, "shard")} ({size / 1e6:.1f} MB) from '
+          f'{plural(counts["files_ok"], "file")} written to {output_dir} in '
+          f'{seconds:.1f} s; {plural(counts["files_rejected"], "file")} '
           'rejected (rejects.jsonl)')
   written = meta.get('shards_written')
   if not written:

@@ -13,6 +13,7 @@ import zlib
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.console import plural
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
 from pipeline.dataset_dir import read_whole_metadata, shard_problem
@@ -120,7 +121,8 @@ def verify(output_dir: str) -> str:
       examples += count
   copies = metadata_lib.has_array_record(metadata)
   parts = metadata.get('parts', [])
-  return (f'{output_dir}: OK, {examples} examples in {shards} shards'
+  return (f'{output_dir}: OK, {plural(examples, "example")} in '
+          f'{plural(shards, "shard")}'
           f'{f" of {len(parts)} parts" if parts else ""} match '
           'metadata.json (CRCs, counts, schema, record indexes'
           f'{", ArrayRecord copies" if copies else ""})')

@@ -32,7 +32,7 @@ def test_summary_has_the_numbers(dataset, capsys):
   out, meta = dataset
   code, text, _ = _main(capsys, out)
   assert code == 0
-  assert '20 examples from 4 of 5 files; 1 files rejected' in text
+  assert '20 examples from 4 of 5 files; 1 file rejected' in text
   assert 'train: 20 examples in 4 shards' in text
   assert '    bird: 12' in text and '    dog: 8' in text
   assert 'signal: int32 shape [1024] (raw_bytes)' in text

@@ -77,9 +77,13 @@ class _Driven:
     env = dict(os.environ, PYTHONPATH=ROOT)
     self._log = cwd / f'{step}-{action}.log'
     with open(self._log, 'w') as log:
+      # SIGINT as a terminal gives it: a test run in the background
+      # inherits it ignored, and Python then never raises
+      # KeyboardInterrupt.
       self._proc = subprocess.Popen(
           [sys.executable, '-c', _DRIVER, step, action, *args], cwd=cwd,
-          env=env, stdout=log, stderr=log)
+          env=env, stdout=log, stderr=log,
+          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     self.pid = self._proc.pid
 
   def poll(self):

@@ -268,7 +268,7 @@ def test_cli_multi_processing_workers(corpus, tmp_path):
       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   assert proc.returncode == 0, proc.stderr[-3000:]
   meta = json.load(open(out / 'metadata.json'))
-  assert (f'wavbeam: {meta["counts"]["examples"]} examples in 1 shards'
+  assert (f'wavbeam: {meta["counts"]["examples"]} examples in 1 shard '
           in proc.stderr), proc.stderr
   config = H.make_config(corpus, out, win_len=WIN, hop_len=1000,
                          features=('signal', 'log_mel'), signal_dtype='int16')

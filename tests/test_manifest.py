@@ -283,3 +283,21 @@ def test_a_bad_manifest_stops_the_cli_before_anything_runs(tmp_path):
   assert proc.returncode == 2
   assert 'listed twice' in proc.stderr and 'line 3' in proc.stderr
   assert not (tmp_path / 'out').exists()
+
+
+def test_a_row_naming_a_fifo_is_rejected_without_blocking(tmp_path):
+  H.write_wav(str(tmp_path / 'in' / 'a.wav'), H.noise(4096))
+  os.mkfifo(tmp_path / 'elsewhere.wav')
+  (tmp_path / 'm.csv').write_text(
+      f'path,label\na.wav,x\n{tmp_path / "elsewhere.wav"},y\n')
+  proc = subprocess.run(
+      [sys.executable, '-m', 'pipeline.run', '--input_dir',
+       str(tmp_path / 'in'), '--output_dir', str(tmp_path / 'out'),
+       '--manifest', str(tmp_path / 'm.csv'), '--manifest_label_column',
+       'label', '--win_len', '1024'], cwd=ROOT, capture_output=True,
+      text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rejects = [json.loads(line) for line in open(tmp_path / 'out' /
+                                                'rejects.jsonl')]
+  assert [(r['path'], r['reason'].split(';')[0]) for r in rejects] == [
+      (str(tmp_path / 'elsewhere.wav'), 'not a regular file: a FIFO')]

@@ -59,3 +59,42 @@ def test_installed_package_runs_its_command_outside_the_checkout(tmp_path):
   verify = subprocess.run([wavbeam, 'verify', str(dataset)],
                           capture_output=True, text=True, cwd=work, env=env)
   assert verify.returncode == 0 and 'OK' in verify.stdout
+
+
+_WITHOUT = '''
+import importlib.abc
+import sys
+
+MISSING = {missing!r}
+
+
+class _Missing(importlib.abc.MetaPathFinder):
+  def find_spec(self, name, path, target=None):
+    if any(name == m or name.startswith(m + '.') for m in MISSING):
+      raise ModuleNotFoundError(f'No module named {{name!r}}', name=name)
+    return None
+
+
+sys.meta_path.insert(0, _Missing())
+'''
+
+
+def test_the_demo_after_the_smallest_install_it_needs(tmp_path):
+  """`pip install 'wavbeam[tf]'`: no matplotlib (the [inspect] extra), no
+  Beam [gcp] extra, no PyTorch, Grain or ArrayRecord (simulated by a
+  sitecustomize that makes them missing). The demo ends with exit 0, says
+  in one line which extra draws the figure, and nothing but its own lines
+  reach the console."""
+  hide = tmp_path / 'hide'
+  hide.mkdir()
+  (hide / 'sitecustomize.py').write_text(_WITHOUT.format(missing=[
+      'matplotlib', 'apitools', 'google.cloud', 'google.api_core', 'torch',
+      'grain', 'array_record', 'dask', 'distributed']))
+  env = dict(os.environ, PYTHONPATH=f'{hide}:{ROOT}')
+  proc = subprocess.run([sys.executable, '-m', 'pipeline.demo'], cwd=tmp_path,
+                        env=env, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert proc.stderr == ''
+  assert ("== no picture: matplotlib is not installed: pip install "
+          "'wavbeam[inspect]' draws the figures") in proc.stdout
+  assert 'WARNING' not in proc.stdout

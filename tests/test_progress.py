@@ -53,7 +53,7 @@ def test_quiet_prints_only_the_summary(tmp_path):
               str(tmp_path / 'out'), '--win_len', '1024', '--quiet')
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert proc.stdout == ''
-  assert proc.stderr.startswith('wavbeam: 8 examples in 1 shards')
+  assert proc.stderr.startswith('wavbeam: 8 examples in 1 shard ')
   assert len(proc.stderr.splitlines()) == 1, proc.stderr
 
 
