@@ -580,7 +580,7 @@ def from_args(args: argparse.Namespace) -> PipelineConfig:
 
 
 def options_markdown() -> str:
-  """The README's option table, from the same fields as --help."""
+  """The option table of docs/options.md, from the same fields as --help."""
   rows = ['| option | default | what it does |', '|---|---|---|']
   for field in dataclasses.fields(PipelineConfig):
     meta = field.metadata

@@ -49,7 +49,7 @@ class SplitByType(beam.PTransform):
   """One stream of mixed records -> {name: PCollection of one type}.
 
   Stands in for tagged outputs, which Beam 2.77's DaskRunner merges into
-  one stream (see README, "Running at scale").
+  one stream (see docs/runners.md, "Dask").
   """
 
   def __init__(self, **types):

@@ -210,7 +210,7 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
   except ValueError as e:  # an unknown --runner, or options it rejects
     raise config_lib.ConfigError(
         'runner', options.view_as(StandardOptions).runner,
-        f'{e} (see "Running at scale" in the README)') from e
+        f'{e} (see docs/runners.md)') from e
   run_id = run_marker.new_run_id()
   try:
     build_pipeline(p, config, extra_features, run_id, base)

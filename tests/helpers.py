@@ -6,6 +6,7 @@ no code with the pipeline's block reading, chunking or encoding.
 """
 
 import ctypes
+import glob
 import json
 import os
 import re
@@ -180,21 +181,31 @@ def to_format_1(src: str, dst: str) -> None:
     f.write(metadata_lib.dumps(meta))
 
 
-def readme_command(heading):
-  """The `python -m pipeline.run ...` block under `#### heading` in the
-  README, as argv (python replaced by this interpreter)."""
-  text = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
-  section = text.split(f'#### {heading}\n', 1)[1]
+def doc_files():
+  """README.md and every docs/*.md page, in that order."""
+  return [os.path.join(ROOT, 'README.md')] + sorted(
+      glob.glob(os.path.join(ROOT, 'docs', '*.md')))
+
+
+def documented_command(heading):
+  """The `python -m pipeline.run ...` block under `#### heading` in
+  README.md or a docs/*.md page, as argv (python replaced by this
+  interpreter)."""
+  marker = f'#### {heading}\n'
+  texts = [open(p, encoding='utf-8').read() for p in doc_files()]
+  found = [t for t in texts if marker in t]
+  assert len(found) == 1, f'{marker!r} in {len(found)} documentation files'
+  section = found[0].split(marker, 1)[1]
   block = re.search(r'```sh\n(.*?)```', section, re.S).group(1)
   argv = shlex.split(block.replace('\\\n', ' '))
   assert argv[:3] == ['python', '-m', 'pipeline.run'], argv
   return [sys.executable] + argv[1:]
 
 
-def run_readme_command(heading, cwd):
-  """Runs the README's command for a corpus, as printed, in `cwd` (where
+def run_documented_command(heading, cwd):
+  """Runs the documented command for a corpus, as printed, in `cwd` (where
   the corpus was unpacked); returns the dataset folder."""
-  argv = readme_command(heading) + ['--quiet']
+  argv = documented_command(heading) + ['--quiet']
   env = dict(os.environ, PYTHONPATH=ROOT)
   proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True,
                         text=True, timeout=600)

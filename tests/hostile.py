@@ -1,8 +1,9 @@
 """A catalogue of hostile and odd WAV inputs, written as real files.
 
 Each case: a relative path, a function that writes it, and the outcome the
-pipeline documents for it (README, "Bad and odd input"): ('ok', examples)
-or ('rejected', reason prefix). Windows are WIN samples, hop WIN.
+pipeline documents for it (docs/failures.md, "Bad and odd input"):
+('ok', examples) or ('rejected', reason prefix). Windows are WIN samples,
+hop WIN.
 """
 
 import io

@@ -121,7 +121,7 @@ def test_tensorflow_readers_read_every_part(corpus):
   assert len(list(first)) == numpy_reader.load_metadata(
       out, [0])[1]['splits']['train']['num_examples']
   # TFDS: the parts' folders, the last first (its features know every
-  # class), as the README says.
+  # class), as docs/corpora.md says.
   builder = tfds.builder_from_directories(
       [os.path.join(out, 'part-00001'), out])
   assert builder.info.features['target'].num_classes == 3

@@ -1,5 +1,6 @@
 """Hostile and odd inputs: every case processed as documented or rejected
-with its reason, and the counts add up (README, "Bad and odd input")."""
+with its reason, and the counts add up (docs/failures.md, "Bad and odd
+input")."""
 
 import collections
 import json

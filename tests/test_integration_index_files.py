@@ -88,18 +88,20 @@ def test_verify_checks_the_index(corpus, tmp_path):
   assert 'does not list the offsets' in proc.stderr
 
 
-def _readme_recipe() -> str:
-  readme = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
-  section = readme[readme.index('**With the `tfrecord` package**'):]
+def _readers_page_recipe() -> str:
+  """The `tfrecord` package's DataLoader recipe in docs/readers.md."""
+  page = open(os.path.join(ROOT, 'docs', 'readers.md'),
+              encoding='utf-8').read()
+  section = page[page.index('### The tfrecord package'):]
   start = section.index('```python\n') + len('```python\n')
   return section[start:section.index('\n```', start)]
 
 
-def test_readme_pytorch_recipe_reads_each_example_once(corpus, tmp_path):
-  """The README's DataLoader recipe, as printed, with 2 workers: every
+def test_documented_tfrecord_recipe_reads_each_example_once(corpus, tmp_path):
+  """The DataLoader recipe of docs/readers.md, as printed, with 2 workers: every
   example once, arrays equal to numpy_reader's."""
   meta = _run(corpus, tmp_path / 'out', features=('signal', 'spectrogram'))
-  check = _readme_recipe() + '''
+  check = _readers_page_recipe() + '''
 import hashlib, sys
 seen = []
 for batch in loader:

@@ -81,7 +81,7 @@ def test_dask_cluster_writes_the_same_dataset(corpus, local_run):
   out = corpus / 'dask'
   with dask_cluster(workers=2, cwd=ROOT) as (address, _):
     # Two partitions: each worker gets work, and the DaskRunner's repeated
-    # outputs (README) show up, so the test covers the workaround.
+    # outputs (docs/runners.md) show up, so the test covers the workaround.
     dask = ['--runner', 'DaskRunner', '--dask_client_address', address,
             '--dask_npartitions=2']
     _run_cli(_flags(corpus, out) + dask)

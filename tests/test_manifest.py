@@ -1,7 +1,7 @@
 """--manifest on miniature copies of published layouts (ESC-50,
 UrbanSound8K, Common Voice: the same folder, file and column names,
 generated audio, MP3 where the corpus ships MP3), each run with the exact
-command the README prints; and the manifest's parsing and checks on their
+command docs/corpora.md prints; and the manifest's parsing and checks on their
 own."""
 
 import csv
@@ -56,7 +56,7 @@ def test_esc50(tmp_path):
     writer.writerow(['filename', 'fold', 'target', 'category', 'esc10',
                      'src_file', 'take'])
     writer.writerows(rows)
-  out = H.run_readme_command('ESC-50', tmp_path)
+  out = H.run_documented_command('ESC-50', tmp_path)
   meta, splits = examples_by_split(
       out, ['filepath', 'class', 'fold', 'esc10', 'src_file', 'target'])
   by_name = {r[0]: r for r in rows}
@@ -106,7 +106,7 @@ def test_urbansound8k(tmp_path):
     writer.writerow(['slice_file_name', 'fsID', 'start', 'end', 'salience',
                      'fold', 'classID', 'class'])
     writer.writerows(rows)
-  out = H.run_readme_command('UrbanSound8K', tmp_path)
+  out = H.run_documented_command('UrbanSound8K', tmp_path)
   meta, splits = examples_by_split(
       out, ['filepath', 'class', 'target', 'fold', 'fsID', 'salience'])
   by_name = {r[0]: r for r in rows}
@@ -146,7 +146,7 @@ def test_common_voice(tmp_path):
     with open(base / f'{tsv}.tsv', 'w', encoding='utf-8') as f:
       f.write('\t'.join(header) + '\n')
       f.writelines('\t'.join(row) + '\n' for row in rows)
-  out = H.run_readme_command('Common Voice', tmp_path)
+  out = H.run_documented_command('Common Voice', tmp_path)
   meta, splits = examples_by_split(
       out, ['filepath', 'sentence', 'client_id', 'up_votes', 'class',
             'signal'])

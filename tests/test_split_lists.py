@@ -35,11 +35,11 @@ def speech_commands(tmp_path_factory):
 
 
 def test_listed_files_go_to_their_split_the_rest_to_train(speech_commands):
-  """The README's command, as printed."""
+  """The command docs/corpora.md prints, as printed."""
   root, names, validation, testing = speech_commands
   validation = [n for n in names if '/00000001_' in n]
   (root / 'validation_list.txt').write_text('\n'.join(validation) + '\n')
-  out = H.run_readme_command('Speech Commands', root.parent)
+  out = H.run_documented_command('Speech Commands', root.parent)
   meta = json.load(open(os.path.join(out, 'metadata.json')))
   assert sorted(meta['splits']) == ['test', 'train', 'validation']
   expected = {'validation': set(validation), 'test': set(testing)}

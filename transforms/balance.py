@@ -5,7 +5,7 @@ Beam 2.77's DaskRunner runs a GroupByKey as dask.bag's task shuffle, which
 sends a group to output partition `int(tokenize(key), 16) % m` (m: the
 input's partition count, rounded up to a power of the shuffle's branching;
 see `dask_partition_of`). Left to chance, 12 shards on 2 workers split
-11/1 or 8/4 (README, DaskRunner defect 6). So a shard's key is
+11/1 or 8/4 (docs/runners.md, "Dask"). So a shard's key is
 (split, shard, salt), with the salt picked so that the key lands in the
 partition that has the least work so far, largest shard first.
 

@@ -1,0 +1,145 @@
+"""README.md and docs/*.md name only what exists: options, `wavbeam`
+subcommands, `python -m` modules and linked files; the README stays short."""
+
+import contextlib
+import dataclasses
+import io
+import os
+import re
+
+import pytest
+
+from pipeline import cli
+from pipeline.config import PipelineConfig
+from tests import helpers as H
+
+ROOT = H.ROOT
+README_MAX_LINES = 200
+
+# The launcher's own flags (pipeline.run reads them before the config).
+LAUNCHER_OPTIONS = {'--quiet', '--verbose', '--help'}
+# Beam's options the documentation names, with the runners that read them.
+BEAM_OPTIONS = {
+    '--runner', '--direct_num_workers', '--direct_running_mode',
+    '--setup_file', '--project', '--region', '--temp_location',
+    '--staging_location', '--machine_type', '--max_num_workers',
+    '--experiments', '--dry_run', '--job_endpoint', '--environment_type',
+    '--flink_master', '--flink_version', '--flink_job_server_jar',
+    '--parallelism', '--dask_client_address', '--dask_npartitions',
+}
+# Shown on purpose as a mistake (the flag that Beam alone would drop).
+MISTYPED = {'--win_lenn'}
+
+OPTION = re.compile(r'(?<![\w-])--([a-z][a-z0-9_]*)')
+LINK = re.compile(r'\[[^\]]*\]\(([^)\s]+)\)')
+PYTHON_M = re.compile(r'python -m ([A-Za-z_][\w.]*)')
+# A command line: `wavbeam X ...` at the start of a code span or line.
+SUBCOMMAND = re.compile(r'^\s*(?:\$ )?wavbeam ([a-z]\w*)', re.M)
+
+
+def _pages():
+  return {os.path.relpath(p, ROOT): open(p, encoding='utf-8').read()
+          for p in H.doc_files()}
+
+
+def _code(text):
+  """Fenced blocks and inline code spans: where commands are written."""
+  fenced = re.findall(r'```[^\n]*\n(.*?)```', text, re.S)
+  rest = re.sub(r'```[^\n]*\n.*?```', '', text, flags=re.S)
+  return fenced + re.findall(r'`([^`\n]+)`', rest)
+
+
+def _help_options(module):
+  """The --flags a command's --help lists."""
+  out = io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+    try:
+      module.main(['--help'])
+    except SystemExit:
+      pass
+  return {'--' + name for name in OPTION.findall(out.getvalue())}
+
+
+def _script_options():
+  """Flags the scripts in examples/ and bench/ define."""
+  flags = set()
+  for folder in ('examples', 'bench'):
+    for name in os.listdir(os.path.join(ROOT, folder)):
+      if name.endswith('.py'):
+        text = open(os.path.join(ROOT, folder, name), encoding='utf-8').read()
+        flags |= set(re.findall(r"add_argument\(\s*'(--\w+)'", text))
+  return flags
+
+
+def _known_options():
+  import importlib
+  known = {'--' + f.name for f in dataclasses.fields(PipelineConfig)}
+  known |= LAUNCHER_OPTIONS | BEAM_OPTIONS | MISTYPED | _script_options()
+  for command in ('inspect', 'verify', 'demo'):
+    known |= _help_options(importlib.import_module(cli.COMMANDS[command][0]))
+  return known
+
+
+def test_readme_is_short():
+  with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
+    assert len(f.read().splitlines()) <= README_MAX_LINES
+
+
+def test_every_option_named_exists():
+  known = _known_options()
+  unknown = {(page, '--' + name) for page, text in _pages().items()
+             for name in OPTION.findall(text) if '--' + name not in known}
+  assert not unknown, sorted(unknown)
+
+
+def test_every_wavbeam_subcommand_named_exists():
+  unknown = {(page, name) for page, text in _pages().items()
+             for code in _code(text) for name in SUBCOMMAND.findall(code)
+             if name not in cli.COMMANDS}
+  assert not unknown, sorted(unknown)
+
+
+def test_every_python_m_module_named_is_a_module_of_the_repository():
+  missing = set()
+  for page, text in _pages().items():
+    for module in PYTHON_M.findall(text):
+      path = os.path.join(ROOT, *module.split('.'))
+      if not (os.path.isfile(path + '.py') or
+              os.path.isfile(os.path.join(path, '__main__.py'))):
+        missing.add((page, module))
+  assert not missing, sorted(missing)
+
+
+def _anchors(text):
+  """GitHub's anchors of a page's headings."""
+  text = re.sub(r'```.*?```', '', text, flags=re.S)
+  return {re.sub(r'[^\w\- ]', '', h.strip().lower()).replace(' ', '-')
+          for h in re.findall(r'^#+ (.*)$', text, re.M)}
+
+
+def test_every_relative_link_points_to_a_file_and_heading():
+  pages = _pages()
+  broken = set()
+  for page, text in pages.items():
+    for target in LINK.findall(text):
+      if re.match(r'[a-z][a-z0-9+.-]*:', target):
+        continue  # a URL
+      path, _, anchor = target.partition('#')
+      full = os.path.normpath(os.path.join(ROOT, os.path.dirname(page), path))
+      linked = os.path.relpath(full, ROOT) if path else page
+      if not os.path.exists(full):
+        broken.add((page, target))
+      elif anchor and linked in pages and anchor not in _anchors(
+          pages[linked]):
+        broken.add((page, target))
+  assert not broken, sorted(broken)
+
+
+@pytest.mark.parametrize('text, found', [
+    ('see `wavbeam verify OUT`', ['verify']),
+    ("wavbeam's own writer; wavbeam turns", []),
+    ('`another wavbeam job is writing to it`', []),
+    ('```sh\nwavbeam run --input_dir IN\n```', ['run']),
+])
+def test_subcommands_are_found_in_code_only(text, found):
+  assert [n for c in _code(text) for n in SUBCOMMAND.findall(c)] == found
