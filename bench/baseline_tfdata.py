@@ -1,7 +1,8 @@
-"""Seed-style writer: tf.data decode_wav -> frame -> stft -> serialize_tensor.
+"""A writer from TensorFlow ops alone: tf.data decode_wav -> frame -> stft ->
+serialize_tensor.
 
-What the project's seed did: one tf.data pipeline, whole files in memory,
-tensors serialized with tf.io.serialize_tensor into a TFRecordWriter.
+One tf.data pipeline, whole files in memory, tensors serialized with
+tf.io.serialize_tensor into a TFRecordWriter.
 """
 
 import os

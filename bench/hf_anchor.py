@@ -1,5 +1,5 @@
 """Hugging Face `datasets` reading the same content from Arrow: the anchor
-row of bench.readers (issue 16). `datasets` is not a wavbeam dependency,
+row of bench.readers. `datasets` is not a wavbeam dependency,
 and installing it into wavbeam's environment would move pinned packages,
 so it runs in an environment of its own:
 

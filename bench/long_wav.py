@@ -1,4 +1,4 @@
-"""Peak memory against the length of one recording (issue 5).
+"""Peak memory against the length of one recording.
 
     .venv/bin/python -m bench.long_wav [--repeats 3]
 

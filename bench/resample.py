@@ -9,10 +9,10 @@ core, and reports the median audio-seconds per second:
   own from its blocks (what a shard task does for a window of a resampled
   file), in audio-seconds of windows per second;
 - soxr one pass: `soxr.resample(x, quality='VHQ')`, the ceiling;
-- sinc (before): the Kaiser-windowed sinc with its cutoff at the Nyquist that
-  wavbeam used until this change, kept here only as the baseline.
+- sinc (before): a Kaiser-windowed sinc with its cutoff at the Nyquist,
+  evaluated output by output (direct form), kept here only as the baseline.
 Then the level at which a full-scale tone 100 Hz above the new Nyquist comes
-out (its alias), for wavbeam and the former sinc.
+out (its alias), for wavbeam and that sinc.
 """
 
 import argparse
@@ -31,7 +31,7 @@ WINDOW = 32768
 
 
 def former_sinc(x, rate_in, rate_out):
-  """The resampler before this change: cutoff at the Nyquist, 32 zero
+  """The direct-form baseline: cutoff at the Nyquist, 32 zero
   crossings each side, Kaiser beta 8.6, evaluated output by output."""
   g = math.gcd(rate_in, rate_out)
   up, down = rate_out // g, rate_in // g

@@ -76,7 +76,7 @@ def writers(corpus, out, win_len=32768, audio_format='wav'):
 
 def corpus_for(name):
   """(path, audio seconds, windows, window length) of a bench corpus; a
-  number alone is hours of long files (as before)."""
+  number alone is hours of long files."""
   if name not in CORPORA:
     name = f'{float(name):g}h'
   total, clip, win_len, audio_format = CORPORA[name]
