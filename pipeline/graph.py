@@ -311,7 +311,7 @@ def write_to_tfrecord(config: PipelineConfig, prefix: str):
   with runner-chosen sharding, --max_examples_per_shard caps records and
   otherwise --max_shard_bytes caps the bytes (before compression). A fixed
   --num_shards groups every example by shard instead, which the local
-  runner holds in memory (4-6 GB at 1-2 h of audio, ../shared/NOTES.md).
+  runner holds in memory (4-6 GB at 1-2 h of audio).
   """
   write = beam.io.WriteToTFRecord(
       prefix, num_shards=config.num_shards or 0,

@@ -73,7 +73,7 @@ def _checked_shard(path, num_examples, compression) -> tf.data.Dataset:
   names the shard.
 
   The checks are native tf.data ops (a per-record `filter` or `scan` cost
-  15-35% of reading speed here; this costs 0-3%, BENCHMARKS.md):
+  15-35% of reading speed here; this costs 0-3%, bench.readers):
   - more records: the records are zipped with positions 0..n-1 followed by
     a dataset that fails; zip reads a record before its position, so the
     failure is reached only when record n exists.

@@ -59,7 +59,7 @@ _RUNNER_ALIASES = {
 # A local default run forks launch processes (transforms/launch_processes.py)
 # for its per-file and shard work. Where it cannot (not Linux, or a caller
 # that already runs threads), runs of this many files or more use Beam's
-# worker processes instead of threads (bench.run, 2 cores, session 6):
+# worker processes instead of threads (bench.run on 2 cores):
 # 20,000 clips of 1 s took 13.8 s with processes and 19.4 s with threads
 # (the per-file Python work holds the GIL), 4,800 clips of 3 s 8.4 and
 # 8.5 s, while the 50- and 201-file corpora of long files were 1.5 s and

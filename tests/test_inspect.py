@@ -106,8 +106,8 @@ def test_inspect_errors(dataset, capsys, tmp_path):
 @pytest.mark.parametrize('damage', ['fifo', 'missing'])
 def test_shards_are_checked_before_reading(dataset, tmp_path, capsys,
                                            damage):
-  """A FIFO in place of a shard used to block --show forever; a missing
-  shard went unnoticed by the summary."""
+  """A FIFO in place of a shard is refused before --show would block on
+  it; a missing shard is named by the summary."""
   import os
   import shutil
   out, meta = dataset

@@ -46,7 +46,7 @@ BATCH_WINDOWS = 32
 # cache, so two worker processes do not evict each other's data from the
 # shared L3. Against 8 such windows: shard phase 4% faster with 1 worker
 # process, 18% with 2 (1.89x instead of 1.65x the 1-worker rate); 32 at
-# once was slower still (BENCHMARKS.md). Shorter windows go more at a time,
+# once is slower still (bench.fft). Shorter windows go more at a time,
 # the same samples per batch, so per-batch costs do not grow per example.
 COMPUTE_SAMPLES = 4 * 32768
 

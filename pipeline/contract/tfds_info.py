@@ -3,7 +3,8 @@
 Beside the shards, these make `tfds.builder_from_directory(OUT)` load every
 split with the right dtypes and shapes, exact split sizes, a ClassLabel with
 the real class names and supervised keys. Formats as verified with
-tensorflow-datasets 4.9.10 (see ../shared/NOTES.md). Standard library only.
+tensorflow-datasets 4.9.10 (tests/test_integration_interop.py loads them
+with it). Standard library only.
 """
 
 import json
