@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test bench clean
+.PHONY: demo test test-fast bench clean
 
 # The demo needs the runtime, TensorFlow and matplotlib; tests and benches
 # also the clients the output is checked against (PyTorch among them).
@@ -28,6 +28,13 @@ demo: $(STAMP)
 test: $(TEST_STAMP)
 	$(BIN)/ruff check --quiet .
 	$(BIN)/python -m pytest -q tests
+
+# The pure functions and the small pieces, without whole runs (under a
+# minute on two cores): the loop while changing code; `make test` before
+# a commit.
+test-fast: $(TEST_STAMP)
+	$(BIN)/ruff check --quiet .
+	$(BIN)/python -m pytest -q -m "not slow" tests
 
 bench: $(TEST_STAMP)
 	$(BIN)/python -m bench.run

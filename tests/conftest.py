@@ -8,9 +8,29 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+# Modules whose tests each start whole runs, servers or worker processes
+# (seconds each): left out of the fast loop, `pytest -m "not slow"`, with
+# every test_integration_* module.
+SLOW_MODULES = frozenset({
+    'test_append.py', 'test_array_record.py', 'test_launch_processes.py',
+    'test_manifest.py', 'test_metadata_damage.py', 'test_package.py',
+    'test_progress.py', 'test_run.py', 'test_run_api.py', 'test_sink.py',
+    'test_split_lists.py', 'test_splits.py', 'test_torch_dataset.py',
+    'test_verify.py'})
+
+
 def pytest_configure(config):
   config.addinivalue_line(
-      'markers', 'slow: takes minutes; `pytest -m "not slow"` leaves it out')
+      'markers', 'slow: starts whole runs or processes; `pytest -m "not '
+      'slow"` (make test-fast) leaves it out')
+
+
+def pytest_collection_modifyitems(config, items):
+  del config
+  for item in items:
+    name = item.path.name
+    if name.startswith('test_integration_') or name in SLOW_MODULES:
+      item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True, scope='session')

@@ -13,6 +13,7 @@ import tensorflow as tf
 from pipeline import replay
 from pipeline.contract import naming
 from pipeline import run as run_lib
+from pipeline.console import plural
 from tests import helpers as H
 
 RATE = 16000
@@ -304,5 +305,6 @@ def test_beam_metrics_count_what_metadata_records(corpus, tmp_path):
   assert written['seconds'] == round((last - first).total_seconds(), 3) > 0
   line = run_lib.summary(str(out), 1.0)
   examples = meta['counts']['examples']
-  assert f'{examples} examples in {len(shards)} shards' in line
+  assert (f'{plural(examples, "example")} in '
+          f'{plural(len(shards), "shard")}') in line
   assert f'shards written in {max(written["seconds"], 0.001):.2f} s' in line
