@@ -45,12 +45,7 @@ def open_split(output_dir: str, split: str,
   found, metadata = load_metadata(output_dir, parts)
   dataset_lib.split_entry(found, metadata, split)
   schema = metadata_lib.schema_of(metadata)
-  specs = schema.as_dict()
-  keys = list(features) if features is not None else sorted(specs)
-  unknown = [k for k in keys if k not in specs]
-  if unknown:
-    raise DatasetError(f'unknown feature {unknown} in {found}; it has '
-                       f'{sorted(specs)}')
+  keys = dataset_lib.feature_keys(found, schema.as_dict(), features)
   return found, metadata, schema, keys
 
 

@@ -178,13 +178,8 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
     if metadata['num_classes'] == 0 and label_key == schema_lib.LABEL_KEY:
       raise DatasetError(f'{output_dir} was written with --label_from none: '
                          'there is no label for as_supervised')
-    keys = [input_key, label_key]
-  else:
-    keys = list(features) if features is not None else sorted(schema)
-  unknown = [k for k in keys if k not in schema]
-  if unknown:
-    raise DatasetError(f'unknown feature {unknown} in {output_dir}; it has '
-                       f'{sorted(schema)}')
+    features = [input_key, label_key]
+  keys = dataset_lib.feature_keys(output_dir, schema, features)
   scale = _normalizers(metadata, normalize, statistics_split, keys,
                        output_dir)
   files = dataset_lib.shard_files(_GFILE, output_dir, metadata, split,

@@ -84,3 +84,12 @@ def test_a_shard_s_index_is_found_and_checked_without_its_size(tmp_path):
   os.mkfifo(index)
   with pytest.raises(DatasetError, match='index file .* is not a plain file'):
     dataset.index_file(dataset.LOCAL, folder, shard)
+
+
+def test_the_features_to_read(tmp_path):
+  specs = {'b': None, 'a': None}
+  assert dataset.feature_keys('out', specs, None) == ['a', 'b']
+  assert dataset.feature_keys('out', specs, ['b']) == ['b']
+  with pytest.raises(DatasetError) as e:
+    dataset.feature_keys('out', specs, ['b', 'mfcc'])
+  assert str(e.value) == "unknown feature ['mfcc'] in out; it has ['a', 'b']"

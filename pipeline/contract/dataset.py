@@ -7,8 +7,8 @@ the commands):
 - `open_dataset` finds the folder (or the TFDS layout inside it), tells a
   missing dataset from an incomplete one, checks metadata.json
   (metadata.parse) and merges the parts --append added (parts.load);
-- `split_entry` is a split's entry in that metadata (an unknown split
-  refused);
+- `split_entry` is a split's entry in that metadata, `feature_keys` the
+  features to read of it (an unknown split or feature refused);
 - `shard_files` and `array_record_files` are a split's files,
   `listed_file` one file the metadata lists, `index_file` a shard's
   index; each checked by `check_file` before anything opens it: inside
@@ -24,7 +24,7 @@ import dataclasses
 import glob
 import os
 import stat as stat_lib
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
@@ -152,6 +152,18 @@ def split_entry(dataset_dir: str, metadata: Dict, split: str,
     raise DatasetError(words.unknown_split.format(
         split=split, dataset_dir=dataset_dir, splits=sorted(splits)))
   return splits[split]
+
+
+def feature_keys(dataset_dir: str, specs: Dict,
+                 features: Optional[Sequence[str]]) -> List[str]:
+  """The features to read: `features`, or all of `specs` (the schema's);
+  DatasetError for one the schema has not."""
+  keys = list(features) if features is not None else sorted(specs)
+  unknown = [k for k in keys if k not in specs]
+  if unknown:
+    raise DatasetError(f'unknown feature {unknown} in {dataset_dir}; it has '
+                       f'{sorted(specs)}')
+  return keys
 
 
 def check_file(fs: FileSystem, dataset_dir: str, path: str,
