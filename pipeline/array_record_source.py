@@ -28,9 +28,9 @@ error, not wrong data), and decoded against the schema.
 """
 
 import bisect
-import os
 from typing import Dict, List, Optional, Sequence
 
+from pipeline.contract import dataset as dataset_lib
 from pipeline.contract import naming
 from pipeline import numpy_reader
 from pipeline.contract import schema as schema_lib
@@ -50,19 +50,11 @@ class ArrayRecordSource:
                features: Optional[Sequence[str]] = None):
     (self.output_dir, self.metadata, self.schema,
      self.keys) = numpy_reader.open_split(output_dir, split, features)
-    entry = self.metadata['splits'][split]
-    if naming.ARRAY_RECORD not in entry:
-      raise DatasetError(
-          f'{self.output_dir} has no ArrayRecord files (it was written '
-          'without --array_record); rerun the pipeline with --array_record '
-          'for random access, or read it with numpy_reader')
     self.split = split
-    self.files = [os.path.join(self.output_dir, f['file'])
-                  for f in entry[naming.ARRAY_RECORD]]
-    counts = [f['num_examples'] for f in entry[naming.ARRAY_RECORD]]
-    for path, listed in zip(self.files, entry[naming.ARRAY_RECORD]):
-      numpy_reader.check_file(self.output_dir, path, listed['num_bytes'],
-                              'ArrayRecord file')
+    self.files = dataset_lib.array_record_files(
+        dataset_lib.LOCAL, self.output_dir, self.metadata, split)
+    counts = [f['num_examples']
+              for f in self.metadata['splits'][split][naming.ARRAY_RECORD]]
     self._starts: List[int] = [0]
     for n in counts:
       self._starts.append(self._starts[-1] + n)

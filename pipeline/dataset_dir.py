@@ -27,8 +27,18 @@ def _match(pattern: str) -> List[str]:
   return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
 
 
+def _stat(path: str) -> Optional[dataset_lib.FileInfo]:
+  if not FileSystems.exists(path):
+    return None
+  size = filesystem.metadata(path).size_in_bytes
+  # Object stores hold files only; a local path may be a FIFO or folder.
+  return dataset_lib.FileInfo(
+      size, not filesystem.is_local(path) or os.path.isfile(path))
+
+
 # Beam's file systems, for the commands (local folders and URIs alike).
-BEAM_FS = dataset_lib.FileSystem(FileSystems.exists, _read_text, _match)
+BEAM_FS = dataset_lib.FileSystem(FileSystems.exists, _read_text, _match,
+                                 _stat)
 
 
 def resolve(output_dir: str) -> str:
@@ -53,24 +63,6 @@ def read_whole_metadata(dataset_dir: str) -> Optional[dict]:
 
 def part_dirs(dataset_dir: str) -> List[str]:
   return parts_lib.part_dirs(dataset_dir, FileSystems.exists, _read_text)
-
-
-def shard_problem(dataset_dir: str, path: str,
-                  num_bytes: int) -> Optional[str]:
-  """What is wrong with a file of dataset_dir's metadata before reading it
-  (missing, another size, not a plain file: a FIFO would block the
-  reader; outside the folder), or None."""
-  outside = dataset_lib.outside(dataset_dir, path)
-  if outside:
-    return outside
-  if not FileSystems.exists(path):
-    return f'{path}: listed in metadata.json but missing'
-  size = filesystem.metadata(path).size_in_bytes
-  if filesystem.is_local(path) and not os.path.isfile(path):
-    return f'{path}: not a plain file'
-  if size != num_bytes:
-    return f'{path}: {size} bytes, metadata.json says {num_bytes}'
-  return None
 
 
 def dataset_files(config: PipelineConfig) -> List[str]:

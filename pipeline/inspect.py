@@ -23,7 +23,8 @@ from pipeline.console import plural
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
 from pipeline.contract import rejects as rejects_lib
-from pipeline.dataset_dir import part_dirs, read_whole_metadata, shard_problem
+from pipeline.contract import dataset as dataset_lib
+from pipeline.dataset_dir import BEAM_FS, part_dirs, read_whole_metadata
 from pipeline.dataset_dir import resolve as resolve_dataset_dir
 from pipeline.contract.errors import DatasetError, WavbeamError
 from transforms import audio
@@ -53,13 +54,12 @@ def load(output_dir: str) -> Dict:
         f'{naming.join(output_dir, naming.METADATA_FILE)} not found: not a '
         'wavbeam dataset, or its run did not finish (for a single TFRecord '
         'file, pass the file)')
-  for entry in metadata['splits'].values():
-    for shard in entry['shards']:
-      problem = shard_problem(output_dir,
-                              naming.join(output_dir, shard['file']),
-                              shard['num_bytes'])
-      if problem:
-        raise InspectError(problem)
+  for split in metadata['splits']:
+    try:
+      dataset_lib.shard_files(BEAM_FS, output_dir, metadata, split,
+                              dataset_lib.COMMAND_WORDS)
+    except DatasetError as e:
+      raise InspectError(str(e)) from e
   return metadata
 
 
@@ -77,13 +77,15 @@ def rejects(output_dir: str) -> List[Dict]:
 def elements(output_dir: str, metadata: Dict, split: str,
              n: int) -> Iterator[Dict]:
   """The first n examples of a split, in shard order, as numpy."""
-  if split not in metadata['splits']:
-    raise InspectError(f'unknown split {split!r}; the dataset has '
-                       f'{sorted(metadata["splits"])}')
+  try:
+    entry = dataset_lib.split_entry(output_dir, metadata, split,
+                                    dataset_lib.COMMAND_WORDS)
+  except DatasetError as e:
+    raise InspectError(str(e)) from e
   schema = metadata_lib.schema_of(metadata)
   compression = filesystem.beam_compression(metadata['compression'])
   left = n
-  for shard in metadata['splits'][split]['shards']:
+  for shard in entry['shards']:
     path = naming.join(output_dir, shard['file'])
     with FileSystems.open(path, compression_type=compression) as f:
       for _, data in tfrecord.read_records(f, path):

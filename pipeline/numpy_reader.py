@@ -16,8 +16,6 @@ mounted file system).
 """
 
 import gzip
-import os
-import stat
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -45,17 +43,9 @@ def open_split(output_dir: str, split: str,
   """(dataset folder, metadata, schema, feature keys to read) of a split;
   DatasetError for a missing dataset, an unknown split or feature."""
   found, metadata = load_metadata(output_dir, parts)
-  splits = metadata['splits']
-  if split not in splits:
-    raise DatasetError(f'unknown split {split!r} in {found}; it has '
-                       f'{sorted(splits)}')
+  dataset_lib.split_entry(found, metadata, split)
   schema = metadata_lib.schema_of(metadata)
-  specs = schema.as_dict()
-  keys = list(features) if features is not None else sorted(specs)
-  unknown = [k for k in keys if k not in specs]
-  if unknown:
-    raise DatasetError(f'unknown feature {unknown} in {found}; it has '
-                       f'{sorted(specs)}')
+  keys = dataset_lib.feature_keys(found, schema.as_dict(), features)
   return found, metadata, schema, keys
 
 
@@ -123,8 +113,7 @@ class NumpyDataset:
     there, so readers that split a split between them check every shard.
     `copy=False`: arrays are read-only views of the record, for a caller
     that copies them into a batch at once (a copy fewer)."""
-    path = os.path.join(self.output_dir, shard['file'])
-    check_file(self.output_dir, path, shard['num_bytes'], 'shard')
+    path = dataset_lib.listed_file(dataset_lib.LOCAL, self.output_dir, shard)
     opener = gzip.open if self.metadata['compression'] == 'gzip' else open
     wanted = set(self.keys)
     where = f'shard {path}'
@@ -166,27 +155,6 @@ def record_ranges(counts: Sequence[int], start: int,
       ranges.append((shard, first, end))
     base += count
   return ranges
-
-
-def check_file(dataset_dir: str, path: str, num_bytes: int,
-               kind: str) -> None:
-  """DatasetError unless the file metadata.json lists (a `kind`: shard,
-  ArrayRecord file) is a plain file of its listed size inside
-  dataset_dir."""
-  outside = dataset_lib.outside(dataset_dir, path)
-  if outside:
-    raise DatasetError(f'{kind} {outside}')
-  try:
-    info = os.stat(path)
-  except OSError as e:
-    raise DatasetError(f'{kind} {path} listed in metadata.json cannot be '
-                       f'read ({e})') from e
-  if not stat.S_ISREG(info.st_mode):  # a FIFO would block the reader
-    raise DatasetError(f'{kind} {path} is not a plain file')
-  if info.st_size != num_bytes:
-    raise DatasetError(
-        f'{kind} {path} is {info.st_size} bytes but metadata.json says '
-        f'{num_bytes}: it was changed or cut after writing')
 
 
 def numpy_dataset(output_dir: str, split: str = 'train',

@@ -9,25 +9,20 @@ arrays decoded from raw bytes, and the
 dataset knows its cardinality from the shard lengths in metadata.json.
 """
 
+import dataclasses
+import os
 from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import dataset as dataset_lib
-from pipeline.contract import naming
 from pipeline.contract import schema as schema_lib
 from pipeline.contract.errors import DatasetError  # noqa: F401  (re-exported)
 
 _PARSE_BATCH = 64  # records parsed per parse_example call when not batching
 _SHUFFLE_BUFFER = 1024
 
-
-
-def dataset_dir(output_dir: str) -> str:
-  """naming.find_dataset_dir through tf.io.gfile."""
-  return naming.find_dataset_dir(output_dir, tf.io.gfile.exists,
-                                 tf.io.gfile.glob)
 
 
 def load_metadata(output_dir: str, parts=None) -> Dict:
@@ -41,31 +36,22 @@ def _read_text(path: str) -> str:
     return f.read()
 
 
+def _stat(path: str) -> Optional[dataset_lib.FileInfo]:
+  if not tf.io.gfile.exists(path):
+    return None
+  info = tf.io.gfile.stat(path)
+  # gfile cannot tell a FIFO from a file; a local path is asked directly.
+  regular = (not info.is_directory if '://' in path
+             else os.path.isfile(path))
+  return dataset_lib.FileInfo(info.length, regular)
+
+
 _GFILE = dataset_lib.FileSystem(tf.io.gfile.exists, _read_text,
-                                tf.io.gfile.glob)
+                                tf.io.gfile.glob, _stat)
 
-
-def shard_files(output_dir: str, metadata: Dict, split: str) -> Sequence[str]:
-  """Paths of a split's shards, each checked to exist with the listed size."""
-  splits = metadata['splits']
-  if split not in splits:
-    raise DatasetError(f'unknown split {split!r} in {output_dir}; it has '
-                       f'{sorted(splits)}')
-  paths = []
-  for shard in splits[split]['shards']:
-    path = naming.join(output_dir, shard['file'])
-    outside = dataset_lib.outside(output_dir, path)
-    if outside:
-      raise DatasetError(outside)
-    if not tf.io.gfile.exists(path):
-      raise DatasetError(f'shard {path} listed in metadata.json is missing')
-    size = tf.io.gfile.stat(path).length
-    if size != shard['num_bytes']:
-      raise DatasetError(
-          f'shard {path} is {size} bytes but metadata.json says '
-          f'{shard["num_bytes"]}: it was changed or cut after writing')
-    paths.append(path)
-  return paths
+# The readers' wording, except that a shard outside the folder is refused
+# with outside()'s reason as it stands (it names the file already).
+_WORDS = dataclasses.replace(dataset_lib.READER_WORDS, outside='{outside}')
 
 
 def _checked_shard(path, num_examples, compression) -> tf.data.Dataset:
@@ -185,24 +171,19 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
     parts: of a dataset --append extended, the parts to read (names from
       parts.json, or numbers: 0 is the first); default all.
   """
-  output_dir = dataset_dir(output_dir)
-  metadata = load_metadata(output_dir, parts)
+  output_dir, metadata = dataset_lib.open_dataset(output_dir, _GFILE, parts)
   schema = metadata_lib.schema_of(metadata).as_dict()
   if as_supervised:
     input_key = input_key or metadata['input_key']
     if metadata['num_classes'] == 0 and label_key == schema_lib.LABEL_KEY:
       raise DatasetError(f'{output_dir} was written with --label_from none: '
                          'there is no label for as_supervised')
-    keys = [input_key, label_key]
-  else:
-    keys = list(features) if features is not None else sorted(schema)
-  unknown = [k for k in keys if k not in schema]
-  if unknown:
-    raise DatasetError(f'unknown feature {unknown} in {output_dir}; it has '
-                       f'{sorted(schema)}')
+    features = [input_key, label_key]
+  keys = dataset_lib.feature_keys(output_dir, schema, features)
   scale = _normalizers(metadata, normalize, statistics_split, keys,
                        output_dir)
-  files = shard_files(output_dir, metadata, split)
+  files = dataset_lib.shard_files(_GFILE, output_dir, metadata, split,
+                                  _WORDS)
   total = metadata['splits'][split]['num_examples']
   compression = 'GZIP' if metadata['compression'] == 'gzip' else ''
 

@@ -16,7 +16,8 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.console import plural
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
-from pipeline.dataset_dir import read_whole_metadata, shard_problem
+from pipeline.contract import dataset as dataset_lib
+from pipeline.dataset_dir import BEAM_FS, read_whole_metadata
 from pipeline.dataset_dir import resolve as resolve_dataset_dir
 from pipeline.contract.errors import DatasetError, WavbeamError
 from pipeline.contract import array_record_file
@@ -29,18 +30,25 @@ class VerifyError(WavbeamError):
   """The dataset is not what metadata.json says; names file and record."""
 
 
+def _listed_file(dataset_dir: str, listed: dict, kind: str) -> str:
+  """The path of a file metadata.json lists, checked before it is read."""
+  try:
+    return dataset_lib.listed_file(BEAM_FS, dataset_dir, listed, kind,
+                                   dataset_lib.COMMAND_WORDS)
+  except DatasetError as e:
+    raise VerifyError(str(e)) from e
+
+
 def _check_index(dataset_dir: str, shard_path: str, record_sizes) -> None:
   """The shard's `tfrecord`-package index, where there is one, must give
   every record's offset and length."""
-  index = next((p for p in (naming.index_name(shard_path),
-                            naming.old_index_name(shard_path))
-                if FileSystems.exists(p)), None)
+  try:
+    index = dataset_lib.index_file(BEAM_FS, dataset_dir, shard_path,
+                                   dataset_lib.COMMAND_WORDS)
+  except DatasetError as e:
+    raise VerifyError(str(e)) from e
   if index is None:
     return
-  problem = shard_problem(dataset_dir, index,
-                          filesystem.metadata(index).size_in_bytes)
-  if problem:
-    raise VerifyError(problem)
   with FileSystems.open(index) as f:
     text = f.read().decode('ascii', 'replace')
   if text != tfrecord.index_text(record_sizes):
@@ -49,12 +57,10 @@ def _check_index(dataset_dir: str, shard_path: str, record_sizes) -> None:
                       'python -m tfrecord.tools.tfrecord2idx)')
 
 
-def _check_array_record(dataset_dir: str, path: str, copy: dict,
-                        shard_path: str, digests) -> None:
+def _check_array_record(dataset_dir: str, copy: dict, shard_path: str,
+                        digests) -> None:
   """--array_record's copy must hold the shard's records, in order."""
-  problem = shard_problem(dataset_dir, path, copy['num_bytes'])
-  if problem:
-    raise VerifyError(problem)
+  path = _listed_file(dataset_dir, copy, 'ArrayRecord file')
   if 'crc32c' in copy and array_record_file.fingerprint(path) != copy['crc32c']:
     raise VerifyError(f'{path}: its CRC32C differs from the one metadata.json '
                       'lists: the file was replaced or changed after writing')
@@ -88,10 +94,7 @@ def verify(output_dir: str) -> str:
   for split, entry in sorted(metadata['splits'].items()):
     copies = entry.get(naming.ARRAY_RECORD) or [None] * len(entry['shards'])
     for shard, copy in zip(entry['shards'], copies):
-      path = naming.join(output_dir, shard['file'])
-      problem = shard_problem(output_dir, path, shard['num_bytes'])
-      if problem:
-        raise VerifyError(problem)
+      path = _listed_file(output_dir, shard, 'shard')
       count, sizes, digests = 0, [], []
       with FileSystems.open(path, compression_type=compression) as f:
         try:
@@ -115,8 +118,7 @@ def verify(output_dir: str) -> str:
                           f'{shard["num_examples"]}')
       _check_index(output_dir, path, sizes)
       if copy is not None:
-        _check_array_record(output_dir, naming.join(output_dir, copy['file']),
-                            copy, path, digests)
+        _check_array_record(output_dir, copy, path, digests)
       shards += 1
       examples += count
   copies = metadata_lib.has_array_record(metadata)

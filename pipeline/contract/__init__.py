@@ -16,5 +16,7 @@ Beam or TensorFlow (the readers import it without them):
 - naming: file and folder names (shards, temp folder, TFDS layout);
 - metadata: metadata.json, written and read, one checked reader;
 - parts: the parts --append adds, and the merged view readers read by;
+- dataset: opening a dataset folder, with the caller's file system calls:
+  its metadata, a split, and the files it lists, checked;
 - tfds_info, tfx_schema: the TFDS and TFX files.
 """

@@ -1,18 +1,30 @@
-"""Opening a dataset folder: the one reader of metadata.json.
+"""Opening a dataset folder: its metadata.json and the files it lists.
 
-Every reader and command opens a dataset through `open_dataset`, with the
-file system calls it has (`LOCAL` here; TensorFlow's gfile in replay;
-Beam's FileSystems in the commands): it finds the folder (or the TFDS
-layout inside it), tells a missing dataset from an incomplete one, checks
-metadata.json (metadata.parse) and merges the parts --append added
-(parts.load). One failure behaviour: DatasetError, naming the folder or
-file and what is wrong.
+Every reader and command opens a dataset here, with the file system calls
+it has (`LOCAL` here; TensorFlow's gfile in replay; Beam's FileSystems in
+the commands):
+
+- `open_dataset` finds the folder (or the TFDS layout inside it), tells a
+  missing dataset from an incomplete one, checks metadata.json
+  (metadata.parse) and merges the parts --append added (parts.load);
+- `split_entry` is a split's entry in that metadata, `feature_keys` the
+  features to read of it (an unknown split or feature refused);
+- `shard_files` and `array_record_files` are a split's files,
+  `listed_file` one file the metadata lists, `index_file` a shard's
+  index; each checked by `check_file` before anything opens it: inside
+  the folder (symbolic links followed), present, a plain file (a FIFO
+  would block the reader) and the size metadata.json lists.
+
+One failure behaviour: DatasetError, naming the folder or file and what is
+wrong, worded as the caller's other errors are (`READER_WORDS`,
+`COMMAND_WORDS`).
 """
 
 import dataclasses
 import glob
 import os
-from typing import Callable, Dict, List, Optional, Tuple
+import stat as stat_lib
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
@@ -21,10 +33,20 @@ from pipeline.contract.errors import DatasetError
 
 
 @dataclasses.dataclass(frozen=True)
+class FileInfo:
+  size: int
+  regular: bool  # a plain file (no folder, FIFO or device)
+
+
+@dataclasses.dataclass(frozen=True)
 class FileSystem:
+  """The file system calls a caller has. `stat` gives None for a file the
+  file system reports missing, and raises OSError for one it cannot
+  look at."""
   exists: Callable[[str], bool]
   read_text: Callable[[str], str]
   glob: Callable[[str], List[str]]
+  stat: Callable[[str], Optional[FileInfo]]
 
 
 def _read_local(path: str) -> str:
@@ -32,7 +54,51 @@ def _read_local(path: str) -> str:
     return f.read()
 
 
-LOCAL = FileSystem(os.path.exists, _read_local, glob.glob)
+def _stat_local(path: str) -> FileInfo:
+  # One call, no exists() first: os.stat's error says why the file cannot
+  # be opened (missing, no permission, a loop of links).
+  info = os.stat(path)
+  return FileInfo(info.st_size, stat_lib.S_ISREG(info.st_mode))
+
+
+LOCAL = FileSystem(os.path.exists, _read_local, glob.glob, _stat_local)
+
+
+@dataclasses.dataclass(frozen=True)
+class Wording:
+  """The texts of the refusals below, as format strings of `kind` (shard,
+  ArrayRecord file, index file), `path`, `outside` (outside's reason),
+  `error`, `size`, `num_bytes`, `split`, `dataset_dir` and `splits`."""
+  unknown_split: str
+  outside: str
+  missing: str
+  unreadable: str
+  not_plain: str
+  size: str
+
+
+# The readers (numpy_reader, array_record_source, replay) name the kind of
+# file first, as their record errors do.
+READER_WORDS = Wording(
+    unknown_split='unknown split {split!r} in {dataset_dir}; it has {splits}',
+    outside='{kind} {outside}',
+    missing='{kind} {path} listed in metadata.json is missing',
+    unreadable='{kind} {path} listed in metadata.json cannot be read '
+    '({error})',
+    not_plain='{kind} {path} is not a plain file',
+    size='{kind} {path} is {size} bytes but metadata.json says {num_bytes}: '
+    'it was changed or cut after writing')
+
+# The commands (verify, inspect) print the path first, as their other
+# errors do.
+COMMAND_WORDS = Wording(
+    unknown_split='unknown split {split!r}; the dataset has {splits}',
+    outside='{outside}',
+    missing='{path}: listed in metadata.json but missing',
+    unreadable='{path}: listed in metadata.json but cannot be read '
+    '({error})',
+    not_plain='{path}: not a plain file',
+    size='{path}: {size} bytes, metadata.json says {num_bytes}')
 
 
 def outside(dataset_dir: str, path: str) -> Optional[str]:
@@ -76,3 +142,98 @@ def open_dataset(output_dir: str, fs: FileSystem = LOCAL, parts=None,
     return found, parts_lib.load(found, base, fs.exists, fs.read_text, parts)
   except metadata_lib.MetadataError as e:
     raise DatasetError(str(e)) from e
+
+
+def split_entry(dataset_dir: str, metadata: Dict, split: str,
+                words: Wording = READER_WORDS) -> Dict:
+  """metadata's entry of `split`; DatasetError for a split it has not."""
+  splits = metadata['splits']
+  if split not in splits:
+    raise DatasetError(words.unknown_split.format(
+        split=split, dataset_dir=dataset_dir, splits=sorted(splits)))
+  return splits[split]
+
+
+def feature_keys(dataset_dir: str, specs: Dict,
+                 features: Optional[Sequence[str]]) -> List[str]:
+  """The features to read: `features`, or all of `specs` (the schema's);
+  DatasetError for one the schema has not."""
+  keys = list(features) if features is not None else sorted(specs)
+  unknown = [k for k in keys if k not in specs]
+  if unknown:
+    raise DatasetError(f'unknown feature {unknown} in {dataset_dir}; it has '
+                       f'{sorted(specs)}')
+  return keys
+
+
+def check_file(fs: FileSystem, dataset_dir: str, path: str,
+               num_bytes: Optional[int], kind: str = 'shard',
+               words: Wording = READER_WORDS) -> None:
+  """DatasetError when a file of dataset_dir's metadata may not be opened:
+  outside the folder, missing, not a plain file, or not `num_bytes` long
+  (None skips the size)."""
+  reason = outside(dataset_dir, path)
+  if reason:
+    raise DatasetError(words.outside.format(kind=kind, outside=reason))
+  try:
+    info = fs.stat(path)
+  except OSError as e:
+    raise DatasetError(words.unreadable.format(kind=kind, path=path,
+                                               error=e)) from e
+  if info is None:
+    raise DatasetError(words.missing.format(kind=kind, path=path))
+  if not info.regular:
+    raise DatasetError(words.not_plain.format(kind=kind, path=path))
+  if num_bytes is not None and info.size != num_bytes:
+    raise DatasetError(words.size.format(kind=kind, path=path,
+                                         size=info.size, num_bytes=num_bytes))
+
+
+def listed_file(fs: FileSystem, dataset_dir: str, listed: Dict,
+                kind: str = 'shard', words: Wording = READER_WORDS) -> str:
+  """The path of a file metadata lists (an entry with `file` and
+  `num_bytes`), checked."""
+  path = naming.join(dataset_dir, listed['file'])
+  check_file(fs, dataset_dir, path, listed['num_bytes'], kind, words)
+  return path
+
+
+def listed_files(fs: FileSystem, dataset_dir: str, listed: List[Dict],
+                 kind: str = 'shard',
+                 words: Wording = READER_WORDS) -> List[str]:
+  return [listed_file(fs, dataset_dir, entry, kind, words)
+          for entry in listed]
+
+
+def shard_files(fs: FileSystem, dataset_dir: str, metadata: Dict,
+                split: str, words: Wording = READER_WORDS) -> List[str]:
+  """Paths of a split's TFRecord shards, each checked."""
+  entry = split_entry(dataset_dir, metadata, split, words)
+  return listed_files(fs, dataset_dir, entry['shards'], 'shard', words)
+
+
+def array_record_files(fs: FileSystem, dataset_dir: str, metadata: Dict,
+                       split: str) -> List[str]:
+  """Paths of a split's ArrayRecord copies (--array_record), each
+  checked; DatasetError when the dataset was written without them."""
+  entry = split_entry(dataset_dir, metadata, split)
+  if naming.ARRAY_RECORD not in entry:
+    raise DatasetError(
+        f'{dataset_dir} has no ArrayRecord files (it was written '
+        'without --array_record); rerun the pipeline with --array_record '
+        'for random access, or read it with numpy_reader')
+  return listed_files(fs, dataset_dir, entry[naming.ARRAY_RECORD],
+                      'ArrayRecord file')
+
+
+def index_file(fs: FileSystem, dataset_dir: str, shard_path: str,
+               words: Wording = READER_WORDS) -> Optional[str]:
+  """The path of a shard's `tfrecord`-package index (its current name or
+  the older one), checked, or None when it has none. metadata.json does
+  not list indexes, so their size is not checked."""
+  path = next((p for p in (naming.index_name(shard_path),
+                           naming.old_index_name(shard_path))
+               if fs.exists(p)), None)
+  if path is not None:
+    check_file(fs, dataset_dir, path, None, 'index file', words)
+  return path
