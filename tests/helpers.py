@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
 import numpy as np
 import scipy.fft
 import soundfile as sf
@@ -28,6 +29,7 @@ from pipeline import replay
 from pipeline import run as run_lib
 from pipeline.contract import schema as schema_lib
 from transforms import audio
+from transforms import counters
 from pipeline.contract import example_codec
 from transforms import features as F
 from transforms import run_marker
@@ -62,6 +64,22 @@ def run_pipeline(config, extra_features=None, options=None):
   dataset_dir.prepare(config, run_id)
   p.run().wait_until_finish()
   return replay.load_metadata(config.output_dir)
+
+
+def job_metrics(result) -> dict:
+  """wavbeam's Beam counters of a finished run: {name: int}.
+
+  Empty where the runner keeps no metrics (Beam's DaskRunner).
+  """
+  try:
+    found = result.metrics().query(
+        MetricsFilter().with_namespace(counters.NAMESPACE))
+  except (AttributeError, NotImplementedError):
+    return {}
+  values = {}
+  for c in found.get('counters', []):
+    values[c.key.metric.name] = values.get(c.key.metric.name, 0) + c.committed
+  return values
 
 
 def replayed(output_dir, split='train', **kw):
