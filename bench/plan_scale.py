@@ -24,6 +24,7 @@ from pipeline import config as config_lib
 from pipeline import graph
 from transforms import block_store
 from transforms import plan as plan_lib
+from transforms import planning
 from transforms import stats as stats_lib
 from transforms.wav_io import WavInfo
 
@@ -32,7 +33,7 @@ CLIP_FRAMES = 48000
 
 def synthetic_block(block, files, block_files, dataset_dir):
   """A StoredBlock of `block_files` clips (fewer in the last block), as
-  dofns.ProbeBlock stores them."""
+  probing.ProbeBlock stores them."""
   first = block * block_files
   infos = tuple(
       WavInfo(i, f'/synthetic/{("a", "b", "c", "d")[i % 4]}/{i:09d}.wav',
@@ -65,7 +66,7 @@ def _run_one(files: int, out: str) -> dict:
             | 'MostCommonRate' >> beam.Map(plan_lib.most_common_rate))
     windows = (stored
                | 'PlanWindows' >> beam.ParDo(
-                   graph.dofns.PlanBlock(config),
+                   planning.PlanBlock(config),
                    dataset_rate=beam.pvalue.AsSingleton(rate))
                | 'OnlyWindows' >> beam.Filter(
                    lambda r: isinstance(r, plan_lib.BlockWindows)))
@@ -73,7 +74,7 @@ def _run_one(files: int, out: str) -> dict:
     (stored
      | 'AssignWindowsToShards' >> beam.FlatMap(
          lambda stored, rate, layouts: (
-             shard for shard, _ in graph.dofns.stored_block_refs(
+             shard for shard, _ in planning.stored_block_refs(
                  stored, config, rate, layouts)),
          beam.pvalue.AsSingleton(rate), beam.pvalue.AsSingleton(layouts))
      | 'CountPerShard' >> beam.combiners.Count.PerElement()

@@ -29,9 +29,9 @@ from pipeline.contract import naming
 from pipeline.contract import parts as parts_lib
 from pipeline.contract import rejects as rejects_lib
 from pipeline.config import ConfigError, PipelineConfig
-from transforms import dofns
 from transforms import filesystem
 from transforms import finalize
+from transforms import listing
 from transforms import sources
 from transforms import splits
 from transforms import wav_io
@@ -146,7 +146,7 @@ def identity(path: str) -> Tuple[int, int]:
 def plan(config: PipelineConfig, part_dirs: List[str], metas: List[dict]
          ) -> Tuple[AppendBase, AppendOutcome]:
   identities, rejected = seen_files(part_dirs)
-  every, _, refused = dofns.input_paths(config)
+  every, _, refused = listing.input_paths(config)
   new, changed, unchanged = [], [], 0
   for path in every:
     rel = splits.relative_path(path, config.input_dir)

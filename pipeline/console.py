@@ -1,6 +1,224 @@
-"""What the commands print: wording shared by run, inspect and verify."""
+"""What the commands print: wording shared by run, inspect and verify,
+and the handling of the run command's standard streams and logs, which
+must neither stop a run on a closed reader nor repeat its errors."""
+
+import errno
+import logging
+import os
+import shutil
+import sys
+import threading
+
+from pipeline.dataset_dir import read_metadata
+from transforms import filesystem
 
 
 def plural(count: int, noun: str) -> str:
   """'1 shard', '2 shards', '0 files'."""
   return f'{count} {noun}{"" if count == 1 else "s"}'
+
+
+def summary(output_dir: str, seconds: float, meta=None) -> str:
+  """One line on what a finished run wrote, from its metadata.json (read
+  here unless given), with the shard-writing phase's throughput where it
+  records one."""
+  meta = read_metadata(output_dir) if meta is None else meta
+  if meta is None:
+    return f'wavbeam: no metadata.json in {output_dir} after {seconds:.1f} s'
+  shards = sum(len(e['shards']) for e in meta['splits'].values())
+  size = sum(e['num_bytes'] for e in meta['splits'].values())
+  counts = meta['counts']
+  line = (f'wavbeam: {plural(counts["examples"], "example")} in '
+          f'{plural(shards, "shard")} ({size / 1e6:.1f} MB) from '
+          f'{plural(counts["files_ok"], "file")} written to {output_dir} in '
+          f'{seconds:.1f} s; {plural(counts["files_rejected"], "file")} '
+          'rejected (rejects.jsonl)')
+  written = meta.get('shards_written')
+  if not written:
+    return line
+  phase = max(written['seconds'], 0.001)
+  return (line + f'; shards written in {phase:.2f} s '
+          f'({counts["examples"] / phase:.0f} examples/s, '
+          f'{size / phase / 1e6:.0f} MB/s)')
+
+
+def empty_warnings(output_dir: str, meta) -> list:
+  """Lines saying loudly that the dataset (metadata `meta`), or one of its
+  splits, holds no example (the run still succeeded: every file was
+  accounted for)."""
+  if meta is None:
+    return []
+  counts = meta['counts']
+  if counts['examples'] == 0:
+    return [f'wavbeam: WARNING: the dataset is EMPTY: no example was written '
+            f'({counts["files_rejected"]} of {counts["files_seen"]} files '
+            f'rejected; reasons in {output_dir}/rejects.jsonl)']
+  return [f'wavbeam: WARNING: split {name!r} is EMPTY: no file was assigned '
+          'to it (too few files for --splits, or all of its files rejected)'
+          for name, entry in sorted(meta['splits'].items())
+          if entry['num_examples'] == 0]
+
+
+def disk_full(error: BaseException) -> bool:
+  """Whether a run failed because a disk was full (ENOSPC anywhere in the
+  chain, or in the text of an error a worker sent back)."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+      return True
+    if f'[Errno {errno.ENOSPC}]' in str(error):
+      return True
+    error = error.__cause__ or error.__context__
+  return False
+
+
+def free_space(folder: str) -> str:
+  """'N MB free of M MB' on the disk that holds folder (or its nearest
+  existing parent); '' where that cannot be told (a remote file system)."""
+  if not filesystem.is_local(folder):
+    return ''
+  folder = os.path.abspath(folder)
+  while not os.path.exists(folder):
+    folder = os.path.dirname(folder)
+  usage = shutil.disk_usage(folder)
+  return f'{usage.free / 1e6:.1f} MB free of {usage.total / 1e6:.1f} MB'
+
+
+def root_cause(error: BaseException) -> str:
+  """The innermost error's last line: what actually went wrong on a worker,
+  without the runner's wrapping."""
+  while error.__cause__ is not None or error.__context__ is not None:
+    error = error.__cause__ or error.__context__
+  lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+  return (lines[-1] if lines else type(error).__name__)[:500]
+
+
+class ClosedSafe:
+  """A standard stream whose writes never raise: once the reader has gone
+  (`wavbeam ... 2>&1 | head`), output is dropped. A write that raised
+  inside one of Beam's worker threads (a log line) stopped that thread
+  without reporting its bundle, and the run waited for it forever."""
+
+  def __init__(self, stream):
+    self._stream = stream
+    self.drop_worker_tracebacks = False
+    self._dropped_by = None  # the thread whose traceback was dropped last
+
+  def write(self, text):
+    thread = threading.current_thread()
+    if self.drop_worker_tracebacks and thread is not threading.main_thread():
+      # Beam's in-process worker prints each failed bundle's traceback
+      # here (then print's newline), besides logging it; main reports the
+      # failure once, at the end.
+      if 'Traceback (most recent call last)' in text:
+        self._dropped_by = thread
+        return len(text)
+      if text == '\n' and self._dropped_by is thread:
+        self._dropped_by = None
+        return len(text)
+    try:
+      return self._stream.write(text)
+    except (OSError, ValueError):  # EPIPE, or a closed file
+      self._stream = open(os.devnull, 'w')
+      return len(text)
+
+  def flush(self):
+    try:
+      self._stream.flush()
+    except (OSError, ValueError):
+      self._stream = open(os.devnull, 'w')
+
+  def __getattr__(self, name):
+    return getattr(self._stream, name)
+
+
+class StderrRelay:
+  """Points file descriptor 2 at a pipe this process empties into the real
+  stderr, dropping what a closed reader cannot take. Worker processes
+  inherit descriptor 2, not sys.stderr: one whose log write failed on a
+  closed pipe stopped without reporting its bundle, and the run waited
+  forever. A terminal is left alone (it keeps the progress bar)."""
+
+  def __init__(self):
+    self._thread = None
+    try:
+      if os.isatty(2):
+        return
+      self._real = os.dup(2)
+    except OSError:
+      return
+    self._read, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    self._thread = threading.Thread(target=self._relay, daemon=True,
+                                    name='stderr-relay')
+    self._thread.start()
+
+  def _relay(self):
+    reader_open = True
+    while True:
+      data = os.read(self._read, 65536)
+      if not data:
+        break
+      if reader_open:
+        try:
+          os.write(self._real, data)
+        except OSError:
+          reader_open = False
+    os.close(self._read)
+
+  def close(self):
+    """Puts descriptor 2 back and passes on what is still in the pipe."""
+    if self._thread is None:
+      return
+    try:
+      sys.stderr.flush()
+    except (OSError, ValueError):
+      pass
+    os.dup2(self._real, 2)  # the pipe's last writer here is gone: EOF
+    self._thread.join(timeout=5)
+    self._thread = None
+
+
+class _HarmlessWorkerWarnings(logging.Filter):
+  """Drops the warning every Beam worker process logs at start-up on the
+  local runner (no semi-persistent directory: a Dataflow notion). Other
+  worker warnings, wavbeam's own included, pass."""
+
+  def filter(self, record):
+    return 'No semi_persistent_directory found' not in record.getMessage()
+
+
+class _ErrorsReportedAtTheEnd(logging.Filter):
+  """Drops the error Beam's in-process worker logs for each failed
+  bundle (the same error, with its traceback, two or more times): the
+  run's failure is reported once, at the end, by `main`."""
+
+  def filter(self, record):
+    return record.levelno < logging.ERROR
+
+
+# Loggers of Beam's in-process worker that log a bundle's failure.
+_BUNDLE_ERROR_LOGGERS = ('apache_beam.runners.common',
+                         'apache_beam.runners.worker.sdk_worker')
+
+
+def quiet_logs(verbose: bool = False) -> None:
+  """wavbeam's own lines only, unless `verbose`: Beam's worker, gRPC and
+  absl loggers say about 30 INFO lines a run (channels opened, state
+  caches, harness shutdown), which users read as trouble. Warnings and
+  errors still show."""
+  level = logging.INFO if verbose else logging.WARNING
+  logging.getLogger().setLevel(level)
+  relay = logging.getLogger('apache_beam.runners.portability.local_job_service')
+  if not verbose and not any(isinstance(f, _HarmlessWorkerWarnings)
+                             for f in relay.filters):
+    relay.addFilter(_HarmlessWorkerWarnings())
+  for name in _BUNDLE_ERROR_LOGGERS:
+    logger = logging.getLogger(name)
+    if not verbose and not any(isinstance(f, _ErrorsReportedAtTheEnd)
+                               for f in logger.filters):
+      logger.addFilter(_ErrorsReportedAtTheEnd())
+  os.environ.setdefault('GRPC_VERBOSITY', 'INFO' if verbose else 'ERROR')
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if verbose else '2')

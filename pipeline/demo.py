@@ -14,6 +14,7 @@ import numpy as np
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
+from pipeline import console
 from pipeline import example_corpus
 from pipeline import inspect as inspect_lib
 from pipeline.contract import naming
@@ -51,7 +52,7 @@ def main(argv=None) -> int:
           f'writes into {ROOT}', file=sys.stderr if argv != ['--help']
           else sys.stdout)
     return 0 if argv == ['--help'] else 2
-  run_lib.quiet_logs()
+  console.quiet_logs()
   corpus = os.path.join(ROOT, 'corpus')
   out = os.path.join(ROOT, 'dataset')
   if not os.path.isdir(corpus):

@@ -28,16 +28,20 @@ from pipeline.contract import schema as schema_lib
 from pipeline.config import ConfigError, PipelineConfig
 from pipeline.contract import array_record_file
 from transforms import balance
-from transforms import dofns
 from transforms import filesystem
 from transforms import finalize
 from transforms import labels
 from pipeline.contract import example_codec
 from transforms import layout as layout_lib
+from transforms import listing
 from transforms import manifest as manifest_lib
 from transforms import plan as plan_lib
+from transforms import planning
+from transforms import probing
 from transforms import reject_parts
 from transforms import run_marker
+from transforms import shard_writer
+from transforms import sink
 from transforms import split_lists
 from transforms import stats as stats_lib
 from transforms import wav_io
@@ -67,7 +71,7 @@ class ListWavFiles(beam.PTransform):
   indices (plan.block_size of them), 'records': one ListedFiles and a
   Rejection per unusable name}.
 
-  Listed by the job itself (one task; dofns.ListBlocks), so the graph holds
+  Listed by the job itself (one task; listing.ListBlocks), so the graph holds
   the folder's name and not its files, then spread over the workers.
 
   On Beam's DaskRunner the listing is made here, and the blocks are
@@ -89,16 +93,16 @@ class ListWavFiles(beam.PTransform):
     if not self.dask_partitions:
       # The one element is the one listing task's: an --append part's
       # paths travel to it there, not to every worker.
-      listing = (root
+      listed = (root
                  | 'InputDir' >> beam.Create([(self.config, self.base)])
-                 | 'ListInDir' >> beam.ParDo(dofns.ListBlocks())
+                 | 'ListInDir' >> beam.ParDo(listing.ListBlocks())
                  | 'SplitListing' >> SplitByType(
                      blocks=tuple, names=wav_io.Rejection,
                      count=stats_lib.ListedFiles))
-      return {'blocks': listing['blocks'] | 'Spread' >> beam.Reshuffle(),
-              'records': (listing['names'], listing['count'])
+      return {'blocks': listed['blocks'] | 'Spread' >> beam.Reshuffle(),
+              'records': (listed['names'], listed['count'])
                          | 'ListingRecords' >> beam.Flatten()}
-    count, blocks, unusable = dofns.list_input(self.config, self.base)
+    count, blocks, unusable = listing.list_input(self.config, self.base)
     n = self.dask_partitions
     return {'blocks': (root
                        | 'CreateOnePerPartition' >> beam.Create(
@@ -124,7 +128,7 @@ class ProbeAndPlan(beam.PTransform):
   def expand(self, blocks):
     c = self.config
     stored = blocks | 'ProbeHeaders' >> beam.ParDo(
-        dofns.ProbeBlock(c.dataset_dir))
+        probing.ProbeBlock(c.dataset_dir))
     if c.sample_rate or self.dataset_rate:
       rate = blocks.pipeline | 'GivenRate' >> beam.Create(
           [c.sample_rate or self.dataset_rate])
@@ -134,7 +138,7 @@ class ProbeAndPlan(beam.PTransform):
               | 'MostCommonRate' >> beam.Map(plan_lib.most_common_rate))
     planned = (stored
                | 'PlanWindows' >> beam.ParDo(
-                   dofns.PlanBlock(c),
+                   planning.PlanBlock(c),
                    dataset_rate=beam.pvalue.AsSingleton(rate))
                | 'SplitPlanned' >> SplitByType(
                    windows=plan_lib.BlockWindows,
@@ -151,7 +155,7 @@ class ProbeAndPlan(beam.PTransform):
       windows = stored | 'LimitToNumElems' >> beam.Map(
           lambda stored, rate, allowed: plan_lib.BlockWindows(
               stored.block,
-              dofns.planned_block(stored, c, rate, allowed).counts()),
+              planning.planned_block(stored, c, rate, allowed).counts()),
           beam.pvalue.AsSingleton(rate), beam.pvalue.AsSingleton(allowed))
     return {'stored': stored, 'windows': windows,
             'planned': planned['files'], 'rejected': planned['rejected'],
@@ -230,13 +234,13 @@ class WriteShards(beam.PTransform):
             | 'AssignWindowsToShards' >> beam.FlatMap(
                 lambda stored, rate, layouts, keys, allowed=None: (
                     (keys[shard], ref) for shard, ref in
-                    dofns.stored_block_refs(stored, c, rate, layouts,
+                    planning.stored_block_refs(stored, c, rate, layouts,
                                             allowed)),
                 side.AsSingleton(rate), side.AsSingleton(layouts),
                 side.AsSingleton(group_keys), **limit)
             | 'GroupByShard' >> beam.GroupByKey()
             | 'ComputeAndWrite' >> beam.ParDo(
-                dofns.WriteShard(c, self.extra_features, self.run_id),
+                shard_writer.WriteShard(c, self.extra_features, self.run_id),
                 class_names=side.AsSingleton(class_names))
           )
 
@@ -268,11 +272,11 @@ class EncodeAndWriteToTFRecord(beam.PTransform):
     limit = _allowance(self.allowed)
     encoded = (stored
                | 'WorkUnits' >> beam.FlatMap(
-                   lambda stored, rate, allowed=None: dofns.work_units(
+                   lambda stored, rate, allowed=None: sink.work_units(
                        stored, c, rate, allowed),
                    side.AsSingleton(rate), **limit)
                | 'EncodeExamples' >> beam.ParDo(
-                   dofns.EncodeExamples(c, self.extra_features),
+                   sink.EncodeExamples(c, self.extra_features),
                    class_names=side.AsSingleton(class_names))
                | 'SplitEncoded' >> SplitByType(
                    records=tuple, stats=stats_lib.ExampleStats,
@@ -289,7 +293,7 @@ class EncodeAndWriteToTFRecord(beam.PTransform):
               c, naming.join(folder, naming.shard_prefix(c.dataset_name,
                                                          split)))
           | f'CountRecords{i}' >> beam.ParDo(
-              dofns.CountShard(split, c.compression)))
+              sink.CountShard(split, c.compression)))
     return results | 'SinkResults' >> beam.Flatten()
 
 
@@ -360,9 +364,9 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
     if not array_record_file.available():
       raise ConfigError('array_record', True, 'needs the array-record '
                         'package: pip install wavbeam[array_record]')
-  listing = p | 'ListWavFiles' >> ListWavFiles(config, dask_partitions, base)
-  files = listing['blocks']
-  files_seen = (listing['records']
+  listed = p | 'ListWavFiles' >> ListWavFiles(config, dask_partitions, base)
+  files = listed['blocks']
+  files_seen = (listed['records']
                 | 'OnlyCount' >> beam.Filter(
                     lambda r: isinstance(r, stats_lib.ListedFiles))
                 | 'Counts' >> beam.Map(lambda listed: listed.count)
@@ -394,7 +398,7 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   # compute only what the last transform needs, or recompute each side
   # input (Beam's DaskRunner), still run every branch, once.
   summary = ((written, planned['rejected'], planned['planned'],
-              listing['records'])
+              listed['records'])
              | 'AllResults' >> beam.Flatten()
              | 'SummarizeRun' >> beam.CombineGlobally(
                  stats_lib.SummarizeRun()))

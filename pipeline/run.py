@@ -8,12 +8,10 @@ import argparse
 import contextlib
 import dataclasses
 import difflib
-import errno
 import logging
 import os
 import shutil
 import sys
-import threading
 import time
 from typing import Sequence, Union
 
@@ -23,7 +21,6 @@ from typing import Sequence, Union
 os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
 
 import apache_beam as beam  # noqa: E402
-from apache_beam.metrics.metric import MetricsFilter  # noqa: E402
 from apache_beam.options.pipeline_options import DirectOptions  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from apache_beam.options.pipeline_options import StandardOptions  # noqa: E402
@@ -31,13 +28,12 @@ from apache_beam.options.pipeline_options import TypeOptions  # noqa: E402
 
 from pipeline import append as append_lib  # noqa: E402
 from pipeline import config as config_lib  # noqa: E402
-from pipeline.console import plural  # noqa: E402
+from pipeline import console  # noqa: E402
 from pipeline import progress  # noqa: E402
 from pipeline import dataset_dir  # noqa: E402
 from pipeline.dataset_dir import read_metadata  # noqa: E402
 from pipeline.graph import build_pipeline  # noqa: E402
 from pipeline.contract.naming import METADATA_FILE  # noqa: E402
-from transforms import counters  # noqa: E402
 from transforms import filesystem  # noqa: E402
 from transforms import launch_processes  # noqa: E402
 from transforms import run_marker  # noqa: E402
@@ -238,228 +234,6 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
   return result
 
 
-def job_metrics(result) -> dict:
-  """wavbeam's Beam counters of a finished run: {name: int}.
-
-  Empty where the runner keeps no metrics (Beam's DaskRunner).
-  """
-  try:
-    found = result.metrics().query(
-        MetricsFilter().with_namespace(counters.NAMESPACE))
-  except (AttributeError, NotImplementedError):
-    return {}
-  values = {}
-  for c in found.get('counters', []):
-    values[c.key.metric.name] = values.get(c.key.metric.name, 0) + c.committed
-  return values
-
-
-def summary(output_dir: str, seconds: float, meta=None) -> str:
-  """One line on what a finished run wrote, from its metadata.json (read
-  here unless given), with the shard-writing phase's throughput where it
-  records one."""
-  meta = read_metadata(output_dir) if meta is None else meta
-  if meta is None:
-    return f'wavbeam: no metadata.json in {output_dir} after {seconds:.1f} s'
-  shards = sum(len(e['shards']) for e in meta['splits'].values())
-  size = sum(e['num_bytes'] for e in meta['splits'].values())
-  counts = meta['counts']
-  line = (f'wavbeam: {plural(counts["examples"], "example")} in '
-          f'{plural(shards, "shard")} ({size / 1e6:.1f} MB) from '
-          f'{plural(counts["files_ok"], "file")} written to {output_dir} in '
-          f'{seconds:.1f} s; {plural(counts["files_rejected"], "file")} '
-          'rejected (rejects.jsonl)')
-  written = meta.get('shards_written')
-  if not written:
-    return line
-  phase = max(written['seconds'], 0.001)
-  return (line + f'; shards written in {phase:.2f} s '
-          f'({counts["examples"] / phase:.0f} examples/s, '
-          f'{size / phase / 1e6:.0f} MB/s)')
-
-
-def empty_warnings(output_dir: str, meta) -> list:
-  """Lines saying loudly that the dataset (metadata `meta`), or one of its
-  splits, holds no example (the run still succeeded: every file was
-  accounted for)."""
-  if meta is None:
-    return []
-  counts = meta['counts']
-  if counts['examples'] == 0:
-    return [f'wavbeam: WARNING: the dataset is EMPTY: no example was written '
-            f'({counts["files_rejected"]} of {counts["files_seen"]} files '
-            f'rejected; reasons in {output_dir}/rejects.jsonl)']
-  return [f'wavbeam: WARNING: split {name!r} is EMPTY: no file was assigned '
-          'to it (too few files for --splits, or all of its files rejected)'
-          for name, entry in sorted(meta['splits'].items())
-          if entry['num_examples'] == 0]
-
-
-def disk_full(error: BaseException) -> bool:
-  """Whether a run failed because a disk was full (ENOSPC anywhere in the
-  chain, or in the text of an error a worker sent back)."""
-  seen = set()
-  while error is not None and id(error) not in seen:
-    seen.add(id(error))
-    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-      return True
-    if f'[Errno {errno.ENOSPC}]' in str(error):
-      return True
-    error = error.__cause__ or error.__context__
-  return False
-
-
-def free_space(folder: str) -> str:
-  """'N MB free of M MB' on the disk that holds folder (or its nearest
-  existing parent); '' where that cannot be told (a remote file system)."""
-  if not filesystem.is_local(folder):
-    return ''
-  folder = os.path.abspath(folder)
-  while not os.path.exists(folder):
-    folder = os.path.dirname(folder)
-  usage = shutil.disk_usage(folder)
-  return f'{usage.free / 1e6:.1f} MB free of {usage.total / 1e6:.1f} MB'
-
-
-def root_cause(error: BaseException) -> str:
-  """The innermost error's last line: what actually went wrong on a worker,
-  without the runner's wrapping."""
-  while error.__cause__ is not None or error.__context__ is not None:
-    error = error.__cause__ or error.__context__
-  lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-  return (lines[-1] if lines else type(error).__name__)[:500]
-
-
-class _ClosedSafe:
-  """A standard stream whose writes never raise: once the reader has gone
-  (`wavbeam ... 2>&1 | head`), output is dropped. A write that raised
-  inside one of Beam's worker threads (a log line) stopped that thread
-  without reporting its bundle, and the run waited for it forever."""
-
-  def __init__(self, stream):
-    self._stream = stream
-    self.drop_worker_tracebacks = False
-    self._dropped_by = None  # the thread whose traceback was dropped last
-
-  def write(self, text):
-    thread = threading.current_thread()
-    if self.drop_worker_tracebacks and thread is not threading.main_thread():
-      # Beam's in-process worker prints each failed bundle's traceback
-      # here (then print's newline), besides logging it; main reports the
-      # failure once, at the end.
-      if 'Traceback (most recent call last)' in text:
-        self._dropped_by = thread
-        return len(text)
-      if text == '\n' and self._dropped_by is thread:
-        self._dropped_by = None
-        return len(text)
-    try:
-      return self._stream.write(text)
-    except (OSError, ValueError):  # EPIPE, or a closed file
-      self._stream = open(os.devnull, 'w')
-      return len(text)
-
-  def flush(self):
-    try:
-      self._stream.flush()
-    except (OSError, ValueError):
-      self._stream = open(os.devnull, 'w')
-
-  def __getattr__(self, name):
-    return getattr(self._stream, name)
-
-
-class _StderrRelay:
-  """Points file descriptor 2 at a pipe this process empties into the real
-  stderr, dropping what a closed reader cannot take. Worker processes
-  inherit descriptor 2, not sys.stderr: one whose log write failed on a
-  closed pipe stopped without reporting its bundle, and the run waited
-  forever. A terminal is left alone (it keeps the progress bar)."""
-
-  def __init__(self):
-    self._thread = None
-    try:
-      if os.isatty(2):
-        return
-      self._real = os.dup(2)
-    except OSError:
-      return
-    self._read, write_end = os.pipe()
-    os.dup2(write_end, 2)
-    os.close(write_end)
-    self._thread = threading.Thread(target=self._relay, daemon=True,
-                                    name='stderr-relay')
-    self._thread.start()
-
-  def _relay(self):
-    reader_open = True
-    while True:
-      data = os.read(self._read, 65536)
-      if not data:
-        break
-      if reader_open:
-        try:
-          os.write(self._real, data)
-        except OSError:
-          reader_open = False
-    os.close(self._read)
-
-  def close(self):
-    """Puts descriptor 2 back and passes on what is still in the pipe."""
-    if self._thread is None:
-      return
-    try:
-      sys.stderr.flush()
-    except (OSError, ValueError):
-      pass
-    os.dup2(self._real, 2)  # the pipe's last writer here is gone: EOF
-    self._thread.join(timeout=5)
-    self._thread = None
-
-
-class _HarmlessWorkerWarnings(logging.Filter):
-  """Drops the warning every Beam worker process logs at start-up on the
-  local runner (no semi-persistent directory: a Dataflow notion). Other
-  worker warnings, wavbeam's own included, pass."""
-
-  def filter(self, record):
-    return 'No semi_persistent_directory found' not in record.getMessage()
-
-
-class _ErrorsReportedAtTheEnd(logging.Filter):
-  """Drops the error Beam's in-process worker logs for each failed
-  bundle (the same error, with its traceback, two or more times): the
-  run's failure is reported once, at the end, by `main`."""
-
-  def filter(self, record):
-    return record.levelno < logging.ERROR
-
-
-# Loggers of Beam's in-process worker that log a bundle's failure.
-_BUNDLE_ERROR_LOGGERS = ('apache_beam.runners.common',
-                         'apache_beam.runners.worker.sdk_worker')
-
-
-def quiet_logs(verbose: bool = False) -> None:
-  """wavbeam's own lines only, unless `verbose`: Beam's worker, gRPC and
-  absl loggers say about 30 INFO lines a run (channels opened, state
-  caches, harness shutdown), which users read as trouble. Warnings and
-  errors still show."""
-  level = logging.INFO if verbose else logging.WARNING
-  logging.getLogger().setLevel(level)
-  relay = logging.getLogger('apache_beam.runners.portability.local_job_service')
-  if not verbose and not any(isinstance(f, _HarmlessWorkerWarnings)
-                             for f in relay.filters):
-    relay.addFilter(_HarmlessWorkerWarnings())
-  for name in _BUNDLE_ERROR_LOGGERS:
-    logger = logging.getLogger(name)
-    if not verbose and not any(isinstance(f, _ErrorsReportedAtTheEnd)
-                               for f in logger.filters):
-      logger.addFilter(_ErrorsReportedAtTheEnd())
-  os.environ.setdefault('GRPC_VERBOSITY', 'INFO' if verbose else 'ERROR')
-  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if verbose else '2')
-
-
 def launch_processes_for(config: config_lib.PipelineConfig,
                          beam_args: Sequence[str]) -> int:
   """Launch processes (transforms/launch_processes.py) for a run: one per
@@ -483,14 +257,15 @@ def launch_processes_for(config: config_lib.PipelineConfig,
 def main(argv=None) -> int:
   """The CLI: exit 0 when the dataset is complete, 2 for a bad option or
   input/output location (before anything runs), 1 when the run failed."""
-  if not isinstance(sys.stderr, _ClosedSafe):
-    sys.stdout, sys.stderr = _ClosedSafe(sys.stdout), _ClosedSafe(sys.stderr)
+  if not isinstance(sys.stderr, console.ClosedSafe):
+    sys.stdout, sys.stderr = (console.ClosedSafe(sys.stdout),
+                              console.ClosedSafe(sys.stderr))
   launcher = argparse.ArgumentParser(add_help=False)
   launcher.add_argument('--quiet', action='store_true')
   launcher.add_argument('--verbose', action='store_true')
   flags, rest = launcher.parse_known_args(sys.argv[1:] if argv is None
                                           else argv)
-  quiet_logs(verbose=flags.verbose)
+  console.quiet_logs(verbose=flags.verbose)
   sys.stderr.drop_worker_tracebacks = not flags.verbose
   start = time.perf_counter()
   try:
@@ -501,7 +276,7 @@ def main(argv=None) -> int:
   try:
     # Forked before the relay's thread exists: see launch_processes.
     with launch_processes.started(launch_processes_for(config, beam_args)):
-      relay = _StderrRelay()
+      relay = console.StderrRelay()
       try:
         return _run(config, beam_args, not flags.quiet, start)
       finally:
@@ -540,8 +315,8 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
     print(f'error: the run failed: {e}', file=sys.stderr)
     return 1
   except Exception as e:  # the run failed: say why, then what to do
-    if disk_full(e):  # one line: the traceback would say nothing more
-      space = free_space(config.output_dir)
+    if console.disk_full(e):  # one line: the traceback would say nothing more
+      space = console.free_space(config.output_dir)
       print(f'error: the disk holding {config.output_dir} is full'
             f'{f" ({space})" if space else ""}: {_left_behind(config)}; '
             'free some space, then rerun'
@@ -549,7 +324,7 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
             file=sys.stderr)
       return 1
     logging.exception('the run failed')
-    print(f'error: the run failed: {root_cause(e)}\n'
+    print(f'error: the run failed: {console.root_cause(e)}\n'
           f'{config.dataset_dir} holds no complete dataset (no '
           f'{METADATA_FILE}); fix the cause above, then rerun with '
           '--overwrite', file=sys.stderr)
@@ -561,8 +336,9 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
       return 0
     written = outcome.part_dir
   meta = read_metadata(written)
-  print(summary(written, time.perf_counter() - start, meta), file=sys.stderr)
-  for line in empty_warnings(written, meta):
+  print(console.summary(written, time.perf_counter() - start, meta),
+        file=sys.stderr)
+  for line in console.empty_warnings(written, meta):
     print(line, file=sys.stderr)
   return 0
 

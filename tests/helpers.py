@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
 import numpy as np
 import scipy.fft
 import soundfile as sf
@@ -28,6 +29,7 @@ from pipeline import replay
 from pipeline import run as run_lib
 from pipeline.contract import schema as schema_lib
 from transforms import audio
+from transforms import counters
 from pipeline.contract import example_codec
 from transforms import features as F
 from transforms import run_marker
@@ -62,6 +64,22 @@ def run_pipeline(config, extra_features=None, options=None):
   dataset_dir.prepare(config, run_id)
   p.run().wait_until_finish()
   return replay.load_metadata(config.output_dir)
+
+
+def job_metrics(result) -> dict:
+  """wavbeam's Beam counters of a finished run: {name: int}.
+
+  Empty where the runner keeps no metrics (Beam's DaskRunner).
+  """
+  try:
+    found = result.metrics().query(
+        MetricsFilter().with_namespace(counters.NAMESPACE))
+  except (AttributeError, NotImplementedError):
+    return {}
+  values = {}
+  for c in found.get('counters', []):
+    values[c.key.metric.name] = values.get(c.key.metric.name, 0) + c.committed
+  return values
 
 
 def replayed(output_dir, split='train', **kw):
@@ -141,6 +159,33 @@ def assert_matches_reference(output_dir, config, paths, classes, rate):
   return got
 
 
+def schema_of(element):
+  """The Schema of one element {key: value} (example_codec.spec_of)."""
+  return schema_lib.Schema.of({k: example_codec.spec_of(v)
+                               for k, v in element.items()})
+
+
+def encode_example(element, schema=None) -> bytes:
+  """One element serialized by example_codec.encode_batch, as the writer
+  does a batch; with `schema`, its dtypes and shapes checked first."""
+  if schema is not None:
+    for key, value in element.items():
+      spec = example_codec.spec_of(value)
+      if schema[key] != spec:
+        raise schema_lib.SchemaError(
+            f'feature {key!r}: expected {schema[key]}, got {spec}')
+  arrays = (schema_lib.RAW_BYTES, schema_lib.FLOAT_LIST)
+  columns = {k: example_codec.to_array(v)[None]
+             if example_codec.spec_of(v).encoding in arrays else [v]
+             for k, v in element.items()}
+  return example_codec.encode_batch(columns, 1)[0]
+
+
+def num_stft_frames(win_len: int, n_fft: int, fft_hop: int) -> int:
+  """STFT frames of one window: frames are not padded (features.py)."""
+  return (win_len - n_fft) // fft_hop + 1
+
+
 _PR_CAPBSET_DROP = 24
 _CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
 
@@ -171,7 +216,7 @@ def to_format_1(src: str, dst: str) -> None:
           element = example_codec.decode_example(record, schema)
           for key in arrays:  # raw bytes, as a uint8 view: version 1's bytes
             element[key] = np.ascontiguousarray(element[key]).view(np.uint8)
-          tfrecord.write_record(f, example_codec.encode_example(element))
+          tfrecord.write_record(f, encode_example(element))
       shard['num_bytes'] = os.path.getsize(os.path.join(dst, shard['file']))
     entry['num_bytes'] = sum(s['num_bytes'] for s in entry['shards'])
   for key in arrays:

@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from pipeline.contract import schema as schema_lib
 from pipeline.contract import example_codec
+from tests import helpers as H
 
 
 def _element():
@@ -23,8 +24,8 @@ def _element():
 
 def test_tensorflow_parses_every_encoding_exactly():
   element = _element()
-  schema = example_codec.schema_of(element)
-  data = example_codec.encode_example(element, schema)
+  schema = H.schema_of(element)
+  data = H.encode_example(element, schema)
   proto = tf.train.Example.FromString(data)
   f = proto.features.feature
   assert sorted(f.keys()) == sorted(element)
@@ -55,17 +56,17 @@ def test_tensorflow_parses_every_encoding_exactly():
 def test_encoding_is_deterministic_and_key_order_free():
   element = _element()
   shuffled = dict(reversed(list(element.items())))
-  assert (example_codec.encode_example(element) ==
-          example_codec.encode_example(shuffled))
+  assert (H.encode_example(element) ==
+          H.encode_example(shuffled))
 
 
 def test_schema_mismatch_names_the_key_and_both_values():
   element = _element()
-  schema = example_codec.schema_of(element)
+  schema = H.schema_of(element)
   element['spectrogram'] = np.zeros((3, 6), np.float32)
   with pytest.raises(schema_lib.SchemaError, match="'spectrogram'"):
-    example_codec.encode_example(element, schema)
-  other = example_codec.schema_of(element)
+    H.encode_example(element, schema)
+  other = H.schema_of(element)
   with pytest.raises(
       schema_lib.SchemaError,
       match=r"'spectrogram'.*float32\[3, 5\] vs float32\[3, 6\]"):
@@ -73,7 +74,7 @@ def test_schema_mismatch_names_the_key_and_both_values():
 
 
 def test_schema_json_round_trip_and_rules():
-  schema = example_codec.schema_of(_element())
+  schema = H.schema_of(_element())
   assert schema_lib.Schema.from_json(schema.to_json()) == schema
   assert schema['index'].encoding == schema_lib.INT64_LIST
   assert schema['f64_scalar'].encoding == schema_lib.RAW_BYTES
@@ -88,9 +89,9 @@ def test_schema_json_round_trip_and_rules():
 
 def test_decode_is_the_inverse_of_encode_and_checks_the_schema():
   element = _element()
-  schema = example_codec.schema_of(element)
+  schema = H.schema_of(element)
   decoded = example_codec.decode_example(
-      example_codec.encode_example(element), schema)
+      H.encode_example(element), schema)
   assert decoded.keys() == element.keys()
   for key, value in element.items():
     if isinstance(value, str):
@@ -100,7 +101,7 @@ def test_decode_is_the_inverse_of_encode_and_checks_the_schema():
       assert decoded[key].dtype.name == np.asarray(
           example_codec.to_array(value)).dtype.name, key
   # TensorFlow's own serialization decodes too.
-  proto = tf.train.Example.FromString(example_codec.encode_example(element))
+  proto = tf.train.Example.FromString(H.encode_example(element))
   again = example_codec.decode_example(proto.SerializeToString(), schema)
   assert np.array_equal(again['signal'], element['signal'])
   short = dict(element, spectrogram=np.zeros((3, 4), np.float32))
@@ -108,9 +109,9 @@ def test_decode_is_the_inverse_of_encode_and_checks_the_schema():
       schema_lib.SchemaError,
       match=r"'spectrogram': 12 float32 values, \[3, 5\] needs 15"):
     example_codec.decode_example(
-        example_codec.encode_example(short), schema)
+        H.encode_example(short), schema)
   with pytest.raises(schema_lib.SchemaError, match=r"missing \['index'\]"):
-    example_codec.decode_example(example_codec.encode_example(
+    example_codec.decode_example(H.encode_example(
         {k: v for k, v in element.items() if k != 'index'}), schema)
   with pytest.raises(schema_lib.SchemaError, match='not a tf.train.Example'):
     example_codec.decode_example(b'\x0a\xff\xff', schema)
@@ -125,13 +126,13 @@ def test_format_1_float_arrays_as_raw_bytes_still_decode():
       'float32', (3, 5), schema_lib.RAW_BYTES)})
   assert schema_lib.Schema.from_json(legacy.to_json()) == legacy
   # The same bytes version 1 wrote: the array's bytes in one BytesList item.
-  data = example_codec.encode_example(
+  data = H.encode_example(
       {'spectrogram': spectrogram.view(np.uint8)})
   decoded = example_codec.decode_example(data, legacy)['spectrogram']
   assert decoded.dtype == np.float32
   assert np.array_equal(decoded, spectrogram)
   with pytest.raises(schema_lib.SchemaError, match='stored kind'):
     example_codec.decode_example(
-        example_codec.encode_example({'spectrogram': spectrogram}), legacy)
+        H.encode_example({'spectrogram': spectrogram}), legacy)
   with pytest.raises(schema_lib.SchemaError, match='encoding'):
     schema_lib.FeatureSpec('float64', (3,), schema_lib.FLOAT_LIST)

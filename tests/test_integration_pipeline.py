@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from pipeline import console
 from pipeline import replay
 from pipeline.contract import naming
 from pipeline import run as run_lib
@@ -288,7 +289,7 @@ def test_beam_metrics_count_what_metadata_records(corpus, tmp_path):
   result = run_lib.run(['--input_dir', str(d), '--output_dir', str(out),
                         '--win_len', str(WIN), '--features', 'signal'])
   after = datetime.datetime.now(datetime.timezone.utc)
-  metrics = run_lib.job_metrics(result)
+  metrics = H.job_metrics(result)
   meta = replay.load_metadata(str(out))
   shards = meta['splits']['train']['shards']
   assert metrics['files_probed'] == meta['counts']['files_seen'] == 4
@@ -303,7 +304,7 @@ def test_beam_metrics_count_what_metadata_records(corpus, tmp_path):
   last = datetime.datetime.fromisoformat(written['last_finished'])
   assert before - datetime.timedelta(milliseconds=1) <= first <= last <= after
   assert written['seconds'] == round((last - first).total_seconds(), 3) > 0
-  line = run_lib.summary(str(out), 1.0)
+  line = console.summary(str(out), 1.0)
   examples = meta['counts']['examples']
   assert (f'{plural(examples, "example")} in '
           f'{plural(len(shards), "shard")}') in line

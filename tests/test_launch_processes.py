@@ -128,12 +128,12 @@ def test_the_cli_writes_shards_in_them_with_the_same_bytes(tmp_path):
   # the patch, so they carry it).
   out = _in_fresh_process(f'''
       import os, sys
-      from transforms import dofns
-      write_shard = dofns.write_shard
+      from transforms import shard_writer
+      write_shard = shard_writer.write_shard
       def recording(*args):
         print('wrote in', os.getpid(), flush=True)
         return write_shard(*args)
-      dofns.write_shard = recording
+      shard_writer.write_shard = recording
       from pipeline import run
       print('launcher', os.getpid())
       code = run.main({flags + ['--output_dir', str(tmp_path / 'forked')]!r})

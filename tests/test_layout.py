@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 
+from transforms import plan as plan_lib
+from transforms.records import WavInfo
 
 
 @pytest.mark.parametrize('total', [1, 2, 3, 5, 17, 64, 1000, 4097])
@@ -28,8 +30,11 @@ def test_layout_balances_shards_and_places_every_window_once():
   assert train.offsets == {0: 0, 1: 7, 3: 107}
   placed = {}
   for split, index, n in entries:
-    for (s, shard), (i, w, key) in layout.window_refs(
-        index, split, n, layouts[split], shuffle=True, seed=0):
+    info = WavInfo(index, f'{index}.wav', n, 16000, 1, 'PCM_16')
+    plan = plan_lib.FilePlan(info, split, 'c', 16000, n, n)
+    for (s, shard), (p, w, key) in layout.block_refs(
+        index, [plan], layouts, shuffle=True, seed=0):
+      i = p.info.index
       assert (i, w) not in placed
       placed[(i, w)] = (s, shard, key)
   assert len(placed) == 113

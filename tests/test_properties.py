@@ -83,32 +83,57 @@ shard_options = st.one_of(
                            'example_bytes': st.integers(1, 300)}))
 
 
+def _plans(files, block_files):
+  """{block: FilePlans} of files [(split, windows)] dealt into blocks of
+  consecutive indices; a file without windows keeps its index and has no
+  plan, as a rejected file."""
+  blocks = {}
+  for index, (split, n) in enumerate(files):
+    plans = blocks.setdefault(index // block_files, [])
+    if n:
+      info = WavInfo(index, f'{index}.wav', n, 16000, 1, 'PCM_16')
+      plans.append(plan_lib.FilePlan(info, split, 'c', 16000, n, n))
+  return blocks
+
+
 @settings(max_examples=300, deadline=None)
 @given(files=st.lists(st.tuples(st.sampled_from(['train', 'test']),
                                 st.integers(0, 300)), max_size=25),
-       options=shard_options, shuffle=st.booleans(),
-       seed=st.integers(0, 2**63 - 1))
-def test_every_window_is_written_exactly_once(files, options, shuffle, seed):
-  entries = [(split, index, n) for index, (split, n) in enumerate(files)]
+       block_files=st.integers(1, 6), options=shard_options,
+       shuffle=st.booleans(), seed=st.integers(0, 2**63 - 1))
+def test_every_window_is_written_exactly_once(files, block_files, options,
+                                              shuffle, seed):
+  blocks = _plans(files, block_files)
+  entries = [entry for block, plans in blocks.items()
+             for entry in plan_lib.PlannedBlock(block, tuple(plans)).counts()]
   layouts = layout_lib.compute_layouts(entries, **options)
   shards = collections.defaultdict(list)
-  for split, index, n in entries:
-    for key, ref in layout_lib.window_refs(index, split, n, layouts[split]
-                                           if split in layouts else None,
-                                           shuffle=shuffle, seed=seed) \
-        if n else ():
-      shards[key].append(ref)
-  for split in {s for s, _, _ in entries}:
-    expected = {(i, w) for s, i, n in entries if s == split
+  for block, plans in sorted(blocks.items()):
+    refs = list(layout_lib.block_refs(block, plans, layouts, shuffle=shuffle,
+                                      seed=seed))
+    # Deterministic: the same refs, in the same order, every time.
+    assert refs == list(layout_lib.block_refs(block, plans, layouts,
+                                              shuffle=shuffle, seed=seed))
+    for key, (plan, window, sort_key) in refs:
+      shards[key].append((plan.info.index, window, sort_key))
+  for split in {s for s, n in files if n}:
+    expected = {(i, w) for i, (s, n) in enumerate(files) if s == split
                 for w in range(n)}
     refs = [r for (s, _), rs in shards.items() if s == split for r in rs]
     written = [(i, w) for i, w, _ in refs]
     assert len(written) == len(set(written)) and set(written) == expected
     total = len(expected)
-    if total == 0:
-      continue
     layout = layouts[split]
     assert sorted(k for _, _, k in refs) == list(range(total))
+    # Positions are those of a file-by-file numbering of the split.
+    positions = {(i, w): p for p, (i, w) in enumerate(sorted(expected))}
+    order = sorted(refs)
+    numbered = np.array([positions[(i, w)] for i, w, _ in order], np.int64)
+    if shuffle:
+      numbered = layout_lib.permute(numbered, total, seed)
+    assert numbered.tolist() == [k for _, _, k in order]
+    assert {s for sp, s in shards if sp == split} <= set(
+        range(layout.num_shards))
     sizes = [len(shards[(split, s)]) for s in range(layout.num_shards)]
     assert sum(sizes) == total and max(sizes) - min(sizes) <= 1
     assert all(k for k in sizes)

@@ -5,7 +5,8 @@ import json
 import random
 
 from transforms import block_store
-from transforms import dofns
+from transforms import planning
+from transforms import probing
 from transforms import reject_parts
 from transforms.wav_io import NOTE, Rejection
 from tests import helpers as H
@@ -64,11 +65,11 @@ def test_planning_sends_a_part_not_the_rejections(tmp_path):
   paths = sorted(paths + [str(tmp_path / 'in' / 'a' / 'junk.wav')])
   out = str(tmp_path / 'out')
   config = H.make_config(str(tmp_path / 'in'), out, win_len=1024)
-  stored = dofns.probe_block(out, (0, tuple((i, p, None)
+  stored = probing.probe_block(out, (0, tuple((i, p, None)
                                            for i, p in enumerate(paths))))
   assert stored.files_rejected == 1
   assert len(block_store.read_all(stored.path)[1]) == 1
-  produced = list(dofns.PlanBlock(config).process(stored, 16000))
+  produced = list(planning.PlanBlock(config).process(stored, 16000))
   assert not any(isinstance(item, Rejection) for item in produced)
   [part] = [item for item in produced
             if isinstance(item, reject_parts.RejectPart)]

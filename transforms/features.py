@@ -29,10 +29,6 @@ def window_function(name: str, n_fft: int) -> np.ndarray:
   return w.astype(np.float32)
 
 
-def num_stft_frames(win_len: int, n_fft: int, fft_hop: int) -> int:
-  return (win_len - n_fft) // fft_hop + 1
-
-
 def stft_magnitude(windows: np.ndarray, n_fft: int, fft_hop: int,
                    window: np.ndarray) -> np.ndarray:
   """|STFT| of each window: (n, frames, n_fft // 2 + 1) float32.

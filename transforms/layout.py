@@ -13,7 +13,7 @@ example, and a long recording is spread across all shards.
 
 import dataclasses
 import math
-from typing import Dict, Iterable, Iterator, Tuple
+from typing import Dict, Iterable, Tuple
 
 import numpy as np
 
@@ -113,25 +113,13 @@ def permute(positions: np.ndarray, total: int, seed: int) -> np.ndarray:
   return out.astype(np.int64)
 
 
-def window_refs(index: int, split: str, num_windows: int, layout: SplitLayout,
-                shuffle: bool, seed: int
-                ) -> Iterator[Tuple[Tuple[str, int], Tuple[int, int, int]]]:
-  """((split, shard), (file index, window, sort key)) for a file's windows,
-  with the layout's offsets per file (block_refs: per block)."""
-  positions = layout.offsets[index] + np.arange(num_windows, dtype=np.int64)
-  keys = permute(positions, layout.total, seed) if shuffle else positions
-  shards = layout.shard_of(keys)
-  for window, (key, shard) in enumerate(zip(keys.tolist(), shards.tolist())):
-    yield (split, shard), (index, window, key)
-
-
 def block_refs(block: int, plans, layouts: Dict[str, SplitLayout],
                shuffle: bool, seed: int):
   """((split, shard), (plan, window, sort key)) for every window of a
   block's FilePlans (in index order): positions continue from the block's
   offset in each split, so they equal a file-by-file numbering. One
-  permutation per split and block: per file, numpy's per-call cost on
-  one-window clips was most of the planning time."""
+  permutation per split and block, not per file: numpy's per-call cost
+  on one-window clips would be most of the planning time."""
   by_split: Dict[str, list] = {}
   for plan in plans:
     by_split.setdefault(plan.split, []).append(plan)

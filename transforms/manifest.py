@@ -4,7 +4,7 @@ A manifest is a CSV, TSV or JSON Lines file with one row per recording: a
 path (relative to input_dir, absolute, or a URI) and optional label, split
 (or fold) and extra columns, as ESC-50's meta/esc50.csv, UrbanSound8K's
 UrbanSound8K.csv and Common Voice's TSVs ship them. Each row becomes an
-Entry that travels with its file through the listing (dofns.index_blocks),
+Entry that travels with its file through the listing (listing.index_blocks),
 so no worker holds the whole manifest: the launcher reads it once to check
 it, the listing task once to deal its rows.
 

@@ -126,7 +126,7 @@ def plan_file(info: WavInfo, config: PipelineConfig, dataset_rate: int,
   rel_path = splits.relative_path(info.path, config.input_dir)
   if entry is not None and entry.split is not None:
     split = entry.split
-  elif config.split_lists:  # dealt with the listing (dofns.list_input)
+  elif config.split_lists:  # dealt with the listing (listing.list_input)
     raise RuntimeError(f'{info.path}: planned without its split list row')
   elif config.split_from == 'subdir':
     split = splits.split_from_folder(rel_path)

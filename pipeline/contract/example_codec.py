@@ -60,10 +60,6 @@ def spec_of(value: Any) -> schema_lib.FeatureSpec:
   return schema_lib.FeatureSpec(value.dtype.name, value.shape)
 
 
-def schema_of(element: Mapping[str, Any]) -> schema_lib.Schema:
-  return schema_lib.Schema.of({k: spec_of(v) for k, v in element.items()})
-
-
 def _payload(value: Any, encoding: str) -> bytes:
   """The packed field-1 payload of a typed list."""
   if encoding == schema_lib.BYTES_LIST:
@@ -155,25 +151,6 @@ def encode_batch(columns: Mapping[str, Any], n: int) -> List[bytes]:
   return records
 
 
-def encode_example(element: Mapping[str, Any],
-                   schema: schema_lib.Schema = None) -> bytes:
-  """Serializes one element; with `schema`, checks dtype and shape first."""
-  if schema is not None:
-    for key, value in element.items():
-      spec = spec_of(value)
-      if schema[key] != spec:
-        raise schema_lib.SchemaError(
-            f'feature {key!r}: expected {schema[key]}, got {spec}')
-  columns = {k: to_array(v)[None] if _is_array(v) else [v]
-             for k, v in element.items()}
-  return encode_batch(columns, 1)[0]
-
-
-def _is_array(value) -> bool:
-  return spec_of(value).encoding in (schema_lib.RAW_BYTES,
-                                     schema_lib.FLOAT_LIST)
-
-
 def decode_raw(data: bytes, spec: schema_lib.FeatureSpec) -> np.ndarray:
   """Inverse of the raw-bytes encoding, for numpy readers."""
   dtype = np.dtype(spec.dtype).newbyteorder('<')
@@ -231,7 +208,7 @@ def _int64s(payload):
 
 def decode_example(data: bytes, schema: schema_lib.Schema,
                    copy: bool = True) -> dict:
-  """Inverse of encode_example, checked against `schema` (numpy, no TF).
+  """Inverse of encode_batch, checked against `schema` (numpy, no TF).
 
   Arrays are writable copies, or with `copy=False` read-only views of
   `data` (possibly unaligned), for a caller that copies them on at once.

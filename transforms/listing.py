@@ -1,0 +1,127 @@
+"""The run's input listed by the job: the audio files under input_dir (and
+a manifest's or split lists' rows) as blocks of consecutive indices, and a
+Rejection per name that cannot be used. ListBlocks yields blocks,
+rejections and the count on its main output, as distinct types
+(graph.SplitByType parts them)."""
+
+import dataclasses
+
+import apache_beam as beam
+
+from pipeline.contract import naming
+from pipeline import config as config_lib
+from pipeline.config import PipelineConfig
+from transforms import manifest as manifest_lib
+from transforms import plan as plan_lib
+from transforms import split_lists
+from transforms import splits
+from transforms import stats as stats_lib
+from transforms import wav_io
+
+
+def index_blocks(paths, entries=None, refused=None):
+  """Sorted paths -> ([(block, ((index, path, entry), ...))], [Rejection]):
+  consecutive indices in blocks of plan.block_size, and a rejection for
+  each name that is not UTF-8 or is in `refused` ({path: reason}); they
+  keep their indices, so others keep theirs. `entries` maps paths to
+  their manifest rows (entry: a manifest.Entry, else None).
+
+  A name that is not valid UTF-8 cannot be written in an example, a
+  rejection or a Beam coder's string; it is shown with its bytes as \\xNN
+  and counted like any other file.
+  """
+  indexed, unusable = [], []
+  refused = refused or {}
+  for index, path in enumerate(paths):
+    shown = wav_io.undecodable_name(path)
+    if shown is not None:
+      unusable.append(wav_io.Rejection(
+          shown, 'file name is not valid UTF-8 (shown with its bytes as '
+          '\\xNN): rename the file', 'list'))
+    elif path in refused:
+      unusable.append(wav_io.Rejection(path, refused[path], 'list'))
+    else:
+      indexed.append((index, path, entries and entries.get(path)))
+  size = plan_lib.block_size(len(paths))
+  blocks = [(b, tuple(indexed[start:start + size]))
+            for b, start in enumerate(range(0, len(indexed), size))]
+  return blocks, unusable
+
+
+def input_paths(config: PipelineConfig):
+  """(sorted paths, manifest entries or None, {path: why it is refused}):
+  the audio files under input_dir (--audio_formats); with --manifest,
+  those and the manifest's rows, where a file without a row, and a row
+  under input_dir without its file, are refused (rows elsewhere, absolute
+  or URIs, are probed); with --split_lists, a listed path without its file
+  is refused too, so that it is counted and reported like a file."""
+  paths = wav_io.list_audio_files(config.input_dir, config.audio_formats)
+  formats = f'--audio_formats={",".join(config.audio_formats)}'
+  if config.split_lists:
+    listed = set(paths)
+    missing = {}
+    for name, where in split_lists.listed_places(config).items():
+      path = naming.join(config.input_dir, name)
+      if path not in listed:
+        missing[path] = (f'listed in {where} of --split_lists, but there is '
+                         f'no such file under input_dir (of {formats})')
+    return sorted(listed | set(missing)), None, missing
+  if not config.manifest:
+    return paths, None, {}
+  found = manifest_lib.read(config)
+  listed = set(paths)
+  every = sorted(listed | set(found.entries))
+  root = config.input_dir.rstrip('/') + '/'
+  refused = {}
+  for path in every:
+    entry = found.entries.get(path)
+    if entry is None:
+      refused[path] = f'no row in the manifest ({found.text})'
+    elif path not in listed and path.startswith(root):
+      refused[path] = (f'listed on line {entry.line} of the manifest, but '
+                       f'there is no such file under input_dir (of '
+                       f'{formats})')
+  return every, found.entries, refused
+
+
+def list_input(config: PipelineConfig, base=None):
+  """(files seen, blocks, rejections) of the run's input (input_paths);
+  for an --append part, `base` (append.AppendBase) holds the paths to
+  read, chosen by the launcher, and those refused."""
+  if base is None:
+    every, entries, refused = input_paths(config)
+  else:
+    every, refused = list(base.paths), dict(base.refused)
+    entries = manifest_lib.read(config).entries if config.manifest else None
+  entries = _with_split_lists(config, every, entries)
+  blocks, unusable = index_blocks(every, entries, refused)
+  return len(every), blocks, unusable
+
+
+def _with_split_lists(config: PipelineConfig, paths, entries):
+  """--split_lists as rows dealt with their files, as a manifest's are (a
+  manifest's rows get their split), so that planning reads no list."""
+  if not config.split_lists:
+    return entries
+  listed = split_lists.listed_splits(config)
+  out = dict(entries or {})
+  for path in paths:
+    split = listed.get(splits.relative_path(path, config.input_dir),
+                       config_lib.REST_SPLIT)
+    entry = out.get(path)
+    out[path] = (dataclasses.replace(entry, split=split) if entry is not None
+                 else manifest_lib.Entry(0, split, None))
+  return out
+
+
+class ListBlocks(beam.DoFn):
+  """(config, append base or None) -> the listing in blocks, a Rejection
+  per unusable name (or, with --manifest, a file without a row, a row
+  without a file; with --append, a changed file) and one ListedFiles with
+  the count: the paths are listed by the job, not carried in its graph."""
+
+  def process(self, listing):
+    count, blocks, unusable = list_input(*listing)
+    yield from blocks
+    yield from unusable
+    yield stats_lib.ListedFiles(count)

@@ -1,0 +1,64 @@
+"""The planning passes over the stored blocks: their files planned
+(plan.plan_block) once the dataset's rate is known, then again, with the
+layout, into the references that shards read. plan.py holds the rules and
+no Beam or I/O (tests/test_layers.py); this module reads the block store
+and writes the rejections. PlanBlock yields several kinds of record on
+its main output, as distinct types (graph.SplitByType parts them)."""
+
+import apache_beam as beam
+
+from pipeline.config import PipelineConfig
+from transforms import block_store
+from transforms import counters
+from transforms import layout as layout_lib
+from transforms import plan as plan_lib
+from transforms import reject_parts
+from transforms import stats as stats_lib
+from transforms import wav_io
+
+
+class PlanBlock(beam.DoFn):
+  """StoredBlock -> its planned files per split (PlannedFiles), its
+  windows (BlockWindows), and, when any file of the block was rejected
+  (by probing, or here: wrong rate, too short, no label) or noted, its
+  RejectPart."""
+
+  def __init__(self, config: PipelineConfig):
+    self.config = config
+
+  def process(self, stored, dataset_rate):
+    infos, probe_rejections, entries = block_store.read_all(stored.path)
+    planned, rejected = plan_lib.plan_block(stored.block, infos, self.config,
+                                            dataset_rate, entries)
+    rejections = probe_rejections + tuple(
+        wav_io.Rejection(path, reason, 'plan') for path, reason in rejected)
+    if rejections:
+      yield reject_parts.write(self.config.dataset_dir, stored.block,
+                               rejections)
+    counters.counter(counters.FILES_REJECTED).inc(len(rejected))
+    yield stats_lib.PlannedFiles(
+        stored.block, tuple(sorted(planned.files_by_split().items())),
+        stored.path)
+    yield plan_lib.BlockWindows(stored.block, planned.counts())
+
+
+def planned_block(stored, config: PipelineConfig, dataset_rate: int,
+                  allowed=None) -> plan_lib.PlannedBlock:
+  """A StoredBlock planned again (rejections were recorded by PlanBlock),
+  limited to its first allowed[block] windows when --num_elems is set."""
+  infos, _, entries = block_store.read_all(stored.path)
+  planned, _ = plan_lib.plan_block(stored.block, infos, config, dataset_rate,
+                                   entries)
+  if allowed is not None:
+    planned = plan_lib.limit_block(planned, allowed[stored.block])
+  return planned
+
+
+def stored_block_refs(stored, config: PipelineConfig, dataset_rate: int,
+                      layouts, allowed=None):
+  """((split, shard), (plan, window, sort key)) for a StoredBlock's
+  windows (layout.block_refs)."""
+  return layout_lib.block_refs(
+      stored.block, planned_block(stored, config, dataset_rate,
+                                  allowed).plans,
+      layouts, shuffle=not config.no_shuffle, seed=config.shuffle_seed)

@@ -1,0 +1,53 @@
+"""Probing, a block of the listing at a time: each file opened, its
+format, rate and length read (wav_io.probe), and the probes stored with
+the block's rejections (block_store) for the planning passes."""
+
+import collections
+
+import apache_beam as beam
+
+from transforms import block_store
+from transforms import counters
+from transforms import launch_processes
+from transforms import plan as plan_lib
+from transforms import wav_io
+
+
+class ProbeBlock(beam.DoFn):
+  """(block, ((index, path), ...)) -> one StoredBlock: the probes of the
+  files that open, and a Rejection (or a note) per file that needs one,
+  stored (see block_store) for PlanBlock."""
+
+  def __init__(self, dataset_dir: str):
+    self.dataset_dir = dataset_dir
+
+  def process(self, block):
+    processes = launch_processes.current()
+    stored = (probe_block(self.dataset_dir, block) if processes is None else
+              launch_processes.call(processes, probe_block, self.dataset_dir,
+                                    block))
+    counters.counter(counters.FILES_PROBED).inc(len(block[1]))
+    counters.counter(counters.FILES_REJECTED).inc(stored.files_rejected)
+    yield stored
+
+
+def probe_block(dataset_dir: str, block) -> plan_lib.StoredBlock:
+  """ProbeBlock's work: the block's probes stored with a Rejection or note
+  per file that needs one (PlanBlock writes those out)."""
+  number, files = block
+  rejections, infos = [], []
+  entries = {index: entry for index, _, entry in files if entry is not None}
+  for index, path, _ in files:
+    try:
+      info, note = wav_io.probe(index, path)
+    except wav_io.BadWav as e:
+      rejections.append(wav_io.Rejection(path, str(e), 'probe'))
+      continue
+    infos.append(info)
+    if note:
+      rejections.append(wav_io.Rejection(path, note, wav_io.NOTE))
+  rates = collections.Counter(info.sample_rate for info in infos)
+  return plan_lib.StoredBlock(
+      number, block_store.write(dataset_dir, number, infos, rejections,
+                                entries),
+      tuple(sorted(rates.items())), len(files) - len(infos))

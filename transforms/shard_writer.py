@@ -1,0 +1,141 @@
+"""Writing one shard: its windows read in their layout order, their
+examples made (extract.ExampleMaker) and appended to a TFRecord file
+under a temp name, with its `tfrecord`-package index and, with
+--array_record, its ArrayRecord copy. WriteShard yields the ShardStats,
+ExampleStats and Rejections on its main output, as distinct types
+(graph.SplitByType parts them)."""
+
+import contextlib
+import dataclasses
+import time
+import uuid
+from typing import Optional
+
+import apache_beam as beam
+from apache_beam.internal import pickler
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.contract import array_record_file
+from pipeline.contract import naming
+from pipeline.contract import tfrecord
+from pipeline.config import PipelineConfig
+from transforms import allocator
+from transforms import counters
+from transforms import filesystem
+from transforms import launch_processes
+from transforms import run_marker
+from transforms import wav_io
+from transforms.extract import ExampleMaker
+from transforms.shards import ShardStats
+from transforms.stats import ExampleStats
+
+
+class WriteShard(beam.DoFn):
+  """((split, shard, salt), window refs) -> one shard file, under a temp name.
+
+  A ref is (FilePlan, window, sort key): everything needed to read the
+  window travels with it, so no task holds the plans of other files.
+  Reads the shard's windows in their sort-key order, computes features a
+  batch at a time, encodes and appends the records. Emits a ShardStats, one
+  ExampleStats and a Rejection per window that could not be used.
+  """
+
+  def __init__(self, config: PipelineConfig, extra_features=None,
+               run_id: Optional[str] = None):
+    self.config = config
+    self.extra_features = extra_features
+    self.run_id = run_id
+
+  def setup(self):
+    allocator.keep_freed_memory()  # per worker process; see allocator.py
+    self._maker = ExampleMaker(self.config, self.extra_features)
+    self._pickled = None
+
+  def process(self, keyed_refs, class_names):
+    processes = launch_processes.current()
+    if processes is None:
+      items = write_shard(self._maker, self.config, self.run_id, keyed_refs,
+                          class_names)
+    else:
+      items = launch_processes.call(processes, _write_shard_there,
+                                    self._state(), self.run_id, keyed_refs,
+                                    class_names)
+    for item in items:
+      if isinstance(item, ShardStats):
+        counters.counter(counters.SHARDS_WRITTEN).inc()
+        counters.counter(counters.EXAMPLES_WRITTEN).inc(item.num_examples)
+        counters.counter(counters.BYTES_WRITTEN).inc(item.num_bytes)
+      elif isinstance(item, wav_io.Rejection):
+        counters.counter(counters.WINDOWS_REJECTED).inc()
+      yield item
+
+  def _state(self) -> bytes:
+    if self._pickled is None:
+      self._pickled = pickler.dumps((self.config, self.extra_features))
+    return self._pickled
+
+
+_makers = {}  # in a launch process: pickled (config, features) -> maker
+
+
+def _write_shard_there(state: bytes, run_id: Optional[str], keyed_refs,
+                       class_names) -> list:
+  """write_shard in a launch process (transforms/launch_processes.py)."""
+  if state not in _makers:
+    _makers.clear()
+    allocator.keep_freed_memory()
+    _makers[state] = ExampleMaker(*pickler.loads(state))
+  maker = _makers[state]
+  return write_shard(maker, maker.config, run_id, keyed_refs, class_names)
+
+
+def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
+                run_id: Optional[str], keyed_refs, class_names) -> list:
+  """Writes one shard file under a temp name: [a Rejection per window
+  that could not be used, ..., its ShardStats, its ExampleStats]."""
+  started_ms = int(time.time() * 1000)
+  (split, shard, _), refs = keyed_refs  # _: transforms/balance.py's salt
+  # set(): a runner may deliver a reference twice (Beam's DaskRunner does).
+  refs = sorted(set(map(tuple, refs)), key=lambda ref: ref[2])
+  # A fresh name per attempt: two attempts at one shard (retries, or
+  # DaskRunner recomputing a branch) never write into the same file.
+  run_marker.check_marker(config.dataset_dir, run_id)
+  path = naming.join(run_marker.temp_dir(config.dataset_dir),
+                     f'{split}-{shard:05d}-{uuid.uuid4().hex}')
+  compression = filesystem.beam_compression(config.compression)
+  stats = ExampleStats(split=split, shard=shard)
+  items, sizes = [], []
+  copy = (array_record_file.Writer(path + '.' + naming.ARRAY_RECORD)
+          if config.array_record else contextlib.nullcontext())
+  with FileSystems.create(path, compression_type=compression) as f, copy:
+    for item in maker.examples(split, refs, class_names, stats):
+      if isinstance(item, wav_io.Rejection):
+        items.append(item)
+      else:
+        sizes.append(tfrecord.write_record(f, item))
+        if config.array_record:
+          copy.write(item)
+  index = write_index(path + '.' + naming.INDEX_FORMAT, sizes,
+                      config.compression)
+  run_marker.check_marker(config.dataset_dir, run_id)
+  written = ShardStats(split, shard, path, stats.num_examples,
+                       filesystem.metadata(path).size_in_bytes, started_ms,
+                       int(time.time() * 1000), index_path=index)
+  if config.array_record:
+    written = dataclasses.replace(
+        written, array_record_path=copy.path,
+        array_record_bytes=filesystem.metadata(copy.path).size_in_bytes,
+        array_record_crc32c=array_record_file.fingerprint(copy.path))
+  items.append(written)
+  items.append(stats)
+  return items
+
+
+def write_index(path: str, record_sizes, compression: str) -> str:
+  """Writes a shard's `tfrecord`-package index at `path`; returns the path
+  ('' for compressed shards, whose offsets that package cannot use)."""
+  if compression != 'none':
+    return ''
+  with FileSystems.create(path) as f:
+    f.write(tfrecord.index_text(record_sizes).encode('ascii'))
+  return path

@@ -1,0 +1,99 @@
+"""--sink write_to_tfrecord: examples encoded per work unit for Beam's
+WriteToTFRecord, then each shard it wrote counted. EncodeExamples yields
+examples, ExampleStats and Rejections on its main output, as distinct
+types (graph.SplitByType parts them)."""
+
+import time
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.contract import naming
+from pipeline.contract import tfrecord
+from pipeline.config import PipelineConfig
+from transforms import allocator
+from transforms import counters
+from transforms import filesystem
+from transforms import wav_io
+from transforms.extract import ExampleMaker
+from transforms.planning import planned_block
+from transforms.shard_writer import write_index
+from transforms.shards import ShardStats
+from transforms.stats import ExampleStats
+
+
+# Window references per work unit of the write_to_tfrecord sink: one
+# compute batch's worth at least, few enough that units spread over
+# workers.
+UNIT_WINDOWS = 64
+_UNIT_PARTS = 1 << 24  # unit number = block * _UNIT_PARTS + part
+
+
+def work_units(stored, config: PipelineConfig, dataset_rate: int,
+               allowed=None):
+  """((split, unit), refs) for a StoredBlock's windows, in file order, in
+  parts of UNIT_WINDOWS: the write_to_tfrecord sink's elements. Unit
+  numbers are unique and ordered by block, so statistics merge in the same
+  order whatever the bundling."""
+  planned = planned_block(stored, config, dataset_rate, allowed)
+  by_split = {}
+  for plan in planned.plans:
+    refs = by_split.setdefault(plan.split, [])
+    refs.extend((plan, w, len(refs)) for w in range(plan.num_windows))
+  for split, refs in sorted(by_split.items()):
+    for part, start in enumerate(range(0, len(refs), UNIT_WINDOWS)):
+      yield ((split, stored.block * _UNIT_PARTS + part),
+             refs[start:start + UNIT_WINDOWS])
+
+
+class EncodeExamples(beam.DoFn):
+  """A work unit ((split, unit), refs) -> (split, serialized example) per
+  window, one ExampleStats (keyed by the unit) and a Rejection per window
+  that could not be used: the write_to_tfrecord sink's ParDo."""
+
+  def __init__(self, config: PipelineConfig, extra_features=None):
+    self.config = config
+    self.extra_features = extra_features
+
+  def setup(self):
+    allocator.keep_freed_memory()
+    self._maker = ExampleMaker(self.config, self.extra_features)
+    self._examples = counters.counter(counters.EXAMPLES_WRITTEN)
+    self._windows_rejected = counters.counter(counters.WINDOWS_REJECTED)
+
+  def process(self, unit, class_names):
+    (split, number), refs = unit
+    stats = ExampleStats(split=split, shard=number,
+                         started_ms=int(time.time() * 1000))
+    for item in self._maker.examples(split, refs, class_names, stats):
+      if isinstance(item, wav_io.Rejection):
+        self._windows_rejected.inc()
+        yield item
+      else:
+        self._examples.inc()
+        yield split, item
+    yield stats
+
+
+class CountShard(beam.DoFn):
+  """A shard file written by WriteToTFRecord (its final name,
+  ...-SSSSS-of-NNNNN) -> ShardStats, its records counted from the framing
+  (lengths and CRCs checked)."""
+
+  def __init__(self, split: str, compression: str):
+    self.split = split
+    self.compression = compression
+
+  def process(self, path):
+    shard, num_shards = naming.shard_numbers(path)
+    with FileSystems.open(path, compression_type=filesystem.beam_compression(
+        self.compression)) as f:
+      sizes = [len(data) + 16 for _, data in tfrecord.read_records(f, path)]
+    count = len(sizes)
+    index = write_index(naming.index_name(path), sizes, self.compression)
+    meta = filesystem.metadata(path)
+    # Written while the features were computed: the shard phase spans the
+    # files' completion times.
+    done_ms = int(meta.last_updated_in_seconds * 1000)
+    yield ShardStats(self.split, shard, path, count, meta.size_in_bytes,
+                     done_ms, done_ms, num_shards, index)
