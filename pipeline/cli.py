@@ -1,9 +1,9 @@
 """The `wavbeam` command that `pip install` puts on the PATH.
 
-    wavbeam run --input_dir IN --output_dir OUT [flags]  # pipeline.run
-    wavbeam inspect OUT [--show N] [--plot FILE.png]      # pipeline.inspect
-    wavbeam verify OUT                                    # pipeline.verify
-    wavbeam demo                                          # pipeline.demo
+    wavbeam run --input_dir IN --output_dir OUT [flags]   # pipeline.run
+    wavbeam inspect OUT [--show N] [--plot FILE.png]  # pipeline.inspect_dataset
+    wavbeam verify OUT                                # pipeline.verify
+    wavbeam demo                                      # pipeline.demo
 
 Each subcommand is exactly its module's command: same flags, same exit
 codes. Only the chosen module is imported (Beam for run, TensorFlow only
@@ -16,8 +16,8 @@ from typing import Optional, Sequence
 
 COMMANDS = {
     'run': ('pipeline.run', 'preprocess a folder of WAV files into a dataset'),
-    'inspect': ('pipeline.inspect', 'summarize a dataset, show examples, '
-                'plot them'),
+    'inspect': ('pipeline.inspect_dataset', 'summarize a dataset, show '
+                'examples, plot them'),
     'verify': ('pipeline.verify', "check every shard against metadata.json"),
     'demo': ('pipeline.demo', 'make a small corpus, preprocess it, read it '
              'back and plot it (in ./scratch/demo)'),

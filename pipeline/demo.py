@@ -16,7 +16,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from pipeline import console
 from pipeline import example_corpus
-from pipeline import inspect as inspect_lib
+from pipeline import inspect_dataset as inspect_lib
 from pipeline.contract import naming
 from pipeline import run as run_lib
 
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
           f'and the class counts: {os.path.abspath(figure)}')
   except inspect_lib.NoFigures as e:
     print(f'\n== no picture: {e}')
-  print(f'   more: python -m pipeline.inspect {out} [--show 3] [--plot '
+  print(f'   more: python -m pipeline.inspect_dataset {out} [--show 3] [--plot '
         'FILE.png]')
   return 0
 

@@ -35,7 +35,7 @@ from pipeline.dataset_dir import read_metadata  # noqa: E402
 from pipeline.graph import build_pipeline  # noqa: E402
 from pipeline.contract.naming import METADATA_FILE  # noqa: E402
 from transforms import filesystem  # noqa: E402
-from transforms import launch_processes  # noqa: E402
+from transforms import forked_workers  # noqa: E402
 from transforms import run_marker  # noqa: E402
 from transforms import wav_io  # noqa: E402
 
@@ -52,7 +52,7 @@ _RUNNER_ALIASES = {
     'DaskRunner': 'apache_beam.runners.dask.dask_runner.DaskRunner'}
 
 
-# A local default run forks launch processes (transforms/launch_processes.py)
+# A local default run forks forked workers (transforms/forked_workers.py)
 # for its per-file and shard work. Where it cannot (not Linux, or a caller
 # that already runs threads), runs of this many files or more use Beam's
 # worker processes instead of threads (bench.run on 2 cores):
@@ -162,9 +162,9 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
                extra_features=None, show_progress: bool = False):
   """Builds and runs; with show_progress, a local run reports on stderr
   (remote runners have their own UIs, which show the Beam metrics). A
-  local default run forks its launch processes here unless the caller
+  local default run forks its forked workers here unless the caller
   (the CLI) already has."""
-  with launch_processes.started(launch_processes_for(config, beam_args)) \
+  with forked_workers.started(forked_workers_for(config, beam_args)) \
       as forked, _locked(config):
     if config.append:  # returns an append.AppendOutcome
       return append_lib.run_append(
@@ -234,9 +234,9 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
   return result
 
 
-def launch_processes_for(config: config_lib.PipelineConfig,
+def forked_workers_for(config: config_lib.PipelineConfig,
                          beam_args: Sequence[str]) -> int:
-  """Launch processes (transforms/launch_processes.py) for a run: one per
+  """Forked workers (transforms/forked_workers.py) for a run: one per
   worker thread of a local threaded run whose input and output are local
   folders, 0 for anything else (other runners and modes, remote or
   in-memory file systems, options the run itself will refuse)."""
@@ -274,15 +274,15 @@ def main(argv=None) -> int:
     print(f'error: {e}', file=sys.stderr)
     return 2
   try:
-    # Forked before the relay's thread exists: see launch_processes.
-    with launch_processes.started(launch_processes_for(config, beam_args)):
+    # Forked before the relay's thread exists: see forked_workers.
+    with forked_workers.started(forked_workers_for(config, beam_args)):
       relay = console.StderrRelay()
       try:
         return _run(config, beam_args, not flags.quiet, start)
       finally:
         relay.close()
   except KeyboardInterrupt:
-    # The launch processes are gone (started kills them on the way out).
+    # The forked workers are gone (started kills them on the way out).
     # Beam's worker threads would finish their bundles before the
     # interpreter could exit: the process ends now, as a kill would end
     # it, which every step of a run is made to survive.

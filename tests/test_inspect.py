@@ -1,10 +1,11 @@
-"""python -m pipeline.inspect: summary, --show, --plot and raw TFRecords."""
+"""python -m pipeline.inspect_dataset: summary, --show, --plot and raw
+TFRecords."""
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from pipeline import inspect as inspect_lib
+from pipeline import inspect_dataset as inspect_lib
 from tests import helpers as H
 
 

@@ -138,7 +138,7 @@ def test_tfds_load_with_tfds_layout(dataset, tmp_path):
   assert replay.replay_dataset(str(tmp_path)).cardinality().numpy() == \
       meta['splits']['train']['num_examples']
   # So do verify and inspect.
-  from pipeline import inspect as inspect_lib
+  from pipeline import inspect_dataset as inspect_lib
   from pipeline import verify
   n = meta['splits']['train']['num_examples']
   assert f'OK, {n} examples' in verify.verify(str(tmp_path))

@@ -57,7 +57,7 @@ def _refused_everywhere(folder, what):
     with pytest.raises(DatasetError) as e:
       read()
     assert what in str(e.value)
-  for command in ('pipeline.verify', 'pipeline.inspect'):
+  for command in ('pipeline.verify', 'pipeline.inspect_dataset'):
     proc = subprocess.run([sys.executable, '-m', command, str(folder)],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode != 0, (command, proc.stdout)

@@ -269,7 +269,7 @@ def test_no_process_of_the_job_outlives_it(tmp_path, how):
     assert run.poll() is None and time.monotonic() < deadline
     time.sleep(0.05)
   children = _children(run.pid)
-  assert children, 'the run forked no launch process'
+  assert children, 'the run forked no forked worker'
   os.kill(run.pid, how)
   run.wait()
   deadline = time.monotonic() + 10

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from pipeline import inspect as inspect_lib
+from pipeline import inspect_dataset as inspect_lib
 from pipeline import numpy_reader
 from pipeline import replay
 from pipeline import verify

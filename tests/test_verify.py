@@ -158,7 +158,7 @@ def test_a_format_1_dataset_reads_the_same_everywhere(dataset, tmp_path):
   """Version 1 stored float32 arrays as raw bytes: replay_dataset, verify
   and inspect read such a dataset to the same values."""
   import numpy as np
-  from pipeline import inspect as inspect_lib
+  from pipeline import inspect_dataset as inspect_lib
   from pipeline import verify
   out, meta = dataset
   old = tmp_path / 'v1'
@@ -234,8 +234,9 @@ def test_damaged_metadata_gets_one_clear_error_everywhere(dataset, tmp_path,
       (case, proc.stderr[-2000:])
   if case == 'gzip said, none written':
     return  # a valid metadata.json: only reading the shards finds it
-  proc = subprocess.run([sys.executable, '-m', 'pipeline.inspect', str(out)],
-                        capture_output=True, text=True, cwd=ROOT)
+  proc = subprocess.run(
+      [sys.executable, '-m', 'pipeline.inspect_dataset', str(out)],
+      capture_output=True, text=True, cwd=ROOT)
   assert proc.returncode == 1, (case, proc.stderr[-2000:])
   assert message in proc.stderr and 'Traceback' not in proc.stderr, \
       (case, proc.stderr[-2000:])

@@ -215,7 +215,7 @@ class ExampleMaker:
   """Reads windows, computes their features and encodes their examples:
   the work of a shard task (WriteShard) or of a work unit (EncodeExamples).
   Not a DoFn: built in a DoFn's setup, one per worker thread, or in a
-  launch process. Counts nothing: Beam's counters exist only in a worker,
+  forked worker. Counts nothing: Beam's counters exist only in a worker,
   so the DoFns count what it returns."""
 
   def __init__(self, config: PipelineConfig, extra_features=None):

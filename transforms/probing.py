@@ -8,7 +8,7 @@ import apache_beam as beam
 
 from transforms import block_store
 from transforms import counters
-from transforms import launch_processes
+from transforms import forked_workers
 from transforms import plan as plan_lib
 from transforms import wav_io
 
@@ -22,9 +22,9 @@ class ProbeBlock(beam.DoFn):
     self.dataset_dir = dataset_dir
 
   def process(self, block):
-    processes = launch_processes.current()
+    processes = forked_workers.current()
     stored = (probe_block(self.dataset_dir, block) if processes is None else
-              launch_processes.call(processes, probe_block, self.dataset_dir,
+              forked_workers.call(processes, probe_block, self.dataset_dir,
                                     block))
     counters.counter(counters.FILES_PROBED).inc(len(block[1]))
     counters.counter(counters.FILES_REJECTED).inc(stored.files_rejected)

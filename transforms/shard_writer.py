@@ -22,7 +22,7 @@ from pipeline.config import PipelineConfig
 from transforms import allocator
 from transforms import counters
 from transforms import filesystem
-from transforms import launch_processes
+from transforms import forked_workers
 from transforms import run_marker
 from transforms import wav_io
 from transforms.extract import ExampleMaker
@@ -52,12 +52,12 @@ class WriteShard(beam.DoFn):
     self._pickled = None
 
   def process(self, keyed_refs, class_names):
-    processes = launch_processes.current()
+    processes = forked_workers.current()
     if processes is None:
       items = write_shard(self._maker, self.config, self.run_id, keyed_refs,
                           class_names)
     else:
-      items = launch_processes.call(processes, _write_shard_there,
+      items = forked_workers.call(processes, _write_shard_there,
                                     self._state(), self.run_id, keyed_refs,
                                     class_names)
     for item in items:
@@ -75,12 +75,12 @@ class WriteShard(beam.DoFn):
     return self._pickled
 
 
-_makers = {}  # in a launch process: pickled (config, features) -> maker
+_makers = {}  # in a forked worker: pickled (config, features) -> maker
 
 
 def _write_shard_there(state: bytes, run_id: Optional[str], keyed_refs,
                        class_names) -> list:
-  """write_shard in a launch process (transforms/launch_processes.py)."""
+  """write_shard in a forked worker (transforms/forked_workers.py)."""
   if state not in _makers:
     _makers.clear()
     allocator.keep_freed_memory()

@@ -38,12 +38,12 @@ _processes = 0
 
 
 class WorkerProcessFailed(WavbeamError, RuntimeError):
-  """A launch process died, or raised an error that cannot be sent back
+  """A forked worker died, or raised an error that cannot be sent back
   as itself; the message holds the original error and its traceback."""
 
 
 class RemoteTraceback(Exception):
-  """The cause of an error raised in a launch process: its traceback
+  """The cause of an error raised in a forked worker: its traceback
   there, whose last line is the error (as concurrent.futures does)."""
 
   def __str__(self):
@@ -91,7 +91,7 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _die_with(parent: int) -> None:
-  """In each launch process: ends it when the job's process ends, however
+  """In each forked worker: ends it when the job's process ends, however
   that ends (SIGKILL included), and leaves Ctrl-C to the job's process,
   which stops them (the terminal sends it to the whole process group)."""
   signal.signal(signal.SIGINT, signal.SIG_IGN)

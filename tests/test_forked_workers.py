@@ -1,4 +1,4 @@
-"""Launch processes: forked before any thread, used by a local threaded
+"""Forked workers: forked before any thread, used by a local threaded
 run's shard tasks, and the same bytes as threads alone."""
 
 import hashlib
@@ -14,7 +14,7 @@ import pytest
 from pipeline import config as config_lib
 from pipeline import run as run_lib
 from tests import helpers as H
-from transforms import launch_processes
+from transforms import forked_workers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -47,8 +47,8 @@ def _in_fresh_process(code: str) -> str:
 
 def test_errors_come_back_as_themselves_or_named():
   out = _in_fresh_process('''
-      from transforms import launch_processes as L
-      from tests.test_launch_processes import (
+      from transforms import forked_workers as L
+      from tests.test_forked_workers import (
           _die, _raise_unsendable, _raise_value_error)
       with L.started(1) as n:
         assert n == 1
@@ -80,9 +80,9 @@ def test_no_fork_once_a_thread_exists():
   thread = threading.Thread(target=stop.wait)
   thread.start()
   try:
-    assert not launch_processes.can_fork()
-    with launch_processes.started(2) as n:
-      assert n == 0 and launch_processes.current() is None
+    assert not forked_workers.can_fork()
+    with forked_workers.started(2) as n:
+      assert n == 0 and forked_workers.current() is None
   finally:
     stop.set()
     thread.join()
@@ -102,14 +102,14 @@ def test_only_a_default_local_threaded_run_gets_them(tmp_path, extra,
   config, beam_args = config_lib.parse_known_args(
       ['--input_dir', str(tmp_path / 'in'), '--output_dir',
        str(tmp_path / 'out'), *extra])
-  assert run_lib.launch_processes_for(config, beam_args) == expected
+  assert run_lib.forked_workers_for(config, beam_args) == expected
 
 
 def test_remote_or_in_memory_folders_get_none(tmp_path, monkeypatch):
   monkeypatch.setattr(os, 'cpu_count', lambda: 2)
   config, beam_args = config_lib.parse_known_args(
       ['--input_dir', str(tmp_path), '--output_dir', 'mem://out'])
-  assert run_lib.launch_processes_for(config, beam_args) == 0
+  assert run_lib.forked_workers_for(config, beam_args) == 0
 
 
 def _digests(out):

@@ -1,9 +1,9 @@
-"""python -m pipeline.inspect: look at what a run wrote.
+"""python -m pipeline.inspect_dataset: look at what a run wrote.
 
-    python -m pipeline.inspect OUT                     summary
-    python -m pipeline.inspect OUT --show 3 [--split test]
-    python -m pipeline.inspect OUT --plot figure.png [--n 4] [--split S]
-    python -m pipeline.inspect SHARD.tfrecord          any TFRecord file
+    python -m pipeline.inspect_dataset OUT                     summary
+    python -m pipeline.inspect_dataset OUT --show 3 [--split test]
+    python -m pipeline.inspect_dataset OUT --plot figure.png [--n 4] [--split S]
+    python -m pipeline.inspect_dataset SHARD.tfrecord          any TFRecord file
 
 Reads through Beam's FileSystems with the numpy decoder (no TensorFlow), so
 it starts fast and works on gs:// too. Exit 0, 1 when the dataset or file
@@ -293,7 +293,7 @@ def _magnitude(samples, config):
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(prog='python -m pipeline.inspect',
+  parser = argparse.ArgumentParser(prog='python -m pipeline.inspect_dataset',
                                    description=__doc__.split('\n\n')[0])
   parser.add_argument('path', help='a dataset folder (or URI), or one '
                       'TFRecord file')
