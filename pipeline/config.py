@@ -16,7 +16,7 @@ from pipeline.contract import naming
 from pipeline.contract.errors import WavbeamError
 from pipeline.contract.schema import BASE_KEYS
 
-BUILTIN_FEATURES = ('signal', 'spectrogram', 'log_mel', 'fft')
+BUILTIN_FEATURES = ('signal', 'spectrogram', 'log_mel', 'mfcc', 'lpc', 'fft')
 LABEL_MODES = ('subdir', 'suffix', 'none')
 CHANNEL_POLICIES = ('mean', 'first')
 WINDOW_FUNCTIONS = ('hann', 'hamming', 'rect')
@@ -100,7 +100,18 @@ class PipelineConfig:
   spectrogram_scale: str = _opt(
       'spectrogram magnitude, linear or log (natural log of magnitude + 1e-6)',
       default='linear', choices=SPECTROGRAM_SCALES)
-  n_mels: int = _opt('mel bands of log_mel', default=64)
+  n_mels: int = _opt('mel bands of log_mel and mfcc', default=64)
+  fmin: float = _opt('lowest frequency of the mel bands, in Hz', default=0.0)
+  fmax: Optional[float] = _opt(
+      'highest frequency of the mel bands, in Hz (default: half the sample '
+      'rate)', default=None)
+  n_mfcc: int = _opt('coefficients of mfcc: the first of the DCT-II of each '
+                     'log_mel frame, as tf.signal.mfccs_from_log_mel_'
+                     'spectrograms', default=13)
+  lpc_order: int = _opt(
+      'coefficients a_1..a_p of lpc: linear prediction of each STFT frame '
+      '(same frames and window as the spectrogram) by the autocorrelation '
+      'method; silent frames give zeros', default=12)
   splits: Tuple[Tuple[str, float], ...] = _opt(
       'split names and fractions, e.g. train=0.8,validation=0.1,test=0.1; '
       'a file goes to one split by a stable hash of its path relative to '
@@ -235,7 +246,7 @@ class PipelineConfig:
       raise ConfigError('dataset_name', self.dataset_name,
                         f'use {naming.DATASET_NAME_RULE} only')
     for name in ('win_len', 'hop_len', 'n_fft', 'fft_hop', 'n_mels',
-                 'max_shard_bytes'):
+                 'n_mfcc', 'lpc_order', 'max_shard_bytes'):
       _positive(name, getattr(self, name))
     for name in ('max_windows_per_signal', 'num_elems', 'num_shards',
                  'max_examples_per_shard', 'sample_rate'):
@@ -279,10 +290,25 @@ class PipelineConfig:
     if self.uses_stft and self.n_fft > self.win_len:
       raise ConfigError('n_fft', self.n_fft,
                         f'must not exceed --win_len={self.win_len}')
-    if 'log_mel' in self.features and self.n_mels > self.n_fft // 2 + 1:
+    if self.uses_mel and self.n_mels > self.n_fft // 2 + 1:
       raise ConfigError('n_mels', self.n_mels,
                         f'must not exceed the {self.n_fft // 2 + 1} '
                         f'frequency bins of --n_fft={self.n_fft}')
+    if 'mfcc' in self.features and self.n_mfcc > self.n_mels:
+      raise ConfigError('n_mfcc', self.n_mfcc,
+                        f'must not exceed --n_mels={self.n_mels}')
+    if 'lpc' in self.features and self.lpc_order >= self.n_fft:
+      raise ConfigError('lpc_order', self.lpc_order,
+                        f'must be less than --n_fft={self.n_fft}')
+    if not 0.0 <= self.fmin:
+      raise ConfigError('fmin', self.fmin, 'must be at least 0')
+    if self.fmax is not None:
+      if self.fmax <= self.fmin:
+        raise ConfigError('fmax', self.fmax,
+                          f'must exceed --fmin={self.fmin}')
+      if self.sample_rate is not None and self.fmax > self.sample_rate / 2:
+        raise ConfigError('fmax', self.fmax, 'must not exceed half of '
+                          f'--sample_rate={self.sample_rate}')
     names = [name for name, _ in self.splits]
     if self.split_from == 'hash':
       text = splits_text(self.splits)
@@ -415,7 +441,12 @@ class PipelineConfig:
 
   @property
   def uses_stft(self) -> bool:
-    return bool({'spectrogram', 'log_mel'} & set(self.features))
+    return bool({'spectrogram', 'log_mel', 'mfcc', 'lpc'} &
+                set(self.features))
+
+  @property
+  def uses_mel(self) -> bool:
+    return bool({'log_mel', 'mfcc'} & set(self.features))
 
   @property
   def dataset_dir(self) -> str:
@@ -542,6 +573,10 @@ def _optional_int(text: str) -> Optional[int]:
   return None if text.lower() in ('', 'none') else int(text)
 
 
+def _optional_float(text: str) -> Optional[float]:
+  return None if text.lower() in ('', 'none') else float(text)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   """Adds one flag per config field, with its help and default."""
   for field in dataclasses.fields(PipelineConfig):
@@ -567,8 +602,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
       kwargs['default'] = default
     if field.type is int:
       kwargs['type'] = int
+    elif field.type is float:
+      kwargs['type'] = float
     elif field.type == Optional[int]:
       kwargs['type'] = _optional_int
+    elif field.type == Optional[float]:
+      kwargs['type'] = _optional_float
     elif 'choices' in meta:
       kwargs['choices'] = meta['choices']
     parser.add_argument(flag, **kwargs)

@@ -214,11 +214,15 @@ def plot(output_dir: str, metadata: Dict, split: str, n: int,
   shown = list(elements(output_dir, metadata, split, n))
   if not shown:
     raise InspectError(f'split {split!r} has no examples to plot')
-  fig, axes = plt.subplots(len(shown) + 1, 3, figsize=(15, 3 * (len(shown)
-                                                                 + 1)),
+  cepstra = [k for k in CEPSTRAL_FEATURES if k in shown[0]]
+  columns = 3 + len(cepstra)
+  fig, axes = plt.subplots(len(shown) + 1, columns,
+                           figsize=(5 * columns, 3 * (len(shown) + 1)),
                            squeeze=False)
   for row, element in zip(axes, shown):
-    _plot_example(row, element, config, rate)
+    _plot_example(row[:3], element, config, rate)
+    for ax, name in zip(row[3:], cepstra):
+      _plot_coefficients(ax, name, element[name], config, rate)
   counts = metadata['splits'][split]['examples_per_class']
   bars = axes[-1][0]
   names = sorted(counts)
@@ -233,6 +237,24 @@ def plot(output_dir: str, metadata: Dict, split: str, n: int,
   fig.savefig(out_path, dpi=100)
   plt.close(fig)
   return out_path
+
+
+# Features drawn as images beside the spectrograms, when the run stored
+# them: {name: (title, colour map)}.
+CEPSTRAL_FEATURES = {'mfcc': ('MFCC', 'coolwarm'),
+                     'lpc': ('LPC a_1..a_p', 'coolwarm')}
+
+
+def _plot_coefficients(ax, name, values, config, rate):
+  title, cmap = CEPSTRAL_FEATURES[name]
+  seconds = config['win_len'] / rate
+  limit = float(np.abs(values).max()) or 1.0
+  ax.imshow(values.T, origin='lower', aspect='auto', cmap=cmap,
+            vmin=-limit, vmax=limit,
+            extent=[0, seconds, 0.5, values.shape[1] + 0.5])
+  ax.set_title(title, fontsize=9)
+  ax.set_xlabel('time (s)')
+  ax.set_ylabel('coefficient')
 
 
 def _plot_example(row, element, config, rate):
@@ -269,8 +291,9 @@ def _plot_example(row, element, config, rate):
   if 'log_mel' in element:
     mel = element['log_mel']
   elif magnitude is not None:
-    mel = F.log_compress(F.mel_spectrogram(
-        magnitude, F.mel_filterbank(config['n_mels'], config['n_fft'], rate)))
+    mel = F.log_compress(F.mel_spectrogram(magnitude, F.mel_filterbank(
+        config['n_mels'], config['n_fft'], rate, config.get('fmin', 0.0),
+        config.get('fmax'))))
   else:
     mel = None
   if mel is not None:
@@ -278,8 +301,10 @@ def _plot_example(row, element, config, rate):
     mel_ax.imshow(mel.T, origin='lower', aspect='auto', cmap='viridis',
                   extent=[0, seconds, 0, bands])
     ticks = np.linspace(0, bands - 1, 5).round().astype(int)
-    top = F.hz_to_mel(rate / 2)
-    centres = 700.0 * np.expm1((ticks + 1) * top / (bands + 1) / 1127.0)
+    bottom = F.hz_to_mel(config.get('fmin', 0.0))
+    top = F.hz_to_mel(config.get('fmax') or rate / 2)
+    centres = 700.0 * np.expm1(
+        (bottom + (ticks + 1) * (top - bottom) / (bands + 1)) / 1127.0)
     mel_ax.set_yticks(ticks + 0.5, [f'{hz:.0f}' for hz in centres])
   mel_ax.set_title('log-mel', fontsize=9)
   mel_ax.set_xlabel('time (s)')

@@ -129,8 +129,15 @@ def reference_features(windows, config, rate):
   out['spectrogram'] = (np.log(mag + np.float32(F.LOG_OFFSET))
                         if config.spectrogram_scale == 'log' else mag)
   out['log_mel'] = np.log(
-      mag @ F.mel_filterbank(config.n_mels, config.n_fft, rate) +
-      np.float32(F.LOG_OFFSET))
+      mag @ F.mel_filterbank(config.n_mels, config.n_fft, rate, config.fmin,
+                             config.fmax) + np.float32(F.LOG_OFFSET))
+  # The functions themselves are checked against TensorFlow and scipy
+  # (tests/test_features.py); here, that the run feeds them the right
+  # inputs and options.
+  out['mfcc'] = F.mfcc(out['log_mel'], config.n_mfcc)
+  frames = np.stack([np.stack([w[s:s + config.n_fft] * win for s in range(
+      0, len(w) - config.n_fft + 1, config.fft_hop)]) for w in w32])
+  out['lpc'] = F.lpc(frames, config.lpc_order)
   out['fft'] = np.abs(scipy.fft.rfft(w32, axis=-1))
   return {k: v for k, v in out.items() if k in config.features}
 

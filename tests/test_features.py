@@ -90,3 +90,80 @@ def test_window_functions_equal_tensorflows(n_fft):
     np.testing.assert_allclose(features.window_function(name, n_fft), theirs,
                                rtol=0, atol=6e-8)  # float32 rounding
   assert np.array_equal(features.window_function('rect', n_fft), np.ones(n_fft))
+
+
+@pytest.mark.parametrize('fmin,fmax', [(125.0, 7600.0), (300.0, None),
+                                       (0.0, 4000.0)])
+def test_mel_band_limits_equal_tensorflows(fmin, fmax):
+  import tensorflow as tf
+  rate, n_fft, n_mels = 16000, 512, 40
+  ours = features.mel_filterbank(n_mels, n_fft, rate, fmin, fmax)
+  theirs = tf.signal.linear_to_mel_weight_matrix(
+      n_mels, n_fft // 2 + 1, rate, lower_edge_hertz=fmin,
+      upper_edge_hertz=rate / 2.0 if fmax is None else fmax,
+      dtype=tf.float64).numpy()
+  np.testing.assert_allclose(ours, theirs, rtol=0, atol=6e-8)
+
+
+def _log_mel(seed=3, n=4, win_len=4096, n_fft=512, hop=256, n_mels=40,
+             rate=16000):
+  windows = np.random.default_rng(seed).uniform(
+      -0.5, 0.5, (n, win_len)).astype(np.float32)
+  window = features.window_function('hann', n_fft)
+  magnitude = features.stft_magnitude(windows, n_fft, hop, window)
+  return features.log_compress(features.mel_spectrogram(
+      magnitude, features.mel_filterbank(n_mels, n_fft, rate)))
+
+
+@pytest.mark.parametrize('n_mfcc', [13, 20, 40])
+def test_mfcc_equals_tensorflows(n_mfcc):
+  import tensorflow as tf
+  log_mel = _log_mel()
+  theirs = tf.signal.mfccs_from_log_mel_spectrograms(
+      tf.constant(log_mel))[..., :n_mfcc].numpy()
+  ours = features.mfcc(log_mel, n_mfcc)
+  assert ours.dtype == np.float32 and ours.shape == theirs.shape
+  np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-4)
+  # Rows never interact: a batch gives each row's result bit for bit.
+  assert np.array_equal(features.mfcc(log_mel[2:3], n_mfcc), ours[2:3])
+
+
+def test_lpc_solves_the_yule_walker_equations():
+  import scipy.linalg
+  rng = np.random.default_rng(4)
+  frames = rng.standard_normal((3, 5, 400)).astype(np.float32)
+  frames *= features.window_function('hamming', 400)
+  for order in (1, 2, 12, 30):
+    ours = features.lpc(frames, order)
+    assert ours.shape == (3, 5, order) and ours.dtype == np.float32
+    for i, j in np.ndindex(3, 5):
+      x = frames[i, j].astype(np.float64)
+      r = np.array([x[:len(x) - k] @ x[k:] for k in range(order + 1)])
+      expected = scipy.linalg.solve_toeplitz(r[:order], -r[1:])
+      np.testing.assert_allclose(ours[i, j], expected, rtol=0, atol=2e-5)
+    assert np.array_equal(features.lpc(frames[1:2], order), ours[1:2])
+
+
+def test_lpc_recovers_an_ar2_process():
+  """x[t] = 1.3 x[t-1] - 0.6 x[t-2] + e[t]: A(z) = 1 - 1.3 z^-1 + 0.6 z^-2,
+  so a_1 = -1.3 and a_2 = 0.6."""
+  import scipy.signal
+  rng = np.random.default_rng(5)
+  noise = rng.standard_normal(16000 * 4)
+  x = scipy.signal.lfilter([1.0], [1.0, -1.3, 0.6], noise)
+  x = (x / np.abs(x).max() * 0.5).astype(np.float32)
+  windows = x.reshape(16, -1)
+  window = features.window_function('hann', 512)
+  frames = features.windowed_frames(windows, 512, 256, window)
+  coefficients = features.lpc(frames, 2).reshape(-1, 2)
+  np.testing.assert_allclose(coefficients.mean(axis=0), [-1.3, 0.6],
+                             atol=0.05)
+
+
+def test_lpc_of_silence_and_of_a_frame_predicted_exactly():
+  frames = np.zeros((2, 3, 256), np.float32)
+  frames[1, 0] = 0.25  # a constant: predicted exactly by a_1 = -1
+  found = features.lpc(frames, 4)
+  assert np.isfinite(found).all()
+  assert not found[0].any()
+  assert found[1, 0, 0] == pytest.approx(-1.0, abs=1e-2)

@@ -66,6 +66,22 @@ def test_plot_writes_a_real_figure(dataset, capsys, tmp_path):
   assert colours > 500 and image.std() > 20
 
 
+def test_plot_draws_mfcc_and_lpc_beside_the_spectrograms(tmp_path, capsys):
+  for i in range(3):
+    H.write_wav(str(tmp_path / 'in' / 'a' / f'{i}.wav'),
+                H.noise(4096, seed=i))
+  config = H.make_config(tmp_path / 'in', tmp_path / 'out', win_len=2048,
+                         features=('signal', 'mfcc', 'lpc'))
+  H.run_pipeline(config)
+  png = tmp_path / 'figure.png'
+  code, text, err = _main(capsys, tmp_path / 'out', '--plot', png, '--n', 2)
+  assert code == 0, err
+  image = np.asarray(Image.open(png).convert('RGB'))
+  assert image.shape == (300 * 3, 500 * 5, 3)  # 5 columns: + MFCC, LPC
+  right = image[:600, 1500:]  # the two new columns of both examples
+  assert len(np.unique(right.reshape(-1, 3), axis=0)) > 200
+
+
 def test_raw_tfrecord_without_metadata(dataset, capsys):
   out, meta = dataset
   shard = meta['splits']['train']['shards'][0]

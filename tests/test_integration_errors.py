@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     (['--win_len', '0'], '--win_len=0: must be a positive integer'),
     (['--hop_len', '-5'], '--hop_len=-5: must be a positive integer'),
     (['--win_len', '256'], '--n_fft=512: must not exceed --win_len=256'),
-    (['--features', 'signal,mfcc'], "--features='signal,mfcc': unknown"),
+    (['--features', 'signal,chroma'], "--features='signal,chroma': unknown"),
     (['--features', ''], "--features='': name at least one feature"),
     (['--num_shards', '2', '--max_examples_per_shard', '5'],
      '--num_shards=2: give either'),

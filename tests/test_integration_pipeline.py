@@ -65,6 +65,27 @@ def test_replay_is_bit_exact_against_independent_reference(corpus, tmp_path):
                               'encoding': 'int64_list'}
 
 
+def test_mfcc_and_lpc_with_mel_band_limits(corpus, tmp_path):
+  """The cepstral and linear-prediction features, with --fmin/--fmax,
+  --n_mfcc and --lpc_order, against the reference; their schema and
+  statistics."""
+  config = H.make_config(corpus, tmp_path / 'out', win_len=WIN,
+                         features=('log_mel', 'mfcc', 'lpc'), n_mels=40,
+                         fmin=125.0, fmax=7000.0, n_mfcc=20, lpc_order=10)
+  meta = H.run_pipeline(config)
+  H.assert_matches_reference(str(tmp_path / 'out'), config, _paths(corpus),
+                             ['bird', 'dog'], RATE)
+  frames = (WIN - 512) // 256 + 1
+  schema = meta['schema']
+  assert schema['mfcc']['shape'] == [frames, 20]
+  assert schema['lpc']['shape'] == [frames, 10]
+  assert schema['mfcc']['dtype'] == schema['lpc']['dtype'] == 'float32'
+  for name in ('mfcc', 'lpc'):
+    moments = meta['splits']['train']['statistics'][name]
+    assert moments['count'] == meta['counts']['examples'] * frames * (
+        20 if name == 'mfcc' else 10)
+
+
 def test_long_file_is_split_into_chunks_that_join_exactly(tmp_path,
                                                           monkeypatch):
   # Small chunks so one file becomes many work units, read in blocks.

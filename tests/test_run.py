@@ -30,7 +30,7 @@ def small_input(tmp_path_factory):
 @pytest.mark.parametrize('argv,code,message', [
     (['--win_len', 'abc'], 2, "argument --win_len: invalid int value: 'abc'"),
     (['--win_len', '0'], 2, '--win_len=0: must be a positive integer'),
-    (['--features', 'signal,mfcc'], 2, "--features='signal,mfcc': unknown"),
+    (['--features', 'signal,chroma'], 2, "--features='signal,chroma': unknown"),
     (['--splits', 'train=0.5'], 2, "--splits='train=0.5': fractions must "
      'sum to 1'),
     (['--input_dir', '{d}/missing'], 2, "--input_dir='{d}/missing': does not "

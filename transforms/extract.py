@@ -38,8 +38,12 @@ class FeatureExtractor:
 
   def filterbank(self, sample_rate: int) -> np.ndarray:
     if sample_rate not in self._filterbanks:
+      c = self.config
+      if c.fmax is not None and c.fmax > sample_rate / 2:
+        raise ValueError(f'--fmax={c.fmax} exceeds half the sample rate '
+                         f'of {sample_rate} Hz')
       self._filterbanks[sample_rate] = F.mel_filterbank(
-          self.config.n_mels, self.config.n_fft, sample_rate)
+          c.n_mels, c.n_fft, sample_rate, c.fmin, c.fmax)
     return self._filterbanks[sample_rate]
 
   def compute(self, windows: np.ndarray,
@@ -51,13 +55,20 @@ class FeatureExtractor:
     if 'signal' in c.features:
       out['signal'] = audio.to_signal_dtype(windows, c.signal_dtype)
     if c.uses_stft:
-      magnitude = F.stft_magnitude(w32, c.n_fft, c.fft_hop, self._window)
+      frames = F.windowed_frames(w32, c.n_fft, c.fft_hop, self._window)
+      magnitude = F.frame_magnitude(frames)
       if 'spectrogram' in c.features:
         out['spectrogram'] = (F.log_compress(magnitude)
                               if c.spectrogram_scale == 'log' else magnitude)
-      if 'log_mel' in c.features:
-        out['log_mel'] = F.log_compress(
+      if c.uses_mel:
+        log_mel = F.log_compress(
             F.mel_spectrogram(magnitude, self.filterbank(sample_rate)))
+        if 'log_mel' in c.features:
+          out['log_mel'] = log_mel
+        if 'mfcc' in c.features:
+          out['mfcc'] = F.mfcc(log_mel, c.n_mfcc)
+      if 'lpc' in c.features:
+        out['lpc'] = F.lpc(frames, c.lpc_order)
     if 'fft' in c.features:
       out['fft'] = F.fft_magnitude(w32)
     for name, fn in self.extra_features.items():

@@ -29,18 +29,29 @@ def window_function(name: str, n_fft: int) -> np.ndarray:
   return w.astype(np.float32)
 
 
-def stft_magnitude(windows: np.ndarray, n_fft: int, fft_hop: int,
-                   window: np.ndarray) -> np.ndarray:
-  """|STFT| of each window: (n, frames, n_fft // 2 + 1) float32.
+def windowed_frames(windows: np.ndarray, n_fft: int, fft_hop: int,
+                    window: np.ndarray) -> np.ndarray:
+  """The STFT's frames of each window times the analysis window:
+  (n, frames, n_fft), float32.
 
   Frames are not centred or padded (as tf.signal.stft): frame k covers
   samples [k * fft_hop, k * fft_hop + n_fft) of the window.
   """
   frames = np.lib.stride_tricks.sliding_window_view(
       windows, n_fft, axis=-1)[:, ::fft_hop]
+  return frames * window
+
+
+def frame_magnitude(frames: np.ndarray) -> np.ndarray:
+  """|rFFT| of each windowed frame: (..., n_fft) -> (..., n_fft // 2 + 1)."""
   # float32 in, complex64 out: scipy.fft transforms single precision natively.
-  spectrum = scipy.fft.rfft(frames * window, axis=-1)
-  return np.abs(spectrum)
+  return np.abs(scipy.fft.rfft(frames, axis=-1))
+
+
+def stft_magnitude(windows: np.ndarray, n_fft: int, fft_hop: int,
+                   window: np.ndarray) -> np.ndarray:
+  """|STFT| of each window: (n, frames, n_fft // 2 + 1) float32."""
+  return frame_magnitude(windowed_frames(windows, n_fft, fft_hop, window))
 
 
 def log_compress(x: np.ndarray) -> np.ndarray:
@@ -73,6 +84,63 @@ def mel_spectrogram(magnitude: np.ndarray,
                     filterbank: np.ndarray) -> np.ndarray:
   """(n, frames, bins) magnitude -> (n, frames, n_mels)."""
   return magnitude @ filterbank
+
+
+def mfcc(log_mel: np.ndarray, n_mfcc: int) -> np.ndarray:
+  """The first n_mfcc cepstral coefficients of each log-mel frame:
+  (..., n_mels) -> (..., n_mfcc) float32.
+
+  The DCT-II of the log-mel bands scaled by 1 / sqrt(2 * n_mels), as
+  tf.signal.mfccs_from_log_mel_spectrograms computes them.
+  """
+  n_mels = log_mel.shape[-1]
+  coefficients = scipy.fft.dct(log_mel.astype(np.float64), type=2,
+                               axis=-1)[..., :n_mfcc]
+  return (coefficients / np.sqrt(2.0 * n_mels)).astype(np.float32)
+
+
+def autocorrelation(frames: np.ndarray, max_lag: int) -> np.ndarray:
+  """r[k] = sum_t x[t] x[t + k] for k = 0..max_lag of each frame:
+  (..., frame_len) -> (..., max_lag + 1) float64."""
+  x = frames.astype(np.float64)
+  n = x.shape[-1]
+  return np.stack([np.einsum('...t,...t->...', x[..., :n - k], x[..., k:])
+                   for k in range(max_lag + 1)], axis=-1)
+
+
+def levinson_durbin(r: np.ndarray, order: int) -> np.ndarray:
+  """Solves the Yule-Walker equations of each autocorrelation row
+  (..., order + 1) for the coefficients a_1..a_order of
+  A(z) = 1 + sum_k a_k z^-k (the prediction error filter): (..., order)
+  float64. A row with r[0] == 0 (silence) gives zeros; where the
+  recursion's error vanishes (a frame predicted exactly), the
+  coefficients found so far are kept."""
+  r = np.asarray(r, np.float64)
+  shape = r.shape[:-1]
+  r = r.reshape(-1, order + 1)
+  a = np.zeros((r.shape[0], order + 1))
+  a[:, 0] = 1.0
+  error = r[:, 0].copy()
+  active = error > 0
+  for i in range(1, order + 1):
+    acc = np.einsum('bj,bj->b', a[:, :i], r[:, i:0:-1])
+    reflection = np.zeros_like(error)
+    np.divide(-acc, error, out=reflection, where=active)
+    previous = a[:, :i + 1].copy()
+    a[:, 1:i + 1] = previous[:, 1:i + 1] + reflection[:, None] * \
+        previous[:, i - 1::-1][:, :i]
+    a[:, i] = reflection
+    error = error * (1.0 - reflection * reflection)
+    active &= error > 0
+  return a[:, 1:].reshape(*shape, order)
+
+
+def lpc(frames: np.ndarray, order: int) -> np.ndarray:
+  """Linear prediction coefficients a_1..a_order of each windowed frame by
+  the autocorrelation method: (n, frames, frame_len) -> (n, frames, order)
+  float32; zeros for a silent frame."""
+  return levinson_durbin(autocorrelation(frames, order),
+                         order).astype(np.float32)
 
 
 def fft_magnitude(windows: np.ndarray) -> np.ndarray:
