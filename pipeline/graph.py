@@ -38,7 +38,7 @@ from transforms import manifest as manifest_lib
 from transforms import plan as plan_lib
 from transforms import planning
 from transforms import probing
-from transforms import reject_parts
+from transforms import block_rejects
 from transforms import run_marker
 from transforms import shard_writer
 from transforms import sink
@@ -116,7 +116,7 @@ class ListWavFiles(beam.PTransform):
 class ProbeAndPlan(beam.PTransform):
   """File blocks -> {'stored': StoredBlocks (probes kept per block, see
   transforms/block_store), 'windows': their BlockWindows, 'planned':
-  PlannedFiles, 'rejected': RejectParts (transforms/reject_parts), 'rate':
+  PlannedFiles, 'rejected': BlockRejects (transforms/block_rejects), 'rate':
   the dataset's rate, 'allowed': windows kept per block under --num_elems
   (else None)}."""
 
@@ -143,7 +143,7 @@ class ProbeAndPlan(beam.PTransform):
                | 'SplitPlanned' >> SplitByType(
                    windows=plan_lib.BlockWindows,
                    files=stats_lib.PlannedFiles,
-                   rejected=reject_parts.RejectPart))
+                   rejected=block_rejects.BlockRejects))
     windows, allowed = planned['windows'], None
     if c.num_elems is not None:
       allowed = (windows

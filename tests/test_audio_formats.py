@@ -7,7 +7,7 @@ import soundfile as sf
 
 from pipeline import config as config_lib
 from tests import helpers as H
-from transforms import records
+from transforms import file_reports
 from transforms import wav_io
 
 # (extension, soundfile format, subtype, rate)
@@ -77,7 +77,7 @@ def test_a_file_too_long_to_decode_whole_is_rejected_at_probe(tmp_path,
   path = _write(tmp_path / 'long.mp3', 16000, 'MP3', 'MPEG_LAYER_III',
                 seconds=3)
   monkeypatch.setattr(wav_io, 'MAX_DECODED_BYTES', 16000 * 4 * 2)
-  with pytest.raises(records.BadWav, match=r'decoded whole .* 3\.0 s of '
+  with pytest.raises(file_reports.BadWav, match=r'decoded whole .* 3\.0 s of '
                      r'1-channel 16000 Hz .* convert it to FLAC or WAV'):
     wav_io.probe(0, path)
   flac = _write(tmp_path / 'long.flac', 16000, 'FLAC', 'PCM_16', seconds=3)
@@ -106,7 +106,7 @@ def test_a_decode_shorter_than_its_header_is_refused(tmp_path):
   open(path, 'wb').write(data[:len(data) * 2 // 3])
   info, _ = wav_io.probe(0, path)
   assert info.frames == 3 * 48000   # as its Xing header says
-  with pytest.raises(records.BadWav, match='decoded .* frames where the '
+  with pytest.raises(file_reports.BadWav, match='decoded .* frames where the '
                      'header declares 144000'):
     with wav_io.OpenFiles() as files:
       files.read_range(path, info.frames - 100, 100, info)

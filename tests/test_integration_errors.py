@@ -176,14 +176,15 @@ def test_local_runner_defaults():
 def test_every_error_has_one_root():
   """`except WavbeamError` catches every error wavbeam raises on purpose;
   the older bases still catch them too."""
-  from pipeline import config, inspect, numpy_reader, replay, verify
+  from pipeline import config, inspect_dataset, numpy_reader, replay, verify
   from pipeline.contract import errors, metadata, parts, schema, tfrecord
-  from transforms import finalize, records, run_marker
-  classes = [config.ConfigError, inspect.InspectError, metadata.MetadataError,
+  from transforms import file_reports, finalize, run_marker
+  classes = [config.ConfigError, inspect_dataset.InspectError,
+             inspect_dataset.NoFigures, metadata.MetadataError,
              numpy_reader.DatasetError, replay.DatasetError,
              schema.SchemaError, verify.VerifyError, finalize.IncompleteRun,
-             run_marker.OutputChanged, tfrecord.CorruptRecord, records.BadWav,
-             parts.PartsError]
+             run_marker.OutputChanged, tfrecord.CorruptRecord,
+             file_reports.BadWav, parts.PartsError]
   assert all(issubclass(c, errors.WavbeamError) for c in classes)
   assert replay.DatasetError is numpy_reader.DatasetError
   for c in (config.ConfigError, metadata.MetadataError, schema.SchemaError,

@@ -68,7 +68,7 @@ def test_the_numpy_modules_import_no_beam():
   import subprocess
   import sys
   code = ('import sys; import transforms.plan, transforms.audio, '
-          'transforms.features, transforms.records, transforms.layout; '
+          'transforms.features, transforms.file_reports, transforms.layout; '
           "print(sorted({m.split('.')[0] for m in sys.modules} & "
           "{'apache_beam', 'tensorflow'}))")
   out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, text=True,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from transforms import plan as plan_lib
-from transforms.records import WavInfo
+from transforms.file_reports import WavInfo
 
 
 @pytest.mark.parametrize('total', [1, 2, 3, 5, 17, 64, 1000, 4097])

@@ -6,7 +6,7 @@ import pytest
 from pipeline import config as config_lib
 from transforms import plan
 from transforms.manifest import Entry
-from transforms.records import BadWav, WavInfo
+from transforms.file_reports import BadWav, WavInfo
 
 
 def test_chunks_are_bounded_by_input_samples():

@@ -20,7 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import naming
 from transforms import run_marker
-from transforms.records import Rejection, WavInfo
+from transforms.file_reports import Rejection, WavInfo
 
 FOLDER = 'probes'
 

@@ -14,7 +14,7 @@ from pipeline.contract import schema as schema_lib
 from transforms import audio
 from transforms import features as F
 from transforms import labels
-from transforms import records
+from transforms import file_reports
 from transforms import wav_io
 from transforms.plan import (Chunk, FilePlan, chunk_input_range,
                              windows_per_chunk)
@@ -85,7 +85,7 @@ def read_chunk_windows(chunk: Chunk, config: PipelineConfig,
                        files: Optional[wav_io.OpenFiles] = None) -> np.ndarray:
   """The chunk's windows at the dataset's rate, (n, win_len) float64.
 
-  Raises records.BadWav for unreadable audio. Non-finite samples stay in:
+  Raises file_reports.BadWav for unreadable audio. Non-finite samples stay in:
   callers reject the windows they reach (see read_windows).
   """
   plan = chunk.plan
@@ -95,10 +95,10 @@ def read_chunk_windows(chunk: Chunk, config: PipelineConfig,
       block = files.read_range(plan.info.path, start, stop - start, plan.info)
     else:
       block = wav_io.read_range(plan.info.path, start, stop - start)
-  except records.BadWav:
+  except file_reports.BadWav:
     raise
-  except records.INPUT_ERRORS as e:
-    raise records.unreadable(e) from e
+  except file_reports.INPUT_ERRORS as e:
+    raise file_reports.unreadable(e) from e
   mono = audio.mix_channels(block, config.channels)
   out_start = chunk.first_window * config.hop_len
   if plan.info.sample_rate != plan.sample_rate:
@@ -128,7 +128,8 @@ def _runs(windows: Sequence[int], limit: int) -> Iterator[Tuple[int, int]]:
 def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
                  config: PipelineConfig,
                  files: Optional[wav_io.OpenFiles] = None
-                 ) -> Tuple[np.ndarray, List[int], List[records.Rejection]]:
+                 ) -> Tuple[np.ndarray, List[int],
+                            List[file_reports.Rejection]]:
   """Windows for (file index, window) refs, float64, in the order given.
 
   Consecutive windows of a file are read as one range (bounded by the chunk
@@ -157,8 +158,8 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
       chunk = Chunk(plan, first, count)
       try:
         block = read_chunk_windows(chunk, config, files)
-      except records.BadWav as e:
-        rejections.append(records.Rejection(
+      except file_reports.BadWav as e:
+        rejections.append(file_reports.Rejection(
             plan.info.path, str(e), 'read',
             chunk_input_range(chunk, config.win_len, config.hop_len)))
         continue
@@ -170,7 +171,7 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
           good[row] = True
         else:
           one = Chunk(plan, first + i, 1)
-          rejections.append(records.Rejection(
+          rejections.append(file_reports.Rejection(
               plan.info.path, 'non-finite samples (NaN or Inf)', 'read',
               chunk_input_range(one, config.win_len, config.hop_len)))
   kept = np.flatnonzero(good).tolist()
@@ -179,24 +180,25 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
 
 def _read_one(files: wav_io.OpenFiles, plan: FilePlan, window: int,
               config: PipelineConfig, row: np.ndarray,
-              rejections: List[records.Rejection]) -> bool:
+              rejections: List[file_reports.Rejection]) -> bool:
   """Window `window` of an unresampled file into `row`; False if rejected."""
   start = window * config.hop_len
   n = min(config.win_len, plan.frames - start)
   frames = (start, start + n)
   try:
     block = files.read_range(plan.info.path, start, n, plan.info)
-  except records.BadWav as e:
-    rejections.append(records.Rejection(plan.info.path, str(e), 'read', frames))
+  except file_reports.BadWav as e:
+    rejections.append(file_reports.Rejection(plan.info.path, str(e), 'read',
+                                             frames))
     return False
-  except records.INPUT_ERRORS as e:
-    rejections.append(records.Rejection(
-        plan.info.path, str(records.unreadable(e)), 'read', frames))
+  except file_reports.INPUT_ERRORS as e:
+    rejections.append(file_reports.Rejection(
+        plan.info.path, str(file_reports.unreadable(e)), 'read', frames))
     return False
   row[:n] = audio.mix_channels(block, config.channels)
   row[n:] = 0.0
   if not np.isfinite(row[:n]).all():
-    rejections.append(records.Rejection(
+    rejections.append(file_reports.Rejection(
         plan.info.path, 'non-finite samples (NaN or Inf)', 'read', frames))
     return False
   return True

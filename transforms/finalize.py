@@ -15,7 +15,7 @@ from pipeline.contract import tfx_schema
 from pipeline.config import PipelineConfig
 from pipeline.contract.errors import WavbeamError
 from transforms import filesystem
-from transforms import reject_parts
+from transforms import block_rejects
 from transforms import sources
 from transforms import run_marker
 from transforms.stats import RunSummary, SplitSummary
@@ -82,7 +82,7 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   run_marker.check_marker(out, run_id)
   files_seen = summary.files_seen
 
-  parts = summary.reject_parts.values()
+  parts = summary.block_rejects.values()
   held = [r for r in summary.rejections if not r.is_note]
   # A planned file is ok unless one of its windows was rejected when read;
   # files rejected earlier (listed, probed or planned) were never planned.
@@ -154,7 +154,7 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   if renames:
     FileSystems.rename([a for a, _ in renames], [b for _, b in renames])
   write_lines(naming.join(out, naming.REJECTS_FILE),
-              reject_parts.lines(parts, summary.rejections))
+              block_rejects.lines(parts, summary.rejections))
   write_lines(naming.join(out, sources.FILE_NAME),
               sources.lines(summary.stores, config.input_dir))
   temp = naming.temp_dir(out)

@@ -12,7 +12,7 @@ from pipeline.config import PipelineConfig
 from transforms import audio
 from transforms import labels
 from transforms import splits
-from transforms.records import BadWav, WavInfo
+from transforms.file_reports import BadWav, WavInfo
 
 # Input samples (frames x channels) a chunk reads: 8 MB as float64, about
 # 65 s of 16 kHz mono. Bounds a worker's memory whatever the file.

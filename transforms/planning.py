@@ -12,7 +12,7 @@ from transforms import block_store
 from transforms import counters
 from transforms import layout as layout_lib
 from transforms import plan as plan_lib
-from transforms import reject_parts
+from transforms import block_rejects
 from transforms import stats as stats_lib
 from transforms import wav_io
 
@@ -21,7 +21,7 @@ class PlanBlock(beam.DoFn):
   """StoredBlock -> its planned files per split (PlannedFiles), its
   windows (BlockWindows), and, when any file of the block was rejected
   (by probing, or here: wrong rate, too short, no label) or noted, its
-  RejectPart."""
+  BlockRejects."""
 
   def __init__(self, config: PipelineConfig):
     self.config = config
@@ -33,7 +33,7 @@ class PlanBlock(beam.DoFn):
     rejections = probe_rejections + tuple(
         wav_io.Rejection(path, reason, 'plan') for path, reason in rejected)
     if rejections:
-      yield reject_parts.write(self.config.dataset_dir, stored.block,
+      yield block_rejects.write(self.config.dataset_dir, stored.block,
                                rejections)
     counters.counter(counters.FILES_REJECTED).inc(len(rejected))
     yield stats_lib.PlannedFiles(

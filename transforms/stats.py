@@ -9,9 +9,9 @@ import apache_beam as beam
 import numpy as np
 
 from pipeline.contract import schema as schema_lib
-from transforms.reject_parts import RejectPart
+from transforms.block_rejects import BlockRejects
 from transforms.shards import ShardStats
-from transforms.records import Rejection
+from transforms.file_reports import Rejection
 
 
 @dataclasses.dataclass
@@ -172,9 +172,9 @@ class RunSummary:
   shards: Dict[tuple, object] = dataclasses.field(default_factory=dict)
   splits: Dict[str, SplitSummary] = dataclasses.field(default_factory=dict)
   # Rejections of the listing and of reads; those of probing and planning
-  # are in part files (transforms/reject_parts.py), one per block.
+  # are in files of their own (transforms/block_rejects.py), one per block.
   rejections: set = dataclasses.field(default_factory=set)
-  reject_parts: Dict[int, RejectPart] = dataclasses.field(
+  block_rejects: Dict[int, BlockRejects] = dataclasses.field(
       default_factory=dict)
   planned: Dict[int, Tuple[Tuple[str, int], ...]] = dataclasses.field(
       default_factory=dict)   # block -> files planned per split
@@ -200,10 +200,10 @@ class RunSummary:
                              SplitSummary(split=record.split)).add(record)
     elif isinstance(record, Rejection):
       self.rejections.add(record)
-    elif isinstance(record, RejectPart):
-      known = self.reject_parts.get(record.block)
+    elif isinstance(record, BlockRejects):
+      known = self.block_rejects.get(record.block)
       if known is None or record.path < known.path:  # one attempt per block
-        self.reject_parts[record.block] = record
+        self.block_rejects[record.block] = record
     elif isinstance(record, PlannedFiles):
       self.planned[record.block] = record.files_by_split
       known = self.stores.get(record.block)
@@ -221,7 +221,7 @@ class RunSummary:
       for stats in summary.shards.values():
         self.add(stats)
     self.rejections |= other.rejections
-    for part in other.reject_parts.values():
+    for part in other.block_rejects.values():
       self.add(part)
     self.planned.update(other.planned)
     for block, store in other.stores.items():

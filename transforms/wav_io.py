@@ -21,11 +21,11 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.contract import naming
 from transforms import filesystem
 from transforms import ogg_pages
-from transforms.records import (  # noqa: F401  (reachable here)
+from transforms.file_reports import (  # noqa: F401  (reachable here)
     HEAD_BYTES, INPUT_ERRORS, NOTE, BadWav, Rejection, WavInfo, head_crc,
     short_error, unreadable)
 
-# The records probing and reading make live in transforms/records (no
+# The records probing and reading make live in transforms/file_reports (no
 # Beam there); their names stay reachable here.
 
 

@@ -7,7 +7,7 @@ import random
 from transforms import block_store
 from transforms import planning
 from transforms import probing
-from transforms import reject_parts
+from transforms import block_rejects
 from transforms.wav_io import NOTE, Rejection
 from tests import helpers as H
 
@@ -15,9 +15,9 @@ from tests import helpers as H
 def _all_at_once(rejections):
   """The order rejects.jsonl had when every rejection was sorted at once."""
   def key(r):
-    text = reject_parts.line(r)
+    text = block_rejects.line(r)
     return (r.path, r.frame_range or (0, 0), r.stage, text)
-  return [reject_parts.line(r) for r in sorted(set(rejections), key=key)]
+  return [block_rejects.line(r) for r in sorted(set(rejections), key=key)]
 
 
 def _random_rejections(rng, paths):
@@ -45,9 +45,9 @@ def test_parts_in_block_order_merged_with_held_ones_equal_one_sort(tmp_path):
     names = set(paths[start:start + 64])
     mine = [r for r in early if r.path in names]
     if mine:
-      parts.append(reject_parts.write(str(tmp_path), block, mine))
+      parts.append(block_rejects.write(str(tmp_path), block, mine))
   rng.shuffle(parts)  # the summary holds them in any order
-  assert list(reject_parts.lines(parts, held)) == _all_at_once(everything)
+  assert list(block_rejects.lines(parts, held)) == _all_at_once(everything)
   assert sum(p.rejections + p.notes for p in parts) == len(set(early))
   assert sum(p.files_rejected for p in parts) == len(
       {r.path for r in early if not r.is_note})
@@ -55,7 +55,7 @@ def test_parts_in_block_order_merged_with_held_ones_equal_one_sort(tmp_path):
 
 def test_planning_sends_a_part_not_the_rejections(tmp_path):
   """Every file of a block rejected (too short for the window): the plan
-  step emits one RejectPart with the counts, and its file the lines."""
+  step emits one BlockRejects with the counts, and its file the lines."""
   paths = []
   for i in range(5):
     path = str(tmp_path / 'in' / 'a' / f'{i}.wav')
@@ -72,9 +72,9 @@ def test_planning_sends_a_part_not_the_rejections(tmp_path):
   produced = list(planning.PlanBlock(config).process(stored, 16000))
   assert not any(isinstance(item, Rejection) for item in produced)
   [part] = [item for item in produced
-            if isinstance(item, reject_parts.RejectPart)]
+            if isinstance(item, block_rejects.BlockRejects)]
   assert (part.files_rejected, part.rejections, part.notes) == (6, 6, 0)
-  lines = list(reject_parts.lines([part], []))
+  lines = list(block_rejects.lines([part], []))
   assert [json.loads(line)['path'] for line in lines] == paths
   assert sorted(json.loads(line)['stage'] for line in lines) == (
       ['plan'] * 5 + ['probe'])

@@ -1,5 +1,6 @@
-"""The records probing and reading make: a probed file (WavInfo), a
-rejection with its reason (Rejection), the error that becomes one (BadWav).
+"""What probing and reading report about an input file: a probed file
+(WavInfo), a rejection with its reason (Rejection), the error that becomes
+one (BadWav).
 No Beam: the planning and feature modules use them without I/O.
 """
 

@@ -1,15 +1,16 @@
-"""rejects.jsonl written from parts, so no step holds every rejection.
+"""rejects.jsonl written from one file per block, so no step holds every
+rejection.
 
 A corpus whose files are all rejected (a wrong --sample_rate, a folder of
-something else) has a rejection per file. Collected in the run's summary,
-they were held by its one final task: gigabytes at tens of millions of
-files. Instead each block's planning writes its probing and planning
-rejections, sorted, into a part file in the output's temp folder and sends
-only the counts. The final step streams the parts in block order (blocks
-hold consecutive names of the sorted listing, so that stream is sorted
-too) merged with the few it still holds: names that are not UTF-8, found
-by the listing, and windows rejected when read. The file comes out the
-same, line for line, as when every rejection was sorted at once.
+something else) has a rejection per file: gigabytes at tens of millions of
+files, if one final task held them all. Instead each block's planning
+writes its probing and planning rejections, sorted, into a file of its own
+in the output's temp folder and sends only the counts. The final step
+streams those files in block order (blocks hold consecutive names of the
+sorted listing, so that stream is sorted too) merged with the few it still
+holds: names that are not UTF-8, found by the listing, and windows
+rejected when read. The file comes out the same, line for line, as when
+every rejection was sorted at once.
 """
 
 import dataclasses
@@ -24,14 +25,14 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import naming
 from transforms import run_marker
-from transforms.records import NOTE, Rejection
+from transforms.file_reports import NOTE, Rejection
 
 FOLDER = 'rejects'
 
 
 @dataclasses.dataclass(frozen=True)
-class RejectPart:
-  """One block's rejections, in a part file: what the summary keeps."""
+class BlockRejects:
+  """One block's rejections, in a file of its own: what the summary keeps."""
   block: int
   path: str
   files_rejected: int   # distinct files, notes aside
@@ -59,7 +60,7 @@ def _keyed(rejections: Iterable[Rejection]):
 
 
 def write(dataset_dir: str, block: int,
-          rejections: Iterable[Rejection]) -> RejectPart:
+          rejections: Iterable[Rejection]) -> BlockRejects:
   """Writes a block's rejections and notes, sorted, under a fresh name per
   attempt (as block_store does)."""
   rejections = set(rejections)
@@ -70,11 +71,11 @@ def write(dataset_dir: str, block: int,
     for _, text in _keyed(rejections):
       f.write(text.encode('utf-8'))
   rejects = [r for r in rejections if not r.is_note]
-  return RejectPart(block, path, len({r.path for r in rejects}),
+  return BlockRejects(block, path, len({r.path for r in rejects}),
                     len(rejects), len(rejections) - len(rejects))
 
 
-def _part_lines(part: RejectPart) -> Iterator[Tuple[tuple, str]]:
+def _block_lines(part: BlockRejects) -> Iterator[Tuple[tuple, str]]:
   try:
     with FileSystems.open(
         part.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
@@ -88,11 +89,11 @@ def _part_lines(part: RejectPart) -> Iterator[Tuple[tuple, str]]:
     ) from e
 
 
-def lines(parts: Iterable[RejectPart],
+def lines(parts: Iterable[BlockRejects],
           held: Iterable[Rejection]) -> Iterator[str]:
   """rejects.jsonl's lines: the parts (in block order) merged with the
   rejections held in memory."""
   in_order = sorted(parts, key=lambda p: p.block)
-  from_parts = itertools.chain.from_iterable(map(_part_lines, in_order))
+  from_parts = itertools.chain.from_iterable(map(_block_lines, in_order))
   for _, text in heapq.merge(from_parts, _keyed(held)):
     yield text
