@@ -12,8 +12,10 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
@@ -263,3 +265,89 @@ def run_documented_command(heading, cwd):
                         text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return os.path.join(cwd, argv[argv.index('--output_dir') + 1])
+
+
+# Runs stopped at an exact step of their work.
+DRIVER = r'''
+import os, signal, sys, time
+step, action = sys.argv[1], sys.argv[2]
+
+def at(name):
+  if name != step:
+    return
+  if action == 'kill':
+    os.kill(os.getpid(), signal.SIGKILL)
+  open(action + '.here', 'w').close()
+  while not os.path.exists(action + '.go'):
+    time.sleep(0.02)
+
+from pipeline import append, dataset_dir, run
+from transforms import finalize
+
+def around(module, name, before=None, after=None, when=lambda *a: True):
+  original = getattr(module, name)
+  def wrapped(*args, **kwargs):
+    hit = when(*args)
+    if before and hit:
+      at(before)
+    value = original(*args, **kwargs)
+    if after and hit:
+      at(after)
+    return value
+  setattr(module, name, wrapped)
+
+around(append, 'open_parts', before='locked')
+around(dataset_dir, 'prepare', after='prepared')
+around(finalize, 'finalize_dataset', before='finalizing')
+around(finalize, 'write_text', before='part_written',
+       when=lambda path, text: path.endswith('parts.json'))
+around(os, 'replace', before='renaming',
+       when=lambda src, dst, *a: str(dst).endswith('parts.json'))
+around(append, 'run_append', after='listed')
+sys.exit(run.main(sys.argv[3:]))
+'''
+
+DRIVEN_STEPS = ['locked', 'prepared', 'finalizing', 'part_written', 'renaming',
+         'listed']
+
+
+class DrivenRun:
+  """A real `pipeline.run` process started through DRIVER, which stops it
+  at `step` (one of DRIVEN_STEPS): `kill` (SIGKILL there, as the OOM
+  killer or a preempted machine would) or `hold` (it waits there until
+  released). Its output goes to a file (a pipe would also wait for any
+  process the run left behind)."""
+
+  def __init__(self, step, action, *args, cwd):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    self._log = cwd / f'{step}-{action}.log'
+    with open(self._log, 'w') as log:
+      # SIGINT as a terminal gives it: a test run in the background
+      # inherits it ignored, and Python then never raises
+      # KeyboardInterrupt.
+      self._proc = subprocess.Popen(
+          [sys.executable, '-c', DRIVER, step, action, *args], cwd=cwd,
+          env=env, stdout=log, stderr=log,
+          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    self.pid = self._proc.pid
+    self._cwd, self._action = cwd, action
+
+  def wait_until_there(self):
+    """Until a `hold` run has reached its step (it must not end first)."""
+    deadline = time.monotonic() + 300  # against a hang only
+    while not (self._cwd / f'{self._action}.here').exists():
+      assert self._proc.poll() is None, self._log.read_text()[-3000:]
+      assert time.monotonic() < deadline
+      time.sleep(0.02)
+
+  def release(self):
+    (self._cwd / f'{self._action}.go').touch()
+
+  def poll(self):
+    return self._proc.poll()
+
+  def wait(self):
+    """(exit code, what the run printed)."""
+    code = self._proc.wait(timeout=600)
+    return code, self._log.read_text()
+

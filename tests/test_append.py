@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -185,17 +184,13 @@ def test_an_interrupted_append_leaves_the_dataset_complete(corpus):
   before = _examples(corpus / 'out')
   _day(corpus / 'in', 10, 6, ['owl', 'wren'])
   part = corpus / 'out' / 'part-00001'
-  proc = subprocess.Popen(
-      [sys.executable, '-m', 'pipeline.run', '--input_dir',
-       str(corpus / 'in'), '--output_dir', str(corpus / 'out'), *FLAGS,
-       '--append', '--quiet'], cwd=ROOT, start_new_session=True,
-      stderr=subprocess.DEVNULL)
-  deadline = time.time() + 300
-  while not (part / '.wavbeam-incomplete').exists():
-    assert proc.poll() is None and time.time() < deadline
-    time.sleep(0.005)
-  os.killpg(proc.pid, signal.SIGKILL)  # the launcher and its processes
-  proc.wait()
+  # Killed (with its forked workers) as its part's last step begins.
+  code, _ = H.DrivenRun('finalizing', 'kill', '--input_dir',
+                        str(corpus / 'in'), '--output_dir',
+                        str(corpus / 'out'), *FLAGS, '--append', '--quiet',
+                        cwd=corpus).wait()
+  assert code == -signal.SIGKILL
+  assert (part / '.wavbeam-incomplete').exists()
   assert not (corpus / 'out' / parts_lib.INDEX_FILE).exists()
   assert not (part / 'metadata.json').exists()
   assert _examples(corpus / 'out') == before

@@ -74,14 +74,17 @@ def _verify(out):
 
 # When to kill: a point in time, or the first moment the output shows a
 # stage of the run. A run that finishes first counts as "complete".
+# Kills at an exact step, by the driven run (tests/helpers.py), always
+# land inside the run; the others are watched for from outside and may
+# come after the run has finished, which the test accepts.
+STEPS_KILLED_AT = ['prepared', 'finalizing']
 KILL_POINTS = [
-    ('0.5 s after start', lambda out, t: t >= 0.5),
-    ('first shard file open', lambda out, t: _temp_files(out) >= 1),
-    ('a third of the shards', lambda out, t: _temp_files(out) >= 3),
-    ('most shards', lambda out, t: _temp_files(out) >= 6),
-    ('finalizing: first shard renamed', lambda out, t: os.path.isdir(out) and
+    ('first shard file open', lambda out: _temp_files(out) >= 1),
+    ('a third of the shards', lambda out: _temp_files(out) >= 3),
+    ('most shards', lambda out: _temp_files(out) >= 6),
+    ('finalizing: first shard renamed', lambda out: os.path.isdir(out) and
      any('.tfrecord-' in n for n in os.listdir(out))),
-    ('rejects.jsonl written', lambda out, t: os.path.exists(
+    ('rejects.jsonl written', lambda out: os.path.exists(
         os.path.join(out, naming.REJECTS_FILE))),
 ]
 
@@ -92,16 +95,21 @@ def test_sigkill_at_any_point_then_rerun(corpus, tmp_path):
   assert proc.wait() == 0, proc.stderr.read().decode()[-2000:]
   expected = _digest(clean)
   outcomes = {}
-  for i, (point, reached) in enumerate(KILL_POINTS):
+  points = [(step, None) for step in STEPS_KILLED_AT] + KILL_POINTS
+  for i, (point, reached) in enumerate(points):
     out = tmp_path / f'killed{i}'
-    proc = _start(corpus, out)
-    start = time.monotonic()
-    while proc.poll() is None and not reached(str(out),
-                                              time.monotonic() - start):
-      time.sleep(0.002)
-    if proc.poll() is None:
-      os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    if reached is None:
+      code, _ = H.DrivenRun(point, 'kill', '--input_dir', str(corpus),
+                            '--output_dir', str(out), *FLAGS,
+                            cwd=tmp_path).wait()
+      assert code == -signal.SIGKILL, point
+    else:
+      proc = _start(corpus, out)
+      while proc.poll() is None and not reached(str(out)):
+        time.sleep(0.002)
+      if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+      proc.wait()
     complete = os.path.exists(out / naming.METADATA_FILE)
     outcomes[point] = 'complete' if complete else 'incomplete'
     if complete:   # it finished before the kill: it must be whole
@@ -122,8 +130,7 @@ def test_sigkill_at_any_point_then_rerun(corpus, tmp_path):
     assert _verify(out).returncode == 0
     assert _digest(out) == expected, point
   print('kill outcomes:', outcomes)
-  # The kills landed inside the run, not only after it.
-  assert list(outcomes.values()).count('incomplete') >= 4, outcomes
+  assert all(outcomes[step] == 'incomplete' for step in STEPS_KILLED_AT)
 
 
 def _limits(file_size=None):
@@ -219,39 +226,24 @@ def test_a_good_run_with_stdout_closed_exits_0(corpus, tmp_path):
   assert os.path.exists(tmp_path / 'out' / naming.METADATA_FILE)
 
 
-def _wait_for(proc, condition, what):
-  while not condition():
-    assert proc.poll() is None, f'the run ended before {what}'
-    time.sleep(0.005)
-
-
-@pytest.fixture(scope='module')
-def long_corpus(tmp_path_factory):
-  """About 40 min of audio: a run of 10 s or more on this machine."""
-  d = tmp_path_factory.mktemp('long_corpus')
-  for i in range(20):
-    H.write_wav(str(d / f'c{i % 2}/f{i:02d}.wav'),
-                H.noise(16000 * 120, seed=i))
-  return d
-
-
-def test_a_second_job_is_refused_while_the_first_runs(long_corpus, tmp_path,
+def test_a_second_job_is_refused_while_the_first_runs(corpus, tmp_path,
                                                      capsys):
-  corpus = long_corpus
+  """The first job held at its last step: the second, with or without
+  --overwrite, is refused; the first then completes."""
   out = tmp_path / 'out'
-  first = _start(corpus, out)
-  _wait_for(first, lambda: os.path.exists(
-      out / naming.TEMP_DIR / run_marker.HEARTBEAT_FILE), 'its heartbeat')
-  # The second job in this process: no start-up delay, so the first is
-  # still running when it looks.
+  first = H.DrivenRun('finalizing', 'hold', '--input_dir', str(corpus),
+                      '--output_dir', str(out), *FLAGS, '--quiet',
+                      cwd=tmp_path)
+  first.wait_until_there()
   from pipeline import run
   for extra in ([], ['--overwrite']):
     code = run.main(['--input_dir', str(corpus), '--output_dir', str(out),
                      *FLAGS, '--quiet', *extra])
-    assert first.poll() is None, 'the first job ended too soon to test'
     assert code == 2
     assert 'another wavbeam job is writing to it' in capsys.readouterr().err
-  assert first.wait() == 0, first.stderr.read().decode()[-2000:]
+  first.release()
+  code, printed = first.wait()
+  assert code == 0, printed[-2000:]
   assert _verify(out).returncode == 0
   assert not os.path.exists(out / naming.TEMP_DIR)
 
@@ -259,12 +251,15 @@ def test_a_second_job_is_refused_while_the_first_runs(long_corpus, tmp_path,
 def test_a_job_whose_folder_is_deleted_says_so(corpus, tmp_path):
   import shutil
   out = tmp_path / 'out'
-  proc = _start(corpus, out)
-  _wait_for(proc, lambda: _temp_files(str(out)) >= 1, 'its first shard')
+  run = H.DrivenRun('finalizing', 'hold', '--input_dir', str(corpus),
+                    '--output_dir', str(out), *FLAGS, cwd=tmp_path)
+  run.wait_until_there()
   shutil.rmtree(out / naming.TEMP_DIR)
-  assert proc.wait() == 1
-  err = proc.stderr.read().decode()
-  assert 'was changed by someone else while this job ran' in err, err[-2000:]
+  run.release()
+  code, printed = run.wait()
+  assert code == 1
+  assert 'was changed by someone else while this job ran' in printed, \
+      printed[-2000:]
   assert not os.path.exists(out / naming.METADATA_FILE)
 
 

@@ -26,76 +26,8 @@ FLAGS = ['--win_len', '1024', '--hop_len', '1024', '--splits',
          'train=0.5,test=0.5', '--max_examples_per_shard', '5',
          '--features', 'signal', '--quiet']
 
-_DRIVER = r'''
-import os, signal, sys, time
-step, action = sys.argv[1], sys.argv[2]
-
-def at(name):
-  if name != step:
-    return
-  if action == 'kill':
-    os.kill(os.getpid(), signal.SIGKILL)
-  open(action + '.here', 'w').close()
-  while not os.path.exists(action + '.go'):
-    time.sleep(0.02)
-
-from pipeline import append, dataset_dir, run
-from transforms import finalize
-
-def around(module, name, before=None, after=None, when=lambda *a: True):
-  original = getattr(module, name)
-  def wrapped(*args, **kwargs):
-    hit = when(*args)
-    if before and hit:
-      at(before)
-    value = original(*args, **kwargs)
-    if after and hit:
-      at(after)
-    return value
-  setattr(module, name, wrapped)
-
-around(append, 'open_parts', before='locked')
-around(dataset_dir, 'prepare', after='prepared')
-around(finalize, 'finalize_dataset', before='finalizing')
-around(finalize, 'write_text', before='part_written',
-       when=lambda path, text: path.endswith('parts.json'))
-around(os, 'replace', before='renaming',
-       when=lambda src, dst, *a: str(dst).endswith('parts.json'))
-around(append, 'run_append', after='listed')
-sys.exit(run.main(sys.argv[3:]))
-'''
-
-STEPS = ['locked', 'prepared', 'finalizing', 'part_written', 'renaming',
-         'listed']
-
-
-class _Driven:
-  """A driven run; its output goes to a file (a pipe would also wait for
-  any process the run left behind)."""
-
-  def __init__(self, step, action, *args, cwd):
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    self._log = cwd / f'{step}-{action}.log'
-    with open(self._log, 'w') as log:
-      # SIGINT as a terminal gives it: a test run in the background
-      # inherits it ignored, and Python then never raises
-      # KeyboardInterrupt.
-      self._proc = subprocess.Popen(
-          [sys.executable, '-c', _DRIVER, step, action, *args], cwd=cwd,
-          env=env, stdout=log, stderr=log,
-          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    self.pid = self._proc.pid
-
-  def poll(self):
-    return self._proc.poll()
-
-  def wait(self):
-    """(exit code, what the run printed)."""
-    code = self._proc.wait(timeout=600)
-    return code, self._log.read_text()
-
-
-_driven = _Driven
+_driven = H.DrivenRun
+STEPS = H.DRIVEN_STEPS
 
 
 def _cli(*args, cwd):
