@@ -47,9 +47,11 @@ class ArrayRecordSource:
   examples; see the module docstring."""
 
   def __init__(self, output_dir: str, split: str = 'train', *,
-               features: Optional[Sequence[str]] = None):
+               features: Optional[Sequence[str]] = None,
+               variant: Optional[str] = None):
     (self.output_dir, self.metadata, self.schema,
-     self.keys) = numpy_reader.open_split(output_dir, split, features)
+     self.keys) = numpy_reader.open_split(
+         dataset_lib.variant_folder(output_dir, variant), split, features)
     self.split = split
     self.files = dataset_lib.array_record_files(
         dataset_lib.LOCAL, self.output_dir, self.metadata, split)

@@ -197,6 +197,12 @@ class PipelineConfig:
   tfds_layout: bool = _opt(
       'write into OUT/{dataset_name}/{dataset_version}/ so that '
       'tfds.load(dataset_name, data_dir=OUT) finds it', default=False)
+  variants: Optional[str] = _opt(
+      'a JSON or TOML file mapping variant names to feature options (e.g. '
+      '[mfcc20] features = "log_mel,mfcc", n_mfcc = 20): each variant is a '
+      'complete dataset in OUT/<variant>/ with the run\'s other options, '
+      'and OUT/variants.json lists them and what differs (default: none)',
+      default=None)
 
   def __post_init__(self):
     if self.hop_len is None:
@@ -356,6 +362,12 @@ class PipelineConfig:
     if self.append and self.overwrite:
       raise ConfigError('append', True, 'give --append or --overwrite, not '
                         'both')
+    if self.variants:
+      for name in ('append', 'tfds_layout'):
+        if getattr(self, name):
+          raise ConfigError(name, True, f'works on one dataset, and '
+                            f'--variants={self.variants} writes one per '
+                            'variant: run it on each variant\'s folder')
     if self.num_shards is not None and self.max_examples_per_shard is not None:
       raise ConfigError('num_shards', self.num_shards,
                         'give either --num_shards or --max_examples_per_shard')

@@ -20,6 +20,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.console import plural
+from pipeline import variants as variants_lib
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
 from pipeline.contract import rejects as rejects_lib
@@ -198,6 +199,36 @@ def raw_text(path: str, n: int = 3) -> Tuple[str, int]:
   return '\n'.join([f'{path}: {count} records (CRCs checked)'] + lines), bad
 
 
+def sweep_text(output_dir: str, sweep: Dict) -> str:
+  """One row per variant of a sweep (--variants): the options that differ,
+  the feature shapes, bytes per example and the dataset's size."""
+  differing = sweep['differing_options']
+  rows = [['variant', *differing, 'shapes', 'bytes/example', 'MB']]
+  for name, entry in sorted(sweep['variants'].items()):
+    meta = load(naming.join(output_dir, entry['folder']))
+    schema = meta['schema']
+    shapes = ' '.join(
+        f'{key}{list(schema[key]["shape"])}' for key in
+        entry['options']['features'] if key in schema)
+    size = sum(e['num_bytes'] for e in meta['splits'].values())
+    examples = meta['counts']['examples']
+    rows.append([name, *(_shown(entry['differs'].get(k)) for k in differing),
+                 shapes, f'{size / max(examples, 1):,.0f}',
+                 f'{size / 1e6:.1f}'])
+  widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+  lines = [f'{output_dir}: a sweep of {plural(len(rows) - 1, "variant")} '
+           f'({variants_lib.FILE_NAME})']
+  lines += ['  ' + '  '.join(cell.ljust(w) for cell, w in zip(row, widths))
+            .rstrip() for row in rows]
+  return '\n'.join(lines)
+
+
+def _shown(value) -> str:
+  if isinstance(value, list):
+    return ','.join(str(v) for v in value)
+  return 'default' if value is None else str(value)
+
+
 def plot(output_dir: str, metadata: Dict, split: str, n: int,
          out_path: str) -> str:
   """Waveform, spectrogram and log-mel of n examples, and class counts;
@@ -336,6 +367,15 @@ def main(argv=None) -> int:
     if value is not None and value < 1:
       parser.error(f'--{flag}={value}: must be at least 1')
   try:
+    sweep = variants_lib.read_index(args.path)
+    if sweep is not None and not (args.show or args.plot):
+      print(sweep_text(args.path, sweep))
+      return 0
+    if sweep is not None:
+      first = naming.join(args.path, sorted(sweep['variants'])[0])
+      raise InspectError(f'{args.path} holds a sweep of '
+                         f'{len(sweep["variants"])} variants: give one '
+                         f'variant\'s folder, e.g. {first}')
     if not FileSystems.exists(naming.join(args.path, naming.METADATA_FILE)) \
         and '.tfrecord' in os.path.basename(args.path):
       text, bad = raw_text(args.path, args.show or 3)

@@ -60,9 +60,11 @@ class NumpyDataset:
                features: Optional[Sequence[str]] = None,
                batch_size: Optional[int] = None, shuffle: bool = False,
                seed: Optional[int] = None, drop_remainder: bool = False,
-               shuffle_buffer_size: int = _SHUFFLE_BUFFER, parts=None):
+               shuffle_buffer_size: int = _SHUFFLE_BUFFER, parts=None,
+               variant: Optional[str] = None):
     (self.output_dir, self.metadata, self.schema,
-     self.keys) = open_split(output_dir, split, features, parts)
+     self.keys) = open_split(dataset_lib.variant_folder(output_dir, variant),
+                             split, features, parts)
     self.split = split
     self.shards = self.metadata['splits'][split]['shards']
     self.batch_size = batch_size
@@ -160,7 +162,8 @@ def record_ranges(counts: Sequence[int], start: int,
 def numpy_dataset(output_dir: str, split: str = 'train',
                   **kwargs) -> NumpyDataset:
   """The examples of `split` as dicts of numpy arrays (see NumpyDataset):
-  features=, batch_size=, shuffle=, seed=, drop_remainder=."""
+  features=, batch_size=, shuffle=, seed=, drop_remainder=, variant=
+  (one variant of a sweep written with --variants)."""
   return NumpyDataset(output_dir, split, **kwargs)
 
 

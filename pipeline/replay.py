@@ -153,7 +153,8 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
                    normalize: Sequence[str] = (),
                    statistics_split: str = 'train',
                    shuffle_buffer_size: int = _SHUFFLE_BUFFER,
-                   parts: Optional[Sequence] = None) -> tf.data.Dataset:
+                   parts: Optional[Sequence] = None,
+                   variant: Optional[str] = None) -> tf.data.Dataset:
   """The examples of `split` as a tf.data.Dataset.
 
   Args:
@@ -170,8 +171,11 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
       all values of the feature).
     parts: of a dataset --append extended, the parts to read (names from
       parts.json, or numbers: 0 is the first); default all.
+    variant: of a sweep written with --variants, the variant to read (its
+      folder, OUT/<variant>, is the same dataset).
   """
-  output_dir, metadata = dataset_lib.open_dataset(output_dir, _GFILE, parts)
+  output_dir, metadata = dataset_lib.open_dataset(
+      dataset_lib.variant_folder(output_dir, variant), _GFILE, parts)
   schema = metadata_lib.schema_of(metadata).as_dict()
   if as_supervised:
     input_key = input_key or metadata['input_key']

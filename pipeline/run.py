@@ -21,6 +21,7 @@ from typing import Sequence, Union
 os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
 
 import apache_beam as beam  # noqa: E402
+from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import DirectOptions  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from apache_beam.options.pipeline_options import StandardOptions  # noqa: E402
@@ -30,11 +31,14 @@ from pipeline import append as append_lib  # noqa: E402
 from pipeline import config as config_lib  # noqa: E402
 from pipeline import console  # noqa: E402
 from pipeline import progress  # noqa: E402
+from pipeline import variants as variants_lib  # noqa: E402
+from pipeline.contract import naming  # noqa: E402
 from pipeline import dataset_dir  # noqa: E402
 from pipeline.dataset_dir import read_metadata  # noqa: E402
 from pipeline.graph import build_pipeline  # noqa: E402
 from pipeline.contract.naming import METADATA_FILE  # noqa: E402
 from transforms import filesystem  # noqa: E402
+from transforms import finalize  # noqa: E402
 from transforms import forked_workers  # noqa: E402
 from transforms import run_marker  # noqa: E402
 from transforms import wav_io  # noqa: E402
@@ -163,7 +167,10 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
   """Builds and runs; with show_progress, a local run reports on stderr
   (remote runners have their own UIs, which show the Beam metrics). A
   local default run forks its forked workers here unless the caller
-  (the CLI) already has."""
+  (the CLI) already has. With --variants, runs every variant and returns
+  {variant: its result}."""
+  if config.variants:
+    return _run_variants(config, beam_args, extra_features, show_progress)
   with forked_workers.started(forked_workers_for(config, beam_args)) \
       as forked, _locked(config):
     if config.append:  # returns an append.AppendOutcome
@@ -172,6 +179,33 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
               part, beam_args, extra_features, show_progress, forked, base))
     return _run_config(config, beam_args, extra_features, show_progress,
                        forked)
+
+
+def _run_variants(config, beam_args, extra_features, show_progress):
+  """Each variant's complete run, one after the other, into
+  OUT/<variant>/; OUT/variants.json last. The sweep folder is locked for
+  the whole sweep, each variant's folder by its own run."""
+  variant_configs = variants_lib.configs(config)
+  index = naming.join(config.output_dir, variants_lib.FILE_NAME)
+  with forked_workers.started(forked_workers_for(config, beam_args)), \
+      _locked(config):
+    for name, variant in variant_configs.items():
+      if not config.overwrite and read_metadata(variant.dataset_dir):
+        raise config_lib.ConfigError(
+            'output_dir', config.output_dir, f'variant {name!r} already has '
+            f'a dataset in {variant.dataset_dir}: pass --overwrite to '
+            'replace every variant')
+    if FileSystems.exists(index):
+      if not config.overwrite:
+        raise config_lib.ConfigError(
+            'output_dir', config.output_dir, f'holds a sweep ({index}): '
+            'pass --overwrite to replace it')
+      FileSystems.delete([index])  # a sweep is listed once it is whole
+    results = {name: run_config(variant, beam_args, extra_features,
+                                show_progress)
+               for name, variant in variant_configs.items()}
+    finalize.write_text(index, variants_lib.index_text(variant_configs))
+  return results
 
 
 @contextlib.contextmanager
@@ -329,6 +363,15 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
           f'{METADATA_FILE}); fix the cause above, then rerun with '
           '--overwrite', file=sys.stderr)
     return 1
+  if config.variants:
+    for name in outcome:
+      written = naming.join(config.output_dir, name)
+      print(console.summary(written, time.perf_counter() - start),
+            file=sys.stderr)
+    print(f'wavbeam: {console.plural(len(outcome), "variant")} listed in '
+          f'{naming.join(config.output_dir, variants_lib.FILE_NAME)}',
+          file=sys.stderr)
+    return 0
   written = config.dataset_dir
   if config.append:
     print(outcome.message(config.dataset_dir), file=sys.stderr)

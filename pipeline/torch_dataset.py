@@ -62,14 +62,16 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
                shuffle_buffer_size: int = 1024,
                batch_size: Optional[int] = None, drop_last: bool = False,
                transform: Optional[Callable[[Dict], Dict]] = None,
-               rank: Optional[int] = None, world_size: Optional[int] = None):
+               rank: Optional[int] = None, world_size: Optional[int] = None,
+               variant: Optional[str] = None):
     super().__init__()
     if batch_size is not None and batch_size < 1:
       raise ValueError(f'batch_size={batch_size!r}: give a positive number '
                        '(or None for single examples)')
     # Opened once here, so a bad folder, split or feature fails at once.
     self._reader = numpy_reader.NumpyDataset(output_dir, split,
-                                             features=features)
+                                             features=features,
+                                             variant=variant)
     self.output_dir, self.split = self._reader.output_dir, split
     self.features = self._reader.keys
     self.shuffle, self.seed = shuffle, seed
@@ -159,9 +161,11 @@ class WavbeamMapDataset(torch_data.Dataset):
   arrays)."""
 
   def __init__(self, output_dir: str, split: str = 'train', *,
-               features: Optional[Sequence[str]] = None):
+               features: Optional[Sequence[str]] = None,
+               variant: Optional[str] = None):
     super().__init__()
-    self.source = ArrayRecordSource(output_dir, split, features=features)
+    self.source = ArrayRecordSource(output_dir, split, features=features,
+                                    variant=variant)
 
   def __len__(self) -> int:
     return len(self.source)

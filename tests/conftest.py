@@ -16,7 +16,7 @@ SLOW_MODULES = frozenset({
     'test_manifest.py', 'test_metadata_damage.py', 'test_package.py',
     'test_progress.py', 'test_run.py', 'test_run_api.py', 'test_sink.py',
     'test_split_lists.py', 'test_splits.py', 'test_torch_dataset.py',
-    'test_verify.py'})
+    'test_variants.py', 'test_verify.py'})
 
 
 def pytest_configure(config):

@@ -237,3 +237,15 @@ def index_file(fs: FileSystem, dataset_dir: str, shard_path: str,
   if path is not None:
     check_file(fs, dataset_dir, path, None, 'index file', words)
   return path
+
+
+def variant_folder(output_dir: str, variant: Optional[str]) -> str:
+  """The folder of one variant of a sweep (--variants): OUT/<variant>;
+  output_dir itself without a variant. Raises DatasetError for a name that
+  is not a variant's (it could lead outside the sweep)."""
+  if variant is None:
+    return output_dir
+  if not naming.is_dataset_name(variant):
+    raise DatasetError(f'variant {variant!r}: not a variant name (letters, '
+                       'digits, "_", "." and "-")')
+  return naming.join(output_dir, variant)

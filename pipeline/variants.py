@@ -1,0 +1,140 @@
+"""--variants: one corpus, several feature settings side by side.
+
+A variants file (JSON or TOML, by its extension) maps variant names to
+option overrides, named as `wavbeam run`'s options:
+
+    [nfft512]
+    n_fft = 512
+    [mfcc20]
+    features = "log_mel,mfcc"
+    n_mfcc = 20
+
+Each variant is a complete dataset in OUT/<variant>/, written with the
+run's options and its overrides; OUT/variants.json, written last, lists
+every variant's options and what differs between them. Only feature
+options may differ: the options that choose the recordings, their windows
+and their splits are common, so that every variant holds the same windows
+of the same recordings in the same splits and order.
+"""
+
+import dataclasses
+import json
+import tomllib
+from typing import Dict, List, Tuple
+
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.config import ConfigError, PipelineConfig
+from pipeline.contract import naming
+
+OPTION = 'variants'
+FILE_NAME = 'variants.json'
+FORMAT = 'wavbeam.variants'
+
+# What a variant may set: how features are computed and stored.
+FEATURE_OPTIONS = frozenset({
+    'features', 'signal_dtype', 'n_fft', 'fft_hop', 'fft_window',
+    'spectrogram_scale', 'n_mels', 'fmin', 'fmax', 'n_mfcc', 'lpc_order'})
+# Common to all variants, for a reason of their own.
+WINDOW_OPTIONS = frozenset({'win_len', 'hop_len', 'pad',
+                            'max_windows_per_signal'})
+
+
+def read(path: str) -> Dict[str, Dict[str, object]]:
+  """{variant: {option: value}} from a .json or .toml file; raises
+  ConfigError naming the file and the problem."""
+  try:
+    with FileSystems.open(path) as f:
+      data = f.read()
+  except (OSError, IOError) as e:
+    raise ConfigError(OPTION, path, f'cannot be read ({e})') from e
+  try:
+    if path.lower().endswith('.toml'):
+      parsed = tomllib.loads(data.decode('utf-8'))
+    elif path.lower().endswith('.json'):
+      parsed = json.loads(data)
+    else:
+      raise ConfigError(OPTION, path, 'name a .json or .toml file (the '
+                        'format is taken from the extension)')
+  except (ValueError, UnicodeDecodeError) as e:
+    raise ConfigError(OPTION, path, f'is not valid ({e})') from e
+  if not isinstance(parsed, dict) or not parsed:
+    raise ConfigError(OPTION, path, 'must map variant names to options')
+  for name, overrides in parsed.items():
+    if not naming.is_dataset_name(name):
+      raise ConfigError(OPTION, path, f'variant name {name!r}: use letters, '
+                        'digits, "_", "." and "-" (it names a folder)')
+    if not isinstance(overrides, dict):
+      raise ConfigError(OPTION, path, f'variant {name!r}: give a table of '
+                        'options')
+  return parsed
+
+
+def configs(config: PipelineConfig) -> Dict[str, PipelineConfig]:
+  """{variant: its complete config, writing OUT/<variant>/}, each validated
+  as a run's config is; raises ConfigError naming the variant."""
+  found = {}
+  for name, overrides in read(config.variants).items():
+    for option, value in overrides.items():
+      where = f'variant {name!r}: --{option}={value!r}'
+      if option in WINDOW_OPTIONS:
+        raise ConfigError(OPTION, config.variants, f'{where}: the windows '
+                          'are common to all variants (every variant holds '
+                          'the same windows of the same recordings); give '
+                          'each window length a run of its own')
+      if option not in FEATURE_OPTIONS:
+        known = option in {f.name for f in dataclasses.fields(config)}
+        raise ConfigError(OPTION, config.variants, f'{where}: ' + (
+            'only feature options may differ between variants '
+            f'({", ".join(sorted(FEATURE_OPTIONS))}); this one is common to '
+            'all' if known else 'no such option'))
+    try:
+      found[name] = dataclasses.replace(
+          config, variants=None, output_dir=naming.join(config.output_dir,
+                                                        name),
+          **{k: _option_value(v) for k, v in overrides.items()})
+    except ConfigError as e:
+      raise ConfigError(OPTION, config.variants,
+                        f'variant {name!r}: {e}') from e
+  return found
+
+
+def _option_value(value):
+  # TOML and JSON give lists where the command line gives a comma list.
+  if isinstance(value, list):
+    return ','.join(str(v) for v in value)
+  return value
+
+
+def differences(variant_configs: Dict[str, PipelineConfig]
+                ) -> Tuple[Dict[str, Dict[str, object]], List[str]]:
+  """({variant: {option: value} where variants differ}, those options)."""
+  options = {name: c.to_json() for name, c in variant_configs.items()}
+  names = sorted({k for o in options.values() for k in o})
+  differing = [k for k in names if k != 'output_dir' and
+               len({json.dumps(o.get(k), sort_keys=True)
+                    for o in options.values()}) > 1]
+  return ({name: {k: o.get(k) for k in differing}
+           for name, o in options.items()}, differing)
+
+
+def index_text(variant_configs: Dict[str, PipelineConfig]) -> str:
+  """variants.json: every variant's folder and options, and what differs."""
+  differ, differing = differences(variant_configs)
+  return json.dumps({
+      'format': FORMAT, 'format_version': 1,
+      'differing_options': differing,
+      'variants': {name: {'folder': name, 'differs': differ[name],
+                          'options': c.to_json()}
+                   for name, c in variant_configs.items()},
+  }, indent=2, sort_keys=True) + '\n'
+
+
+def read_index(output_dir: str):
+  """variants.json of a sweep folder as a dict, or None where there is
+  none."""
+  path = naming.join(output_dir, FILE_NAME)
+  if not FileSystems.exists(path):
+    return None
+  with FileSystems.open(path) as f:
+    return json.loads(f.read())

@@ -1,0 +1,164 @@
+"""--variants: a sweep of feature settings, each variant a complete
+dataset equal, shard for shard, to a separate run with its options."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pipeline import numpy_reader
+from pipeline import replay
+from pipeline import verify
+from pipeline.contract.errors import DatasetError
+from tests import helpers as H
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMMON = ['--win_len', '2048', '--hop_len', '1024', '--splits',
+          'train=0.7,test=0.3', '--max_examples_per_shard', '9', '--quiet']
+SWEEP = '''
+[nfft256]
+n_fft = 256
+fft_hop = 128
+
+[nfft512_hop64]
+n_fft = 512
+fft_hop = 64
+features = ["signal", "spectrogram", "log_mel"]
+
+[mfcc20]
+features = "log_mel,mfcc,lpc"
+n_mfcc = 20
+n_mels = 40
+fmin = 125.0
+lpc_order = 8
+'''
+VARIANT_FLAGS = {
+    'nfft256': ['--n_fft', '256', '--fft_hop', '128'],
+    'nfft512_hop64': ['--n_fft', '512', '--fft_hop', '64', '--features',
+                      'signal,spectrogram,log_mel'],
+    'mfcc20': ['--features', 'log_mel,mfcc,lpc', '--n_mfcc', '20',
+               '--n_mels', '40', '--fmin', '125.0', '--lpc_order', '8'],
+}
+
+
+def _cli(*args):
+  return subprocess.run([sys.executable, '-m', 'pipeline.run', *args],
+                        cwd=ROOT, capture_output=True, text=True,
+                        timeout=600)
+
+
+@pytest.fixture(scope='module')
+def sweep(tmp_path_factory):
+  d = tmp_path_factory.mktemp('variants')
+  for i in range(8):
+    H.write_wav(str(d / 'in' / ('owl', 'wren')[i % 2] / f'{i}.wav'),
+                H.noise(6000 + 1500 * i, 1 + i % 2, seed=i))
+  (d / 'sweep.toml').write_text(SWEEP)
+  proc = _cli('--input_dir', str(d / 'in'), '--output_dir', str(d / 'out'),
+              *COMMON, '--variants', str(d / 'sweep.toml'))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return d
+
+
+def _files(folder):
+  return {n: (folder / n).read_bytes() for n in sorted(os.listdir(folder))
+          if '.tfrecord-' in n or '.tfindex-' in n}
+
+
+def _metadata_without_run(folder):
+  meta = json.loads((folder / 'metadata.json').read_text())
+  for key in ('created', 'shards_written'):
+    meta.pop(key)
+  meta['config'].pop('output_dir')
+  return meta
+
+
+def test_every_variant_equals_a_separate_run(sweep):
+  index = json.loads((sweep / 'out' / 'variants.json').read_text())
+  assert sorted(index['variants']) == sorted(VARIANT_FLAGS)
+  assert index['differing_options'] == [
+      'features', 'fft_hop', 'fmin', 'lpc_order', 'n_fft', 'n_mels',
+      'n_mfcc']
+  assert index['variants']['mfcc20']['differs']['n_mfcc'] == 20
+  for name, flags in VARIANT_FLAGS.items():
+    alone = sweep / f'alone-{name}'
+    proc = _cli('--input_dir', str(sweep / 'in'), '--output_dir', str(alone),
+                *COMMON, *flags)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ours = sweep / 'out' / name
+    assert _files(ours) == _files(alone) and _files(ours), name
+    assert _metadata_without_run(ours) == _metadata_without_run(alone), name
+    assert 'OK' in verify.verify(str(ours))
+
+
+def test_readers_take_the_variant(sweep):
+  out = str(sweep / 'out')
+  by_name = [e['filepath'] for e in numpy_reader.numpy_dataset(
+      out, 'train', variant='mfcc20', features=['filepath'])]
+  by_folder = [e['filepath'] for e in numpy_reader.numpy_dataset(
+      os.path.join(out, 'mfcc20'), 'train', features=['filepath'])]
+  assert by_name == by_folder and by_name
+  element = next(iter(replay.replay_dataset(out, 'train', variant='mfcc20')))
+  assert element['mfcc'].shape[-1] == 20 and element['lpc'].shape[-1] == 8
+  first = next(iter(numpy_reader.numpy_dataset(out, 'train',
+                                               variant='mfcc20')))
+  assert np.array_equal(first['mfcc'].shape, element['mfcc'].shape)
+  with pytest.raises(DatasetError, match='not a variant name'):
+    numpy_reader.numpy_dataset(out, 'train', variant='../alone-mfcc20')
+
+
+def test_inspect_compares_the_variants(sweep):
+  proc = subprocess.run(
+      [sys.executable, '-m', 'pipeline.inspect_dataset',
+       str(sweep / 'out')], cwd=ROOT, capture_output=True, text=True)
+  assert proc.returncode == 0, proc.stderr
+  lines = proc.stdout.splitlines()
+  assert 'a sweep of 3 variants' in lines[0]
+  header = lines[1].split()
+  assert header[:3] == ['variant', 'features', 'fft_hop']
+  rows = {line.split()[0]: line for line in lines[2:]}
+  assert 'mfcc[' in rows['mfcc20'] and 'lpc[' in rows['mfcc20']
+  assert 'spectrogram[' in rows['nfft256']
+
+
+def test_a_second_sweep_needs_overwrite(sweep):
+  args = ['--input_dir', str(sweep / 'in'), '--output_dir',
+          str(sweep / 'out'), *COMMON, '--variants', str(sweep / 'sweep.toml')]
+  proc = _cli(*args)
+  assert proc.returncode == 2 and 'pass --overwrite' in proc.stderr
+
+
+@pytest.mark.parametrize('text,message', [
+    ('[a]\nwin_len = 4096\n', "variant 'a': --win_len=4096: the windows are "
+     'common to all variants'),
+    ('[a]\nsplits = "train=1"\n', "variant 'a': --splits='train=1': only "
+     'feature options may differ'),
+    ('[a]\nn_fftt = 256\n', "variant 'a': --n_fftt=256: no such option"),
+    ('["../a"]\nn_fft = 256\n', "variant name '../a'"),
+    ('[a]\nfeatures = "mfcc"\nn_mfcc = 80\n', "variant 'a': --n_mfcc=80: "
+     'must not exceed --n_mels=64'),
+    ('[a\n', 'is not valid'),
+])
+def test_bad_variants_are_refused_before_anything_runs(tmp_path, text,
+                                                       message):
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(8192))
+  (tmp_path / 'v.toml').write_text(text)
+  proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
+              str(tmp_path / 'out'), '--variants', str(tmp_path / 'v.toml'))
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert '--variants=' in proc.stderr and message in proc.stderr, \
+      proc.stderr[-2000:]
+  assert not (tmp_path / 'out').exists()
+
+
+def test_options_that_work_on_one_dataset_are_refused(tmp_path):
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(8192))
+  (tmp_path / 'v.json').write_text('{"a": {"n_fft": 256}}')
+  for flag in ('--append', '--tfds_layout'):
+    proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
+                str(tmp_path / 'out'), '--variants', str(tmp_path / 'v.json'),
+                flag)
+    assert proc.returncode == 2 and flag in proc.stderr, proc.stderr[-2000:]
