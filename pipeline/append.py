@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import dataset_dir as dataset_dir_lib
+from pipeline import output_folder
 from pipeline.contract import naming
 from pipeline.contract import parts as parts_lib
 from pipeline.contract import rejects as rejects_lib
@@ -79,8 +79,8 @@ def open_parts(config: PipelineConfig) -> Tuple[str, List[str], List[dict]]:
   ConfigError unless it holds a complete dataset."""
   out = config.dataset_dir
   try:
-    dirs = dataset_dir_lib.part_dirs(out)
-    metas = [dataset_dir_lib.read_metadata(d) for d in dirs]
+    dirs = output_folder.part_dirs(out)
+    metas = [output_folder.read_metadata(d) for d in dirs]
   except (ValueError, OSError) as e:
     raise ConfigError('append', True, f'cannot read the dataset at {out} '
                       f'({e})') from e
@@ -121,13 +121,13 @@ def seen_files(part_dirs: List[str]) -> Tuple[Dict[str, Tuple[int, int]],
       raise ConfigError('append', True, f'{d} has no {sources.FILE_NAME} '
                         '(it was written by an earlier wavbeam): rebuild it '
                         'with --overwrite to append to it')
-    for entry in sources.parse(dataset_dir_lib.BEAM_FS.read_text(path), path):
+    for entry in sources.parse(output_folder.BEAM_FS.read_text(path), path):
       identities[entry['path']] = (entry['size'], entry['head_crc32c'])
     path = naming.join(d, rejects_lib.FILE_NAME)
     if FileSystems.exists(path):
       rejected.update(
           record['path'] for record in rejects_lib.parse(
-              dataset_dir_lib.BEAM_FS.read_text(path), path)
+              output_folder.BEAM_FS.read_text(path), path)
           if rejects_lib.rejected_whole(record))
   return identities, rejected
 

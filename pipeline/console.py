@@ -9,7 +9,7 @@ import shutil
 import sys
 import threading
 
-from pipeline.dataset_dir import read_metadata
+from pipeline.output_folder import read_metadata
 from transforms import filesystem
 
 

@@ -13,7 +13,7 @@
 
 `build_pipeline(p, config)` only builds: it checks the input folder and the
 options, and changes nothing on disk. The run step (pipeline.run) prepares
-the output folder (pipeline.dataset_dir.prepare) and runs it.
+the output folder (pipeline.output_folder.prepare) and runs it.
 """
 
 from typing import Optional
@@ -338,7 +338,7 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   Checks the input folder and the feature functions now, so that bad
   options fail before anything runs. `extra_features` maps feature names to
   numpy functions (see transforms.features.FeatureFn). `run_id` is the id
-  the run step marked the output folder with (dataset_dir.prepare): shard
+  the run step marked the output folder with (output_folder.prepare): shard
   tasks and the final step check that the folder is still theirs. `base`
   (append.AppendBase) makes the job an --append part: its paths, and the
   dataset's classes and sample rate.

@@ -25,8 +25,8 @@ from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
 from pipeline.contract import rejects as rejects_lib
 from pipeline.contract import dataset as dataset_lib
-from pipeline.dataset_dir import BEAM_FS, part_dirs, read_whole_metadata
-from pipeline.dataset_dir import resolve as resolve_dataset_dir
+from pipeline.output_folder import BEAM_FS, part_dirs, read_whole_metadata
+from pipeline.output_folder import resolve as resolve_dataset_dir
 from pipeline.contract.errors import DatasetError, WavbeamError
 from transforms import audio
 from pipeline.contract import example_codec

@@ -33,8 +33,8 @@ from pipeline import console  # noqa: E402
 from pipeline import progress  # noqa: E402
 from pipeline import variants as variants_lib  # noqa: E402
 from pipeline.contract import naming  # noqa: E402
-from pipeline import dataset_dir  # noqa: E402
-from pipeline.dataset_dir import read_metadata  # noqa: E402
+from pipeline import output_folder  # noqa: E402
+from pipeline.output_folder import read_metadata  # noqa: E402
 from pipeline.graph import build_pipeline  # noqa: E402
 from pipeline.contract.naming import METADATA_FILE  # noqa: E402
 from transforms import filesystem  # noqa: E402
@@ -244,7 +244,7 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
   run_id = run_marker.new_run_id()
   try:
     build_pipeline(p, config, extra_features, run_id, base)
-    dataset_dir.prepare(config, run_id)
+    output_folder.prepare(config, run_id)
   except BaseException:
     # Beam's Pipeline() made a /tmp/beam-pipeline-temp* folder that only
     # its run() removes.

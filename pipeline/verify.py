@@ -17,8 +17,8 @@ from pipeline.console import plural
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
 from pipeline.contract import dataset as dataset_lib
-from pipeline.dataset_dir import BEAM_FS, read_whole_metadata
-from pipeline.dataset_dir import resolve as resolve_dataset_dir
+from pipeline.output_folder import BEAM_FS, read_whole_metadata
+from pipeline.output_folder import resolve as resolve_dataset_dir
 from pipeline.contract.errors import DatasetError, WavbeamError
 from pipeline.contract import array_record_file
 from pipeline.contract import example_codec

@@ -24,7 +24,7 @@ import scipy.fft
 import soundfile as sf
 
 from pipeline import config as config_lib
-from pipeline import dataset_dir
+from pipeline import output_folder
 from pipeline import graph
 from pipeline.contract import metadata as metadata_lib
 from pipeline import replay
@@ -63,7 +63,7 @@ def run_pipeline(config, extra_features=None, options=None):
   p = beam.Pipeline(options=run_lib.pipeline_options(options or []))
   run_id = run_marker.new_run_id()
   graph.build_pipeline(p, config, extra_features, run_id)
-  dataset_dir.prepare(config, run_id)
+  output_folder.prepare(config, run_id)
   p.run().wait_until_finish()
   return replay.load_metadata(config.output_dir)
 
@@ -281,7 +281,7 @@ def at(name):
   while not os.path.exists(action + '.go'):
     time.sleep(0.02)
 
-from pipeline import append, dataset_dir, run
+from pipeline import append, output_folder, run
 from transforms import finalize
 
 def around(module, name, before=None, after=None, when=lambda *a: True):
@@ -297,7 +297,7 @@ def around(module, name, before=None, after=None, when=lambda *a: True):
   setattr(module, name, wrapped)
 
 around(append, 'open_parts', before='locked')
-around(dataset_dir, 'prepare', after='prepared')
+around(output_folder, 'prepare', after='prepared')
 around(finalize, 'finalize_dataset', before='finalizing')
 around(finalize, 'write_text', before='part_written',
        when=lambda path, text: path.endswith('parts.json'))

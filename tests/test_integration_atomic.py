@@ -180,7 +180,7 @@ def test_full_disk_fails_clearly_and_leaves_no_metadata(corpus, tmp_path):
 def test_overwrite_deletes_metadata_before_anything_else():
   """An --overwrite interrupted while deleting never leaves metadata.json
   beside missing shards (on a Beam file system that logs deletions)."""
-  from pipeline import dataset_dir
+  from pipeline import output_folder
   from tests import memfs
   names = ['wavbeam-train.tfrecord-00000-of-00002',
            'wavbeam-train.tfrecord-00001-of-00002', naming.REJECTS_FILE,
@@ -189,7 +189,7 @@ def test_overwrite_deletes_metadata_before_anything_else():
     memfs.put(f'mem://earlier/{name}', b'x')
   config = H.make_config('mem://corpus', 'mem://earlier', overwrite=True)
   del memfs.DELETED[:]
-  dataset_dir.prepare(config, 'run-1')
+  output_folder.prepare(config, 'run-1')
   # (The writability check's own file comes and goes first.)
   deleted = [p for p in memfs.DELETED if '.wavbeam-write-check-' not in p]
   assert deleted[0] == f'mem://earlier/{naming.METADATA_FILE}'

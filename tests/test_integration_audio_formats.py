@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pipeline import dataset_dir, graph, run as run_lib
+from pipeline import graph, output_folder, run as run_lib
 from pipeline.contract import example_codec, metadata as metadata_lib
 from pipeline.contract import tfrecord
 from tests import helpers as H
@@ -76,7 +76,7 @@ def test_file_objects_decode_as_descriptors_do(corpus, tmp_path):
   config = _config('mem://formats', 'mem://formats-out')
   p = beam.Pipeline(options=run_lib.pipeline_options([]))
   graph.build_pipeline(p, config)
-  dataset_dir.prepare(config, 'run-1')
+  output_folder.prepare(config, 'run-1')
   p.run().wait_until_finish()
   meta = json.loads(memfs.get('mem://formats-out/metadata.json'))
   schema = metadata_lib.schema_of(meta)

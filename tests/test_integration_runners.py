@@ -185,10 +185,10 @@ def test_non_local_file_system_for_input_and_output(corpus, local_run):
                          features=('signal', 'spectrogram', 'log_mel'),
                          n_fft=256, fft_hop=128)
   import apache_beam as beam
-  from pipeline import dataset_dir, graph, run
+  from pipeline import graph, output_folder, run
   p = beam.Pipeline(options=run.pipeline_options([]))  # threads: one process
   graph.build_pipeline(p, config)
-  dataset_dir.prepare(config, 'run-1')
+  output_folder.prepare(config, 'run-1')
   p.run().wait_until_finish()
   names = [p[len('mem://out/'):] for p in memfs.listing('mem://out/')]
   local = _digests(local_run)
