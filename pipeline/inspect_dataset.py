@@ -203,7 +203,8 @@ def sweep_text(output_dir: str, sweep: Dict) -> str:
   """One row per variant of a sweep (--variants): the options that differ,
   the feature shapes, bytes per example and the dataset's size."""
   differing = sweep['differing_options']
-  rows = [['variant', *differing, 'shapes', 'bytes/example', 'MB']]
+  rows = [['variant', *differing, 'shapes', 'bytes/example', 'MB',
+           'ms/example']]
   for name, entry in sorted(sweep['variants'].items()):
     meta = load(naming.join(output_dir, entry['folder']))
     schema = meta['schema']
@@ -212,15 +213,78 @@ def sweep_text(output_dir: str, sweep: Dict) -> str:
         entry['options']['features'] if key in schema)
     size = sum(e['num_bytes'] for e in meta['splits'].values())
     examples = meta['counts']['examples']
+    phase = (meta.get('shards_written') or {}).get('seconds')
     rows.append([name, *(_shown(entry['differs'].get(k)) for k in differing),
                  shapes, f'{size / max(examples, 1):,.0f}',
-                 f'{size / 1e6:.1f}'])
+                 f'{size / 1e6:.1f}',
+                 '-' if phase is None or not examples
+                 else f'{1000 * phase / examples:.2f}'])
   widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
   lines = [f'{output_dir}: a sweep of {plural(len(rows) - 1, "variant")} '
-           f'({variants_lib.FILE_NAME})']
+           f'({variants_lib.FILE_NAME}); ms/example: the shard phase '
+           '(reading, features, encoding, writing) per example']
   lines += ['  ' + '  '.join(cell.ljust(w) for cell, w in zip(row, widths))
             .rstrip() for row in rows]
   return '\n'.join(lines)
+
+
+def plot_sweep(output_dir: str, sweep: Dict, split: str,
+               out_path: str) -> str:
+  """The same example (the split's first: every variant holds the same
+  windows in the same order) under every variant, a row each: its
+  waveform where stored and each of its features as an image."""
+  try:
+    import matplotlib
+  except ModuleNotFoundError as e:
+    raise NoFigures("matplotlib is not installed: pip install "
+                    "'wavbeam[inspect]' draws the figures") from e
+  matplotlib.use('Agg')
+  from matplotlib import pyplot as plt
+
+  shown = {}
+  for name, entry in sorted(sweep['variants'].items()):
+    folder = naming.join(output_dir, entry['folder'])
+    first = list(elements(folder, load(folder), split, 1))
+    if not first:
+      raise InspectError(f'split {split!r} of variant {name!r} has no '
+                         'examples to plot')
+    shown[name] = (entry, first[0])
+  keys = {(str(e.get('filepath')), int(e.get('win_start_idx', 0)))
+          for _, e in shown.values()}
+  if len(keys) != 1:
+    raise InspectError(f'the variants of {output_dir} do not start with the '
+                       f'same window: {sorted(keys)}')
+  arrays = {name: [k for k in entry['options']['features']
+                   if k in element and np.asarray(element[k]).ndim >= 1]
+            for name, (entry, element) in shown.items()}
+  columns = max(len(v) for v in arrays.values())
+  fig, axes = plt.subplots(len(shown), columns,
+                           figsize=(5 * columns, 3 * len(shown)),
+                           squeeze=False)
+  for row, (name, (entry, element)) in zip(axes, shown.items()):
+    differs = ', '.join(f'{k}={_shown(v)}' for k, v in
+                        sorted(entry['differs'].items()))
+    for column, (ax, key) in enumerate(zip(row, arrays[name])):
+      value = np.asarray(element[key])
+      if value.ndim == 1:
+        ax.plot(value, linewidth=0.5)
+      else:
+        if key == 'spectrogram' and \
+            entry['options'].get('spectrogram_scale') != 'log':
+          value = F.log_compress(value)
+        ax.imshow(value.T, origin='lower', aspect='auto', cmap='magma')
+      title = f'{key} {list(np.asarray(element[key]).shape)}'
+      if column == 0:
+        title = f'{name} ({differs})\n{title}'
+      ax.set_title(title, fontsize=9)
+    for ax in row[len(arrays[name]):]:
+      ax.axis('off')
+  path, start = keys.pop()
+  fig.suptitle(f'{os.path.basename(path)} @ sample {start}', fontsize=10)
+  fig.tight_layout()
+  fig.savefig(out_path, dpi=100)
+  plt.close(fig)
+  return out_path
 
 
 def _shown(value) -> str:
@@ -370,6 +434,11 @@ def main(argv=None) -> int:
     sweep = variants_lib.read_index(args.path)
     if sweep is not None and not (args.show or args.plot):
       print(sweep_text(args.path, sweep))
+      return 0
+    if sweep is not None and args.plot and not args.show:
+      plot_sweep(args.path, sweep, args.split, args.plot)
+      print(f'wrote {args.plot}: the first {args.split} example under each '
+            f'of {plural(len(sweep["variants"]), "variant")}')
       return 0
     if sweep is not None:
       first = naming.join(args.path, sorted(sweep['variants'])[0])

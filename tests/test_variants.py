@@ -124,6 +124,24 @@ def test_inspect_compares_the_variants(sweep):
   assert 'spectrogram[' in rows['nfft256']
 
 
+def test_plot_draws_the_same_example_under_every_variant(sweep, tmp_path):
+  from PIL import Image
+  png = tmp_path / 'sweep.png'
+  proc = subprocess.run(
+      [sys.executable, '-m', 'pipeline.inspect_dataset', str(sweep / 'out'),
+       '--plot', str(png)], cwd=ROOT, capture_output=True, text=True)
+  assert proc.returncode == 0, proc.stderr
+  assert 'under each of 3 variants' in proc.stdout
+  image = np.asarray(Image.open(png).convert('RGB'))
+  # A row per variant; as many columns as the variant with most features.
+  assert image.shape == (300 * 3, 500 * 3, 3)
+  firsts = {name: next(iter(numpy_reader.numpy_dataset(
+      str(sweep / 'out'), 'train', variant=name,
+      features=['filepath', 'win_start_idx']))) for name in VARIANT_FLAGS}
+  assert len({(str(e['filepath']), int(e['win_start_idx']))
+              for e in firsts.values()}) == 1
+
+
 def test_a_second_sweep_needs_overwrite(sweep):
   args = ['--input_dir', str(sweep / 'in'), '--output_dir',
           str(sweep / 'out'), *COMMON, '--variants', str(sweep / 'sweep.toml')]
