@@ -117,6 +117,12 @@ def prepare(config: PipelineConfig, run_id: str) -> None:
         f'another wavbeam job is writing to it (run {beat.get("run_id")}, '
         f'process {beat.get("pid")} on {beat.get("host")}, last seen '
         f'{beat["age"]:.0f} s ago): wait for it to finish or stop it')
+  sweep = naming.join(out, naming.VARIANTS_FILE)
+  if FileSystems.exists(sweep):
+    raise ConfigError(
+        'output_dir', config.output_dir,
+        f'holds a sweep of variants ({sweep}), one dataset per folder: '
+        'write this dataset to another folder')
   existing = dataset_files(config)
   if existing and not config.overwrite:
     complete = any(p.endswith('/' + naming.METADATA_FILE) for p in existing)

@@ -139,9 +139,9 @@ def run(config_or_argv: Union[config_lib.PipelineConfig, Sequence[str],
   arguments, ours and Beam's mixed (None: sys.argv). `extra_features` maps
   feature names to numpy functions (transforms.features.FeatureFn).
   Returns the finished PipelineResult (with --append, an
-  append.AppendOutcome); raises ConfigError before anything is written
-  for what the command refuses with exit 2, and the run's error if it
-  fails.
+  append.AppendOutcome; with --variants, {variant: its result}); raises
+  ConfigError before anything is written for what the command refuses
+  with exit 2, and the run's error if it fails.
   """
   if isinstance(config_or_argv, config_lib.PipelineConfig):
     config, beam_args = config_or_argv, list(pipeline_options)
@@ -189,6 +189,11 @@ def _run_variants(config, beam_args, extra_features, show_progress):
   index = naming.join(config.output_dir, variants_lib.FILE_NAME)
   with forked_workers.started(forked_workers_for(config, beam_args)), \
       _locked(config):
+    if read_metadata(config.dataset_dir) is not None:
+      raise config_lib.ConfigError(
+          'output_dir', config.output_dir, 'holds a dataset, and a sweep '
+          'writes one folder per variant in its folder: give --variants '
+          'another --output_dir')
     for name, variant in variant_configs.items():
       if not config.overwrite and read_metadata(variant.dataset_dir):
         raise config_lib.ConfigError(

@@ -28,7 +28,7 @@ from pipeline.config import ConfigError, PipelineConfig
 from pipeline.contract import naming
 
 OPTION = 'variants'
-FILE_NAME = 'variants.json'
+FILE_NAME = naming.VARIANTS_FILE
 FORMAT = 'wavbeam.variants'
 
 # What a variant may set: how features are computed and stored.

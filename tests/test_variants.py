@@ -172,6 +172,28 @@ def test_bad_variants_are_refused_before_anything_runs(tmp_path, text,
   assert not (tmp_path / 'out').exists()
 
 
+def test_a_sweep_and_a_dataset_never_share_a_folder(sweep, tmp_path):
+  """A dataset is not written into a sweep's folder, nor a sweep into a
+  dataset's, with --overwrite or without."""
+  for extra in ([], ['--overwrite']):
+    proc = _cli('--input_dir', str(sweep / 'in'), '--output_dir',
+                str(sweep / 'out'), *COMMON, *extra)
+    assert proc.returncode == 2 and 'holds a sweep of variants' in \
+        proc.stderr, proc.stderr[-2000:]
+  single = sweep / 'alone-nfft256'  # a dataset (written by another test)
+  if not single.exists():
+    proc = _cli('--input_dir', str(sweep / 'in'), '--output_dir',
+                str(single), *COMMON)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+  for extra in ([], ['--overwrite']):
+    proc = _cli('--input_dir', str(sweep / 'in'), '--output_dir',
+                str(single), *COMMON, '--variants',
+                str(sweep / 'sweep.toml'), *extra)
+    assert proc.returncode == 2 and 'holds a dataset' in proc.stderr, \
+        proc.stderr[-2000:]
+  assert 'OK' in verify.verify(str(single))
+
+
 def test_options_that_work_on_one_dataset_are_refused(tmp_path):
   H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(8192))
   (tmp_path / 'v.json').write_text('{"a": {"n_fft": 256}}')

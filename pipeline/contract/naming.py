@@ -3,6 +3,8 @@
 import re
 
 METADATA_FILE = 'metadata.json'
+# A sweep's index (--variants), in the folder that holds its variants.
+VARIANTS_FILE = 'variants.json'
 REJECTS_FILE = 'rejects.jsonl'
 TEMP_DIR = '.wavbeam-incomplete'  # shards before the run succeeds
 STARTED_FILE = 'started'  # in TEMP_DIR: the run could write here
