@@ -20,7 +20,7 @@ of the same recordings in the same splits and order.
 import dataclasses
 import json
 import tomllib
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -92,17 +92,30 @@ def configs(config: PipelineConfig) -> Dict[str, PipelineConfig]:
       found[name] = dataclasses.replace(
           config, variants=None, output_dir=naming.join(config.output_dir,
                                                         name),
-          **{k: _option_value(v) for k, v in overrides.items()})
+          **{k: _option_value(k, v) for k, v in overrides.items()})
     except ConfigError as e:
       raise ConfigError(OPTION, config.variants,
                         f'variant {name!r}: {e}') from e
   return found
 
 
-def _option_value(value):
-  # TOML and JSON give lists where the command line gives a comma list.
+_TYPES = {f.name: f.type for f in dataclasses.fields(PipelineConfig)}
+
+
+def _option_value(option: str, value):
+  """A TOML or JSON value as the command line would give the option: a
+  list as its comma list, a number as the option's type (so that 7000 and
+  --fmax 7000 are the same 7000.0 in metadata.json)."""
   if isinstance(value, list):
     return ','.join(str(v) for v in value)
+  kind = _TYPES[option]
+  try:
+    if kind in (float, Optional[float]) and isinstance(value, (int, str)):
+      return float(value)
+    if kind in (int, Optional[int]) and isinstance(value, str):
+      return int(value)
+  except ValueError as e:
+    raise ConfigError(option, value, 'is not a number') from e
   return value
 
 

@@ -32,7 +32,7 @@ features = ["signal", "spectrogram", "log_mel"]
 features = "log_mel,mfcc,lpc"
 n_mfcc = 20
 n_mels = 40
-fmin = 125.0
+fmin = 125
 lpc_order = 8
 '''
 VARIANT_FLAGS = {
@@ -158,6 +158,7 @@ def test_a_second_sweep_needs_overwrite(sweep):
     ('["../a"]\nn_fft = 256\n', "variant name '../a'"),
     ('[a]\nfeatures = "mfcc"\nn_mfcc = 80\n', "variant 'a': --n_mfcc=80: "
      'must not exceed --n_mels=64'),
+    ('[a]\nn_fft = "x"\n', "variant 'a': --n_fft='x': is not a number"),
     ('[a\n', 'is not valid'),
 ])
 def test_bad_variants_are_refused_before_anything_runs(tmp_path, text,
