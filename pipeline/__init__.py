@@ -21,7 +21,9 @@ def _open_closed_standard_streams():
     try:
       _os.fstat(fd)
     except OSError:
-      if _os.open(_os.devnull, _os.O_RDWR) != fd:  # the lowest free one
+      opened = _os.open(_os.devnull, _os.O_RDWR)  # the lowest free one
+      if opened != fd:
+        _os.close(opened)
         continue
     if getattr(_sys, name) is None:
       setattr(_sys, name, open(fd, mode, closefd=False))
