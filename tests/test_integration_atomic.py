@@ -42,9 +42,12 @@ def _start(corpus, out, *extra):
 
 def _digest(out):
   """Hashes of every file of a finished dataset; metadata without its
-  creation time, output folder and --overwrite."""
+  creation time, output folder and --overwrite. Not the lock file a run
+  killed just after finishing leaves (the next run takes it over)."""
   digests = {}
   for name in sorted(os.listdir(out)):
+    if name == run_marker.LOCK_FILE:
+      continue
     with open(os.path.join(out, name), 'rb') as f:
       data = f.read()
     if name == naming.METADATA_FILE:
