@@ -306,9 +306,13 @@ class PipelineConfig:
     if 'lpc' in self.features and self.lpc_order >= self.n_fft:
       raise ConfigError('lpc_order', self.lpc_order,
                         f'must be less than --n_fft={self.n_fft}')
-    if not 0.0 <= self.fmin:
-      raise ConfigError('fmin', self.fmin, 'must be at least 0')
+    if not 0.0 <= self.fmin < float('inf'):
+      raise ConfigError('fmin', self.fmin, 'must be a number of Hz, at '
+                        'least 0')
     if self.fmax is not None:
+      if not 0.0 < self.fmax < float('inf'):
+        raise ConfigError('fmax', self.fmax, 'must be a positive number of '
+                          'Hz')
       if self.fmax <= self.fmin:
         raise ConfigError('fmax', self.fmax,
                           f'must exceed --fmin={self.fmin}')

@@ -5,10 +5,12 @@ must neither stop a run on a closed reader nor repeat its errors."""
 import errno
 import logging
 import os
+import re
 import shutil
 import sys
 import threading
 
+from pipeline.config import ConfigError
 from pipeline.output_folder import read_metadata
 from transforms import filesystem
 
@@ -83,6 +85,23 @@ def free_space(folder: str) -> str:
     folder = os.path.dirname(folder)
   usage = shutil.disk_usage(folder)
   return f'{usage.free / 1e6:.1f} MB free of {usage.total / 1e6:.1f} MB'
+
+
+def option_error(error: BaseException) -> str:
+  """The message of a ConfigError raised while the job ran (an option
+  that only the data shows wrong, e.g. --fmax above the dataset's Nyquist
+  frequency), however the runner wrapped it; '' if there is none."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    if isinstance(error, ConfigError):
+      return str(error)
+    found = re.search(r'ConfigError: (--\w+=.*?)(?: \[while running .*)?$',
+                      str(error), re.M)
+    if found:
+      return found.group(1)
+    error = error.__cause__ or error.__context__
+  return ''
 
 
 def root_cause(error: BaseException) -> str:

@@ -425,7 +425,10 @@ def _silent_example(config: PipelineConfig, extra_features=None) -> dict:
   Runs the extra feature functions once, so a broken one fails here.
   """
   extractor = FeatureExtractor(config, extra_features)
-  arrays = extractor.compute(np.zeros((1, config.win_len)), 16000)
+  # Sizes and dtypes do not depend on the rate; --fmax must fit under its
+  # Nyquist frequency (the dataset's own rate is checked when known).
+  rate = config.sample_rate or max(16000, int(2 * (config.fmax or 0)) + 2)
+  arrays = extractor.compute(np.zeros((1, config.win_len)), rate)
   columns = {schema_lib.CLASS_KEY: ['x' * 16], 'filepath': ['x' * 120],
              'index': [0], 'num_classes': [0], schema_lib.LABEL_KEY: [0],
              'win_start_idx': [0], **arrays}

@@ -175,7 +175,7 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
       folder, OUT/<variant>, is the same dataset).
   """
   output_dir, metadata = dataset_lib.open_dataset(
-      dataset_lib.variant_folder(output_dir, variant), _GFILE, parts)
+      dataset_lib.variant_folder(output_dir, variant, _GFILE), _GFILE, parts)
   schema = metadata_lib.schema_of(metadata).as_dict()
   if as_supervised:
     input_key = input_key or metadata['input_key']

@@ -205,7 +205,14 @@ def _run_variants(config, beam_args, extra_features, show_progress):
         raise config_lib.ConfigError(
             'output_dir', config.output_dir, f'holds a sweep ({index}): '
             'pass --overwrite to replace it')
-      FileSystems.delete([index])  # a sweep is listed once it is whole
+      # The earlier sweep is replaced whole: its variants this one does
+      # not have go too, the index first (a sweep is listed once whole).
+      earlier = variants_lib.read_index(config.output_dir)['variants']
+      FileSystems.delete([index])
+      gone = [naming.join(config.output_dir, earlier[name]['folder'])
+              for name in sorted(earlier) if name not in variant_configs]
+      if gone:
+        FileSystems.delete(gone)
     results = {name: run_config(variant, beam_args, extra_features,
                                 show_progress)
                for name, variant in variant_configs.items()}
@@ -332,6 +339,9 @@ def main(argv=None) -> int:
 
 def _left_behind(config) -> str:
   """What a run that stopped early leaves, said for its user."""
+  if config.variants:
+    return (f'{config.output_dir} holds no complete sweep (no '
+            f'{variants_lib.FILE_NAME}); rerun with --overwrite')
   if config.append:
     return (f'the dataset in {config.dataset_dir} is as it was before this '
             'run, or holds its complete part')
@@ -354,6 +364,10 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
     print(f'error: the run failed: {e}', file=sys.stderr)
     return 1
   except Exception as e:  # the run failed: say why, then what to do
+    option = console.option_error(e)
+    if option:  # an option found wrong once the data was seen: one line
+      print(f'error: {option}\n{_left_behind(config)}', file=sys.stderr)
+      return 1
     if console.disk_full(e):  # one line: the traceback would say nothing more
       space = console.free_space(config.output_dir)
       print(f'error: the disk holding {config.output_dir} is full'

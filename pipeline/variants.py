@@ -52,7 +52,7 @@ def read(path: str) -> Dict[str, Dict[str, object]]:
     if path.lower().endswith('.toml'):
       parsed = tomllib.loads(data.decode('utf-8'))
     elif path.lower().endswith('.json'):
-      parsed = json.loads(data)
+      parsed = json.loads(data, object_pairs_hook=_no_repeats)
     else:
       raise ConfigError(OPTION, path, 'name a .json or .toml file (the '
                         'format is taken from the extension)')
@@ -61,13 +61,21 @@ def read(path: str) -> Dict[str, Dict[str, object]]:
   if not isinstance(parsed, dict) or not parsed:
     raise ConfigError(OPTION, path, 'must map variant names to options')
   for name, overrides in parsed.items():
-    if not naming.is_dataset_name(name):
-      raise ConfigError(OPTION, path, f'variant name {name!r}: use letters, '
-                        'digits, "_", "." and "-" (it names a folder)')
+    if not naming.is_variant_name(name):
+      raise ConfigError(OPTION, path, f'variant name {name!r}: use '
+                        f'{naming.VARIANT_NAME_RULE} (it names a folder)')
     if not isinstance(overrides, dict):
       raise ConfigError(OPTION, path, f'variant {name!r}: give a table of '
                         'options')
   return parsed
+
+
+def _no_repeats(pairs):
+  keys = [k for k, _ in pairs]
+  repeated = sorted({k for k in keys if keys.count(k) > 1})
+  if repeated:
+    raise ValueError(f'{repeated} given twice')
+  return dict(pairs)
 
 
 def configs(config: PipelineConfig) -> Dict[str, PipelineConfig]:

@@ -156,6 +156,7 @@ def test_a_second_sweep_needs_overwrite(sweep):
      'feature options may differ'),
     ('[a]\nn_fftt = 256\n', "variant 'a': --n_fftt=256: no such option"),
     ('["../a"]\nn_fft = 256\n', "variant name '../a'"),
+    ('["variants.json"]\nn_fft = 256\n', "variant name 'variants.json'"),
     ('[a]\nfeatures = "mfcc"\nn_mfcc = 80\n', "variant 'a': --n_mfcc=80: "
      'must not exceed --n_mels=64'),
     ('[a]\nn_fft = "x"\n', "variant 'a': --n_fft='x': is not a number"),
@@ -193,6 +194,48 @@ def test_a_sweep_and_a_dataset_never_share_a_folder(sweep, tmp_path):
     assert proc.returncode == 2 and 'holds a dataset' in proc.stderr, \
         proc.stderr[-2000:]
   assert 'OK' in verify.verify(str(single))
+
+
+def test_repeated_json_keys_and_impossible_frequencies(tmp_path):
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(8192))
+  (tmp_path / 'v.json').write_text('{"a": {"n_fft": 512, "n_fft": 256}}')
+  proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
+              str(tmp_path / 'out'), '--variants', str(tmp_path / 'v.json'))
+  assert proc.returncode == 2 and "['n_fft'] given twice" in proc.stderr
+  (tmp_path / 'v.json').write_text('{"a": {"fmax": "nan"}}')
+  proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
+              str(tmp_path / 'out'), '--variants', str(tmp_path / 'v.json'))
+  assert proc.returncode == 2 and '--fmax=nan' in proc.stderr
+  # Above the Nyquist frequency of the corpus's 16 kHz: known only once
+  # the data is seen, said in one line naming the variant's folder.
+  (tmp_path / 'v.json').write_text(
+      '{"a": {"features": "log_mel", "fmax": 9000}}')
+  proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
+              str(tmp_path / 'out'), '--variants', str(tmp_path / 'v.json'),
+              '--win_len', '4096')
+  assert proc.returncode == 1
+  assert proc.stderr.splitlines() == [
+      f"error: --fmax=9000.0: exceeds half the sample rate of the dataset in "
+      f"{tmp_path / 'out' / 'a'} (16000 Hz); lower it, or give --sample_rate",
+      f"{tmp_path / 'out'} holds no complete sweep (no variants.json); rerun "
+      'with --overwrite'], proc.stderr[-3000:]
+
+
+def test_overwrite_replaces_the_whole_sweep(tmp_path):
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(8192))
+  args = ['--input_dir', str(tmp_path / 'in'), '--output_dir',
+          str(tmp_path / 'out'), '--win_len', '2048', '--quiet']
+  (tmp_path / 'v.json').write_text('{"old": {"n_fft": 256}, "kept": {}}')
+  assert _cli(*args, '--variants', str(tmp_path / 'v.json')).returncode == 0
+  (tmp_path / 'v.json').write_text('{"kept": {"n_fft": 1024}}')
+  proc = _cli(*args, '--variants', str(tmp_path / 'v.json'), '--overwrite')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert sorted(os.listdir(tmp_path / 'out')) == ['kept', 'variants.json']
+  with pytest.raises(DatasetError, match="variant 'old' is not in"):
+    numpy_reader.numpy_dataset(str(tmp_path / 'out'), 'train', variant='old')
+  os.remove(tmp_path / 'out' / 'variants.json')  # as an unfinished sweep
+  with pytest.raises(DatasetError, match='holds no complete sweep'):
+    replay.replay_dataset(str(tmp_path / 'out'), 'train', variant='kept')
 
 
 def test_options_that_work_on_one_dataset_are_refused(tmp_path):

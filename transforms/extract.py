@@ -8,7 +8,7 @@ from typing import (Dict, Iterator, List, Mapping, Optional, Sequence,
 
 import numpy as np
 
-from pipeline.config import PipelineConfig
+from pipeline.config import ConfigError, PipelineConfig
 from pipeline.contract import example_codec
 from pipeline.contract import schema as schema_lib
 from transforms import audio
@@ -40,8 +40,9 @@ class FeatureExtractor:
     if sample_rate not in self._filterbanks:
       c = self.config
       if c.fmax is not None and c.fmax > sample_rate / 2:
-        raise ValueError(f'--fmax={c.fmax} exceeds half the sample rate '
-                         f'of {sample_rate} Hz')
+        raise ConfigError('fmax', c.fmax, f'exceeds half the sample rate of '
+                          f'the dataset in {c.dataset_dir} ({sample_rate} '
+                          'Hz); lower it, or give --sample_rate')
       self._filterbanks[sample_rate] = F.mel_filterbank(
           c.n_mels, c.n_fft, sample_rate, c.fmin, c.fmax)
     return self._filterbanks[sample_rate]

@@ -22,6 +22,7 @@ wrong, worded as the caller's other errors are (`READER_WORDS`,
 
 import dataclasses
 import glob
+import json
 import os
 import stat as stat_lib
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -239,13 +240,27 @@ def index_file(fs: FileSystem, dataset_dir: str, shard_path: str,
   return path
 
 
-def variant_folder(output_dir: str, variant: Optional[str]) -> str:
+def variant_folder(output_dir: str, variant: Optional[str],
+                   fs: FileSystem = LOCAL) -> str:
   """The folder of one variant of a sweep (--variants): OUT/<variant>;
   output_dir itself without a variant. Raises DatasetError for a name that
-  is not a variant's (it could lead outside the sweep)."""
+  is not a variant's (it could lead outside the sweep), for a sweep whose
+  variants.json is missing (it did not finish) and for a variant it does
+  not list (a folder left by an earlier sweep)."""
   if variant is None:
     return output_dir
-  if not naming.is_dataset_name(variant):
-    raise DatasetError(f'variant {variant!r}: not a variant name (letters, '
-                       'digits, "_", "." and "-")')
+  if not naming.is_variant_name(variant):
+    raise DatasetError(f'variant {variant!r}: not a variant name '
+                       f'({naming.VARIANT_NAME_RULE})')
+  index = naming.join(output_dir, naming.VARIANTS_FILE)
+  if not fs.exists(index):
+    raise DatasetError(f'{output_dir} holds no complete sweep (no '
+                       f'{naming.VARIANTS_FILE}): its run did not finish')
+  try:
+    listed = json.loads(fs.read_text(index))['variants']
+  except (ValueError, KeyError, TypeError) as e:
+    raise DatasetError(f'{index}: not a sweep index ({e})') from e
+  if variant not in listed:
+    raise DatasetError(f'variant {variant!r} is not in {index}; it lists '
+                       f'{sorted(listed)}')
   return naming.join(output_dir, variant)

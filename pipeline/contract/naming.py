@@ -18,10 +18,18 @@ DATASET_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.]*')
 SPLIT_NAME = re.compile(r'[A-Za-z0-9_]+')
 DATASET_NAME_RULE = 'letters, digits, "_" and "." (not first)'
 SPLIT_NAME_RULE = 'letters, digits and "_"'
+# A variant of a sweep names a folder beside the sweep's files: no dot, so
+# that it can never be variants.json or a temporary file.
+VARIANT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_-]{0,99}')
+VARIANT_NAME_RULE = 'letters, digits, "_" and "-" (not first)'
 
 
 def is_dataset_name(name) -> bool:
   return isinstance(name, str) and bool(DATASET_NAME.fullmatch(name))
+
+
+def is_variant_name(name) -> bool:
+  return isinstance(name, str) and bool(VARIANT_NAME.fullmatch(name))
 
 
 def is_split_name(name) -> bool:
