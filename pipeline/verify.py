@@ -14,6 +14,7 @@ import zlib
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.console import plural
+from pipeline import variants as variants_lib
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
 from pipeline.contract import dataset as dataset_lib
@@ -79,7 +80,12 @@ def _check_array_record(dataset_dir: str, copy: dict, shard_path: str,
 
 
 def verify(output_dir: str) -> str:
-  """Checks everything; returns a summary line or raises VerifyError."""
+  """Checks everything; returns a summary line or raises VerifyError. A
+  sweep's folder (--variants): every variant it lists, a line each."""
+  sweep = variants_lib.read_index(output_dir)
+  if sweep is not None:
+    return '\n'.join(verify(naming.join(output_dir, entry['folder']))
+                     for _, entry in sorted(sweep['variants'].items()))
   output_dir = resolve_dataset_dir(output_dir)
   try:
     metadata = read_whole_metadata(output_dir)

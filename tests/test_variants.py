@@ -94,6 +94,13 @@ def test_every_variant_equals_a_separate_run(sweep):
     assert 'OK' in verify.verify(str(ours))
 
 
+def test_verify_checks_every_variant_of_a_sweep(sweep):
+  lines = verify.verify(str(sweep / 'out')).splitlines()
+  assert [line.split(':')[0] for line in lines] == [
+      str(sweep / 'out' / name) for name in sorted(VARIANT_FLAGS)]
+  assert all(': OK, ' in line for line in lines)
+
+
 def test_readers_take_the_variant(sweep):
   out = str(sweep / 'out')
   by_name = [e['filepath'] for e in numpy_reader.numpy_dataset(
