@@ -102,7 +102,7 @@ def test_verify_refuses_a_copy_out_of_order(dataset, tmp_path):
       w.write(record)
   with pytest.raises(verify.VerifyError, match='CRC32C differs'):
     verify.verify(str(broken))
-  _forget_crcs(broken)  # as a dataset written before the CRC was kept
+  _forget_crcs(broken)  # a copy listed without its CRC32C
   with pytest.raises(verify.VerifyError, match='record 0 differs'):
     verify.verify(str(broken))
 

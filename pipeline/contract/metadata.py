@@ -239,7 +239,7 @@ class _Checker:
                     f'{where}.num_examples') != shard['num_examples']:
           self.fail(f'{where}.num_examples', 'differs from its shard\'s')
         self.get(copy, 'num_bytes', int, f'{where}.num_bytes')
-        if 'crc32c' in copy:  # written since the fingerprint was kept
+        if 'crc32c' in copy:  # optional: without it, size and records
           self.get(copy, 'crc32c', int, f'{where}.crc32c')
     if 'num_files' in entry:
       self.get(entry, 'num_files', int, f'{at}.num_files')
