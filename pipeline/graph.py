@@ -44,6 +44,7 @@ from transforms import shard_writer
 from transforms import sink
 from transforms import split_lists
 from transforms import stats as stats_lib
+from transforms import sweep_writer
 from transforms import wav_io
 from transforms.extract import FeatureExtractor
 from transforms.features import ExtraFeatures
@@ -245,6 +246,56 @@ class WriteShards(beam.PTransform):
           )
 
 
+class WriteSegments(beam.PTransform):
+  """A sweep's StoredBlocks -> (variant, item) for every variant: its
+  shard files (temp names), stats and rejections, from one read of each
+  window (transforms/sweep_writer).
+
+  Window references are grouped by segment (the keys between two shard
+  boundaries of any variant); each segment task writes every variant's
+  shard, or piece of a shard, and pieces are then assembled into shards.
+  """
+
+  def __init__(self, config: PipelineConfig, variant_configs,
+               extra_features=None, dask_partitions: Optional[int] = None,
+               run_ids=None, allowed=None):
+    super().__init__()
+    self.config = config
+    self.variant_configs = variant_configs
+    self.extra_features = extra_features
+    self.dask_partitions = dask_partitions
+    self.run_ids = run_ids
+    self.allowed = allowed
+
+  def expand(self, inputs):
+    stored, layouts, class_names, rate = inputs
+    c = self.config
+    side = beam.pvalue
+    bounds = layouts | 'CutSegments' >> beam.Map(
+        sweep_writer.segment_bounds)
+    group_keys = bounds | 'ChooseGroupKeys' >> beam.Map(
+        balance.dask_group_keys, self.dask_partitions,
+        sizes_of=sweep_writer.segment_sizes)
+    limit = _allowance(self.allowed)
+    return (stored
+            | 'AssignWindowsToSegments' >> beam.FlatMap(
+                lambda stored, rate, layouts, bounds, keys, allowed=None: (
+                    sweep_writer.segment_refs(stored, c, rate, layouts,
+                                              bounds, keys, allowed)),
+                side.AsSingleton(rate), side.AsSingleton(layouts),
+                side.AsSingleton(bounds), side.AsSingleton(group_keys),
+                **limit)
+            | 'GroupBySegment' >> beam.GroupByKey()
+            | 'ComputeAndWrite' >> beam.ParDo(
+                sweep_writer.WriteSegment(self.variant_configs,
+                                          self.extra_features, self.run_ids),
+                bounds=side.AsSingleton(bounds),
+                layouts=side.AsSingleton(layouts),
+                class_names=side.AsSingleton(class_names))
+            | 'AssembleShards' >> sweep_writer.AssembleShards(
+                self.variant_configs, self.run_ids))
+
+
 class EncodeAndWriteToTFRecord(beam.PTransform):
   """StoredBlocks -> examples written by Beam's WriteToTFRecord, one per
   split: the shape the project was specified with (--sink
@@ -259,11 +310,14 @@ class EncodeAndWriteToTFRecord(beam.PTransform):
   """
 
   def __init__(self, config: PipelineConfig, extra_features=None,
-               allowed=None):
+               allowed=None, variant_configs=None):
     super().__init__()
     self.config = config
     self.extra_features = extra_features
     self.allowed = allowed  # windows kept per block (--num_elems), or None
+    # A sweep's {variant: config}: windows read once for all of them, and
+    # every result is (variant, result).
+    self.variant_configs = variant_configs
 
   def expand(self, inputs):
     stored, class_names, rate = inputs
@@ -276,25 +330,42 @@ class EncodeAndWriteToTFRecord(beam.PTransform):
                        stored, c, rate, allowed),
                    side.AsSingleton(rate), **limit)
                | 'EncodeExamples' >> beam.ParDo(
-                   sink.EncodeExamples(c, self.extra_features),
-                   class_names=side.AsSingleton(class_names))
-               | 'SplitEncoded' >> SplitByType(
-                   records=tuple, stats=stats_lib.ExampleStats,
-                   rejected=wav_io.Rejection))
-    folder = naming.join(run_marker.temp_dir(c.dataset_dir), SINK_FOLDER)
-    results = [encoded['stats'], encoded['rejected']]
-    for i, split in enumerate(c.split_names):
+                   sink.EncodeExamples(c, self.extra_features,
+                                       self.variant_configs),
+                   class_names=side.AsSingleton(class_names)))
+    if self.variant_configs is None:
+      return _write_encoded(encoded, c)
+    results = []
+    for name, variant in self.variant_configs.items():
+      mine = encoded | f'Of[{name}]' >> beam.FlatMap(
+          lambda item, name: [item[1]] if item[0] == name else [], name)
       results.append(
-          encoded['records']
-          | f'RecordsOfSplit{i}' >> beam.FlatMap(
-              lambda record, split: [record[1]] if record[0] == split else [],
-              split)
-          | f'WriteToTFRecord{i}' >> write_to_tfrecord(
-              c, naming.join(folder, naming.shard_prefix(c.dataset_name,
-                                                         split)))
-          | f'CountRecords{i}' >> beam.ParDo(
-              sink.CountShard(split, c.compression)))
-    return results | 'SinkResults' >> beam.Flatten()
+          _write_encoded(mine, variant, f'[{name}]')
+          | f'Tag[{name}]' >> beam.Map(lambda item, name: (name, item),
+                                       name))
+    return results | 'SweepResults' >> beam.Flatten()
+
+
+def _write_encoded(encoded, config: PipelineConfig, suffix: str = ''):
+  """Encoded examples, stats and rejections, mixed -> ShardStats (one per
+  file each split's WriteToTFRecord wrote), ExampleStats and Rejections."""
+  c = config
+  encoded = encoded | f'SplitEncoded{suffix}' >> SplitByType(
+      records=tuple, stats=stats_lib.ExampleStats, rejected=wav_io.Rejection)
+  folder = naming.join(run_marker.temp_dir(c.dataset_dir), SINK_FOLDER)
+  results = [encoded['stats'], encoded['rejected']]
+  for i, split in enumerate(c.split_names):
+    results.append(
+        encoded['records']
+        | f'RecordsOfSplit{i}{suffix}' >> beam.FlatMap(
+            lambda record, split: [record[1]] if record[0] == split else [],
+            split)
+        | f'WriteToTFRecord{i}{suffix}' >> write_to_tfrecord(
+            c, naming.join(folder, naming.shard_prefix(c.dataset_name,
+                                                       split)))
+        | f'CountRecords{i}{suffix}' >> beam.ParDo(
+            sink.CountShard(split, c.compression)))
+  return results | f'SinkResults{suffix}' >> beam.Flatten()
 
 
 SINK_FOLDER = 'sink'  # in the temp folder: WriteToTFRecord's output
@@ -346,7 +417,76 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   check_input(config)
   _check_extra_features(config, extra_features)
   example_bytes = estimate_example_bytes(config, extra_features)
+  dask_partitions = _check_runner_and_sink(p, config)
+  shared = _list_probe_and_plan(p, config, dask_partitions, base)
+  planned, class_names = shared['planned'], shared['class_names']
+  layouts = _plan_layout(shared, config, example_bytes)
+  if config.sink == 'write_to_tfrecord':
+    written = ((planned['stored'], class_names, planned['rate'])
+               | 'EncodeAndWriteToTFRecord' >> EncodeAndWriteToTFRecord(
+                   config, extra_features, planned['allowed']))
+  else:
+    written = ((planned['stored'], layouts, class_names, planned['rate'])
+               | 'WriteShards' >> WriteShards(config, extra_features,
+                                              dask_partitions, run_id,
+                                              planned['allowed']))
+  return _summarize_and_finalize(shared, written, config, layouts,
+                                 extra_features, run_id)
 
+
+def build_sweep_pipeline(p: beam.Pipeline, config: PipelineConfig,
+                         variant_configs, extra_features=None,
+                         run_ids=None):
+  """Adds a sweep (--variants) to `p`: one job that lists, probes, plans and
+  reads the audio once and writes every variant's dataset (its config in
+  `variant_configs`, {name: PipelineConfig}, its run id in `run_ids`).
+  Returns the PCollection of the metadata paths, one element once every
+  variant is final."""
+  check_input(config)
+  run_ids = dict(run_ids or {name: None for name in variant_configs})
+  example_bytes = {}
+  for name, variant in variant_configs.items():
+    _check_extra_features(variant, extra_features)
+    example_bytes[name] = estimate_example_bytes(variant, extra_features)
+  dask_partitions = _check_runner_and_sink(p, config)
+  shared = _list_probe_and_plan(p, config, dask_partitions)
+  planned, class_names = shared['planned'], shared['class_names']
+  layouts = {name: _plan_layout(shared, variant, example_bytes[name],
+                                f'[{name}]')
+             for name, variant in variant_configs.items()}
+  if config.sink == 'write_to_tfrecord':
+    written = ((planned['stored'], class_names, planned['rate'])
+               | 'EncodeAndWriteToTFRecord' >> EncodeAndWriteToTFRecord(
+                   config, extra_features, planned['allowed'],
+                   variant_configs))
+  else:
+    all_layouts = ([layouts[name] | f'Name[{name}]' >> beam.Map(
+        lambda layout, name: (name, layout), name)
+                    for name in variant_configs]
+                   | 'AllLayouts' >> beam.Flatten()
+                   | 'LayoutsByVariant' >> beam.combiners.ToDict())
+    written = ((planned['stored'], all_layouts, class_names, planned['rate'])
+               | 'WriteSegments' >> WriteSegments(
+                   config, variant_configs, extra_features, dask_partitions,
+                   run_ids, planned['allowed']))
+  finals = []
+  for name, variant in variant_configs.items():
+    mine = written | f'Of[{name}]' >> beam.FlatMap(
+        lambda item, name: [item[1]] if item[0] == name else [], name)
+    finals.append(_summarize_and_finalize(
+        shared, mine, variant, layouts[name], extra_features, run_ids[name],
+        f'[{name}]'))
+  # One last step that depends on every variant's final step (Beam's
+  # DaskRunner computes only what the last transform needs).
+  return (finals
+          | 'EveryVariant' >> beam.Flatten()
+          | 'AllFinal' >> beam.combiners.ToList())
+
+
+def _check_runner_and_sink(p: beam.Pipeline, config: PipelineConfig
+                           ) -> Optional[int]:
+  """Raises ConfigError for what this runner or file system cannot do;
+  returns the Dask partitions (_dask_partitions)."""
   dask_partitions = _dask_partitions(p)
   if (type(p.runner).__name__ == 'DaskRunner' and
       config.sink == 'write_to_tfrecord'):
@@ -364,6 +504,12 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
     if not array_record_file.available():
       raise ConfigError('array_record', True, 'needs the array-record '
                         'package: pip install wavbeam[array_record]')
+  return dask_partitions
+
+
+def _list_probe_and_plan(p, config, dask_partitions, base=None) -> dict:
+  """The steps before any shard: {'listed', 'files_seen', 'class_names',
+  'planned' (ProbeAndPlan's outputs)}."""
   listed = p | 'ListWavFiles' >> ListWavFiles(config, dask_partitions, base)
   files = listed['blocks']
   files_seen = (listed['records']
@@ -378,36 +524,38 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
       config, base.classes if base else ())
   planned = files | 'ProbeAndPlan' >> ProbeAndPlan(
       config, base.sample_rate if base else None)
-  layouts = (planned['windows']
-             | 'PlanLayout' >> PlanLayout(config, example_bytes)
-             | 'RecordPlan' >> beam.Map(
-                 progress.write_plan, dataset_dir=config.dataset_dir,
-                 files_seen=beam.pvalue.AsSingleton(files_seen),
-                 example_bytes=example_bytes))
-  if config.sink == 'write_to_tfrecord':
-    written = ((planned['stored'], class_names, planned['rate'])
-               | 'EncodeAndWriteToTFRecord' >> EncodeAndWriteToTFRecord(
-                   config, extra_features, planned['allowed']))
-  else:
-    written = ((planned['stored'], layouts, class_names, planned['rate'])
-               | 'WriteShards' >> WriteShards(config, extra_features,
-                                              dask_partitions, run_id,
-                                              planned['allowed']))
-  # Every result of the run goes through one combine into the final step's
-  # main input: it runs after every shard is written, and runners that
-  # compute only what the last transform needs, or recompute each side
-  # input (Beam's DaskRunner), still run every branch, once.
+  return {'listed': listed, 'files_seen': files_seen,
+          'class_names': class_names, 'planned': planned}
+
+
+def _plan_layout(shared, config, example_bytes, suffix=''):
+  """The dataset's layouts, recorded for the progress display."""
+  return (shared['planned']['windows']
+          | f'PlanLayout{suffix}' >> PlanLayout(config, example_bytes)
+          | f'RecordPlan{suffix}' >> beam.Map(
+              progress.write_plan, dataset_dir=config.dataset_dir,
+              files_seen=beam.pvalue.AsSingleton(shared['files_seen']),
+              example_bytes=example_bytes))
+
+
+def _summarize_and_finalize(shared, written, config, layouts,
+                            extra_features, run_id, suffix=''):
+  """Every result of the run goes through one combine into the final
+  step's main input: it runs after every shard is written, and runners
+  that compute only what the last transform needs, or recompute each side
+  input (Beam's DaskRunner), still run every branch, once."""
+  planned = shared['planned']
   summary = ((written, planned['rejected'], planned['planned'],
-              listed['records'])
-             | 'AllResults' >> beam.Flatten()
-             | 'SummarizeRun' >> beam.CombineGlobally(
+              shared['listed']['records'])
+             | f'AllResults{suffix}' >> beam.Flatten()
+             | f'SummarizeRun{suffix}' >> beam.CombineGlobally(
                  stats_lib.SummarizeRun()))
   side = beam.pvalue
   return (summary
-          | 'Finalize' >> beam.Map(
+          | f'Finalize{suffix}' >> beam.Map(
               finalize.finalize_dataset, config=config, run_id=run_id,
               expected_schema=expected_schema(config, extra_features),
-              class_names=side.AsSingleton(class_names),
+              class_names=side.AsSingleton(shared['class_names']),
               sample_rate=side.AsSingleton(planned['rate']),
               layouts=side.AsSingleton(layouts)))
 

@@ -36,6 +36,7 @@ from pipeline.contract import naming  # noqa: E402
 from pipeline import output_folder  # noqa: E402
 from pipeline.output_folder import read_metadata  # noqa: E402
 from pipeline.graph import build_pipeline  # noqa: E402
+from pipeline.graph import build_sweep_pipeline  # noqa: E402
 from pipeline.contract.naming import METADATA_FILE  # noqa: E402
 from transforms import filesystem  # noqa: E402
 from transforms import finalize  # noqa: E402
@@ -182,13 +183,14 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
 
 
 def _run_variants(config, beam_args, extra_features, show_progress):
-  """Each variant's complete run, one after the other, into
-  OUT/<variant>/; OUT/variants.json last. The sweep folder is locked for
-  the whole sweep, each variant's folder by its own run."""
+  """One job writing every variant into OUT/<variant>/ (the audio listed,
+  probed, planned and read once: graph.build_sweep_pipeline);
+  OUT/variants.json last. The sweep's folder and every variant's are
+  locked for the whole run."""
   variant_configs = variants_lib.configs(config)
   index = naming.join(config.output_dir, variants_lib.FILE_NAME)
-  with forked_workers.started(forked_workers_for(config, beam_args)), \
-      _locked(config):
+  with forked_workers.started(forked_workers_for(config, beam_args)) \
+      as forked, _locked(config):
     if read_metadata(config.dataset_dir) is not None:
       raise config_lib.ConfigError(
           'output_dir', config.output_dir, 'holds a dataset, and a sweep '
@@ -213,11 +215,20 @@ def _run_variants(config, beam_args, extra_features, show_progress):
               for name in sorted(earlier) if name not in variant_configs]
       if gone:
         FileSystems.delete(gone)
-    results = {name: run_config(variant, beam_args, extra_features,
-                                show_progress)
-               for name, variant in variant_configs.items()}
+    # The sweep's own temp folder holds what the variants share (the
+    # probes, transforms/block_store): an earlier sweep's goes first.
+    shared = naming.temp_dir(config.output_dir)
+    if FileSystems.exists(shared):
+      filesystem.delete([shared])
+    with contextlib.ExitStack() as locks:
+      for variant in variant_configs.values():
+        locks.enter_context(_locked(variant))
+      result = _run_config(config, beam_args, extra_features, show_progress,
+                           forked, variant_configs=variant_configs)
+    if FileSystems.exists(shared):
+      filesystem.delete([shared])
     finalize.write_text(index, variants_lib.index_text(variant_configs))
-  return results
+  return {name: result for name in variant_configs}
 
 
 @contextlib.contextmanager
@@ -240,7 +251,9 @@ def _locked(config: config_lib.PipelineConfig):
 
 
 def _run_config(config, beam_args, extra_features, show_progress, forked,
-                base=None):
+                base=None, variant_configs=None):
+  """Builds, prepares the output folder(s) and runs one job: a dataset, an
+  --append part (`base`), or a sweep's every variant (`variant_configs`)."""
   options = pipeline_options(beam_args)
   direct = options.view_as(DirectOptions)
   if (not forked and direct.direct_running_mode == 'multi_threading' and
@@ -253,29 +266,40 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
     raise config_lib.ConfigError(
         'runner', options.view_as(StandardOptions).runner,
         f'{e} (see docs/runners.md)') from e
-  run_id = run_marker.new_run_id()
+  outputs = variant_configs or {None: config}
+  run_ids = {name: run_marker.new_run_id() for name in outputs}
   try:
-    build_pipeline(p, config, extra_features, run_id, base)
-    output_folder.prepare(config, run_id)
+    if variant_configs:
+      build_sweep_pipeline(p, config, variant_configs, extra_features,
+                           run_ids)
+    else:
+      build_pipeline(p, config, extra_features, run_ids[None], base)
+    for name, output in outputs.items():
+      output_folder.prepare(output, run_ids[name])
   except BaseException:
     # Beam's Pipeline() made a /tmp/beam-pipeline-temp* folder that only
     # its run() removes.
     shutil.rmtree(p.local_tempdir, ignore_errors=True)
     raise
   local = options.view_as(StandardOptions).runner == LOCAL_RUNNER
-  with run_marker.Heartbeat(config.dataset_dir, run_id), \
-      (progress.Progress(config.dataset_dir) if show_progress and local
-       else contextlib.nullcontext()):
+  shown = next(iter(outputs.values())).dataset_dir
+  with contextlib.ExitStack() as running:
+    for name, output in outputs.items():
+      running.enter_context(run_marker.Heartbeat(output.dataset_dir,
+                                                 run_ids[name]))
+    if show_progress and local:
+      running.enter_context(progress.Progress(shown))
     try:
       result = p.run()
       result.wait_until_finish()
     except Exception as e:
       # Whatever failed first, a folder taken away is the cause to report.
-      if run_marker.read_marker(config.dataset_dir) != run_id:
-        try:
-          run_marker.check_marker(config.dataset_dir, run_id)
-        except run_marker.OutputChanged as changed:
-          raise changed from e
+      for name, output in outputs.items():
+        if run_marker.read_marker(output.dataset_dir) != run_ids[name]:
+          try:
+            run_marker.check_marker(output.dataset_dir, run_ids[name])
+          except run_marker.OutputChanged as changed:
+            raise changed from e
       raise
   return result
 

@@ -12,6 +12,7 @@ import pytest
 from pipeline import numpy_reader
 from pipeline import replay
 from pipeline import verify
+from pipeline.contract import tfrecord
 from pipeline.contract.errors import DatasetError
 from tests import helpers as H
 
@@ -74,6 +75,85 @@ def _metadata_without_run(folder):
     meta.pop(key)
   meta['config'].pop('output_dir')
   return meta
+
+
+def _records_of(folder):
+  records = []
+  for name in sorted(os.listdir(folder)):
+    if '.tfrecord-' in name:
+      with open(folder / name, 'rb') as f:
+        records += [data for _, data in tfrecord.read_records(f, name)]
+  return records
+
+
+def _split_statistics(meta):
+  return {split: entry.pop('statistics')
+          for split, entry in meta['splits'].items()}
+
+
+def _assert_statistics_close(ours, alone):
+  """Statistics merged over a shard's parts instead of its batches: equal
+  counts and extremes, moments to rounding."""
+  assert ours.keys() == alone.keys()
+  for split in ours:
+    assert ours[split].keys() == alone[split].keys()
+    for key, m in ours[split].items():
+      other = alone[split][key]
+      assert (m['count'], m['min'], m['max']) == (
+          other['count'], other['min'], other['max']), (split, key)
+      assert m['mean'] == pytest.approx(other['mean'], rel=1e-9, abs=1e-12)
+      assert m['std'] == pytest.approx(other['std'], rel=1e-9, abs=1e-12)
+
+
+# Variants whose examples differ in size, so that under one byte cap each
+# cuts its splits into a different number of shards: a segment of the sweep
+# is then part of a shard, and shards are assembled from parts.
+UNEVEN = {
+    'fine': ['--n_fft', '256', '--fft_hop', '64'],
+    'coarse': ['--n_fft', '1024', '--fft_hop', '512'],
+    'signal': ['--features', 'signal'],
+}
+
+
+@pytest.mark.parametrize('flags', [[], ['--array_record'],
+                                   ['--compression', 'gzip']],
+                         ids=['plain', 'array_record', 'gzip'])
+def test_variants_with_different_shard_counts_equal_separate_runs(
+    sweep, tmp_path, flags):
+  common = ['--win_len', '2048', '--hop_len', '1024', '--splits',
+            'train=0.7,test=0.3', '--max_shard_bytes', '100000', '--quiet',
+            *flags]
+  (tmp_path / 'uneven.json').write_text(json.dumps({
+      name: {f[2:]: v for f, v in zip(args[::2], args[1::2])}
+      for name, args in UNEVEN.items()}))
+  proc = _cli('--input_dir', str(sweep / 'in'), '--output_dir',
+              str(tmp_path / 'out'), *common, '--variants',
+              str(tmp_path / 'uneven.json'))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert sorted(os.listdir(tmp_path / 'out')) == sorted(
+      [*UNEVEN, 'variants.json'])
+  shard_counts = set()
+  for name, args in UNEVEN.items():
+    alone = tmp_path / f'alone-{name}'
+    proc = _cli('--input_dir', str(sweep / 'in'), '--output_dir', str(alone),
+                *common, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ours = tmp_path / 'out' / name
+    written = {n: (ours / n).read_bytes() for n in sorted(os.listdir(ours))
+               if '-00' in n}
+    assert written == {n: (alone / n).read_bytes()
+                       for n in sorted(os.listdir(alone)) if '-00' in n}
+    if flags == ['--array_record']:
+      assert any(n.endswith('.array_record') or '.array_record-' in n
+                 for n in written), sorted(written)
+    meta, meta_alone = (_metadata_without_run(ours),
+                        _metadata_without_run(alone))
+    _assert_statistics_close(_split_statistics(meta),
+                             _split_statistics(meta_alone))
+    assert meta == meta_alone, name
+    shard_counts.add(len(meta['splits']['train']['shards']))
+    assert 'OK' in verify.verify(str(ours))
+  assert len(shard_counts) == 3, shard_counts  # parts were assembled
 
 
 def test_every_variant_equals_a_separate_run(sweep):
@@ -253,3 +333,32 @@ def test_options_that_work_on_one_dataset_are_refused(tmp_path):
                 str(tmp_path / 'out'), '--variants', str(tmp_path / 'v.json'),
                 flag)
     assert proc.returncode == 2 and flag in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_sweep_through_beams_sink_holds_what_separate_runs_hold(
+    sweep, tmp_path):
+  common = ['--win_len', '2048', '--hop_len', '1024', '--quiet', '--sink',
+            'write_to_tfrecord']
+  (tmp_path / 'v.json').write_text(json.dumps({
+      'fine': {'n_fft': 256, 'fft_hop': 64}, 'mel': {'features': 'log_mel'}}))
+  proc = _cli('--input_dir', str(sweep / 'in'), '--output_dir',
+              str(tmp_path / 'out'), *common, '--variants',
+              str(tmp_path / 'v.json'))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  for name, args in {'fine': ['--n_fft', '256', '--fft_hop', '64'],
+                     'mel': ['--features', 'log_mel']}.items():
+    alone = tmp_path / f'alone-{name}'
+    proc = _cli('--input_dir', str(sweep / 'in'), '--output_dir', str(alone),
+                *common, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ours = tmp_path / 'out' / name
+    # Beam's sink chooses how records spread over its files: the same
+    # records, each once.
+    assert sorted(_records_of(ours)) == sorted(_records_of(alone))
+    assert _records_of(ours)
+    meta, meta_alone = (_metadata_without_run(ours),
+                        _metadata_without_run(alone))
+    for m in (meta, meta_alone):
+      for entry in m['splits'].values():
+        entry.pop('shards')
+    assert meta == meta_alone, name

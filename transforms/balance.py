@@ -28,22 +28,24 @@ _TRIES_PER_PARTITION = 64
 
 def shard_sizes(layout: SplitLayout):
   """Windows in each shard: shard s holds keys k with k * N // total == s."""
-  n, total = layout.num_shards, layout.total
-  starts = [-(-s * total // n) for s in range(n + 1)]  # ceil(s * total / n)
+  starts = layout.shard_starts()
   return [b - a for a, b in zip(starts, starts[1:])]
 
 
 def group_keys(layouts: Mapping[str, SplitLayout],
                partition_of: Optional[Callable[[ShardKey], int]] = None,
-               partitions: int = 1) -> Dict[Tuple[str, int], ShardKey]:
+               partitions: int = 1, sizes_of=shard_sizes
+               ) -> Dict[Tuple[str, int], ShardKey]:
   """(split, shard) -> its GroupByKey key.
 
   Without `partition_of` every salt is 0. With it (key -> partition in
   [0, partitions)), shards are dealt largest first to the partition with the
   fewest windows so far, which puts at most one shard's worth above the mean.
+  `sizes_of` gives a split's units (shards, or a sweep's segments) and
+  their windows.
   """
   shards = [(size, split, shard) for split, layout in sorted(layouts.items())
-            for shard, size in enumerate(shard_sizes(layout))]
+            for shard, size in enumerate(sizes_of(layout))]
   if partition_of is None or partitions <= 1:
     return {(split, shard): (split, shard, 0) for _, split, shard in shards}
   load = [0] * partitions
@@ -77,10 +79,11 @@ def dask_partition_of(input_partitions: int,
 
 
 def dask_group_keys(layouts: Mapping[str, SplitLayout],
-                    input_partitions: Optional[int]
+                    input_partitions: Optional[int], sizes_of=shard_sizes
                     ) -> Dict[Tuple[str, int], ShardKey]:
   """group_keys for a GroupByKey whose input has `input_partitions` Dask
   partitions; salt 0 when that is not known (None)."""
   if input_partitions is None:
-    return group_keys(layouts)
-  return group_keys(layouts, *dask_partition_of(input_partitions))
+    return group_keys(layouts, sizes_of=sizes_of)
+  return group_keys(layouts, *dask_partition_of(input_partitions),
+                    sizes_of=sizes_of)

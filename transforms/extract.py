@@ -225,6 +225,34 @@ def compute_windows(win_len: int) -> int:
   return max(1, min(BATCH_WINDOWS, COMPUTE_SAMPLES // win_len))
 
 
+@dataclasses.dataclass(frozen=True)
+class WindowBatch:
+  """Windows read together, whose features are computed together."""
+  refs: List[Tuple[int, int]]      # (file index, window), in written order
+  windows: np.ndarray              # (len(refs), win_len) float64
+  plans: Mapping[int, FilePlan]    # file index -> its plan
+
+
+def read_batches(config: PipelineConfig, split: str, refs):
+  """Refs [(FilePlan, window, key)] read in the order given -> WindowBatch
+  of at most compute_windows() windows each, and a Rejection (with its
+  split) per window that cannot be used. Reading depends only on the
+  window options, so one read serves every feature setting."""
+  plans = {plan.info.index: plan for plan, _, _ in refs}
+  refs = [(plan.info.index, window) for plan, window, _ in refs]
+  step = compute_windows(config.win_len)
+  with wav_io.OpenFiles() as files:
+    for start in range(0, len(refs), BATCH_WINDOWS):
+      batch = refs[start:start + BATCH_WINDOWS]
+      windows, kept, rejections = read_windows(batch, plans, config, files)
+      for rejection in rejections:
+        yield dataclasses.replace(rejection, split=split)
+      kept_refs = [batch[i] for i in kept]
+      for part in range(0, len(kept_refs), step):
+        yield WindowBatch(kept_refs[part:part + step],
+                          windows[part:part + step], plans)
+
+
 class ExampleMaker:
   """Reads windows, computes their features and encodes their examples:
   the work of a shard task (WriteShard) or of a work unit (EncodeExamples).
@@ -240,21 +268,17 @@ class ExampleMaker:
     """Serialized examples of refs [(FilePlan, window, key)], in the order
     given, and a Rejection (with its split) per window that cannot be
     used; `stats` counts what is yielded."""
-    plans = {plan.info.index: plan for plan, _, _ in refs}
-    refs = [(plan.info.index, window) for plan, window, _ in refs]
-    with wav_io.OpenFiles() as files:
-      for start in range(0, len(refs), BATCH_WINDOWS):
-        batch = refs[start:start + BATCH_WINDOWS]
-        windows, kept, rejections = read_windows(batch, plans, self.config,
-                                                 files)
-        for rejection in rejections:
-          yield dataclasses.replace(rejection, split=split)
-        kept_refs = [batch[i] for i in kept]
-        step = compute_windows(self.config.win_len)
-        for part in range(0, len(kept_refs), step):
-          yield from self._encode(stats, kept_refs[part:part + step],
-                                  windows[part:part + step], plans,
-                                  class_names)
+    for batch in read_batches(self.config, split, refs):
+      if isinstance(batch, file_reports.Rejection):
+        yield batch
+      else:
+        yield from self.encode(stats, batch, class_names)
+
+  def encode(self, stats: ExampleStats, batch: 'WindowBatch', class_names):
+    """The serialized examples of a batch of windows read by read_batches,
+    in its order; `stats` counts them."""
+    return self._encode(stats, batch.refs, batch.windows, batch.plans,
+                        class_names)
 
   def _encode(self, stats, refs, windows, plans, class_names):
     columns = self._columns(refs, plans, class_names)

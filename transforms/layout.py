@@ -13,7 +13,7 @@ example, and a long recording is spread across all shards.
 
 import dataclasses
 import math
-from typing import Dict, Iterable, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 import numpy as np
 
@@ -32,6 +32,14 @@ class SplitLayout:
 
   def shard_of(self, keys: np.ndarray) -> np.ndarray:
     return (keys.astype(np.int64) * self.num_shards) // self.total
+
+  def shard_starts(self) -> List[int]:
+    """Each shard's first key, then total: shard s holds the keys k with
+    k * num_shards // total == s, from ceil(s * total / num_shards)."""
+    n, total = self.num_shards, self.total
+    if n == 0:
+      return [0]
+    return [-(-s * total // n) for s in range(n + 1)]
 
 
 def num_shards_for(total: int, *, num_shards=None, max_examples_per_shard=None,

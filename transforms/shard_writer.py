@@ -7,6 +7,7 @@ ExampleStats and Rejections on its main output, as distinct types
 
 import contextlib
 import dataclasses
+import os
 import time
 import uuid
 from typing import Optional
@@ -95,40 +96,115 @@ def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
   that could not be used, ..., its ShardStats, its ExampleStats]."""
   started_ms = int(time.time() * 1000)
   (split, shard, _), refs = keyed_refs  # _: transforms/balance.py's salt
-  # set(): a runner may deliver a reference twice (Beam's DaskRunner does).
-  refs = sorted(set(map(tuple, refs)), key=lambda ref: ref[2])
-  # A fresh name per attempt: two attempts at one shard (retries, or
-  # DaskRunner recomputing a branch) never write into the same file.
-  run_marker.check_marker(config.dataset_dir, run_id)
-  path = naming.join(run_marker.temp_dir(config.dataset_dir),
-                     f'{split}-{shard:05d}-{uuid.uuid4().hex}')
-  compression = filesystem.beam_compression(config.compression)
+  refs = shard_order(refs)
   stats = ExampleStats(split=split, shard=shard)
-  items, sizes = [], []
-  copy = (array_record_file.Writer(path + '.' + naming.ARRAY_RECORD)
-          if config.array_record else contextlib.nullcontext())
-  with FileSystems.create(path, compression_type=compression) as f, copy:
+  items = []
+  with ShardFile(config, run_id, split, shard, started_ms) as out:
     for item in maker.examples(split, refs, class_names, stats):
       if isinstance(item, wav_io.Rejection):
         items.append(item)
       else:
-        sizes.append(tfrecord.write_record(f, item))
-        if config.array_record:
-          copy.write(item)
-  index = write_index(path + '.' + naming.INDEX_FORMAT, sizes,
-                      config.compression)
-  run_marker.check_marker(config.dataset_dir, run_id)
-  written = ShardStats(split, shard, path, stats.num_examples,
-                       filesystem.metadata(path).size_in_bytes, started_ms,
-                       int(time.time() * 1000), index_path=index)
-  if config.array_record:
-    written = dataclasses.replace(
-        written, array_record_path=copy.path,
-        array_record_bytes=filesystem.metadata(copy.path).size_in_bytes,
-        array_record_crc32c=array_record_file.fingerprint(copy.path))
-  items.append(written)
+        out.write(item)
+  items.append(out.stats)
   items.append(stats)
   return items
+
+
+def shard_order(refs):
+  """A task's window refs (plan, window, sort key), each once, in sort-key
+  order: a runner may deliver a reference twice (Beam's DaskRunner does)."""
+  return sorted(set(map(tuple, refs)), key=lambda ref: ref[2])
+
+
+class ShardFile:
+  """One shard as the dataset holds it, written under a temp name in the
+  dataset's temp folder: the TFRecord file (compressed as configured), its
+  `tfrecord`-package index and, with --array_record, its ArrayRecord copy.
+  `stats` (ShardStats) once closed."""
+
+  def __init__(self, config: PipelineConfig, run_id: Optional[str],
+               split: str, shard: int, started_ms: int):
+    self.config = config
+    self.run_id = run_id
+    self.split, self.shard, self.started_ms = split, shard, started_ms
+    self.sizes = []
+    self.stats = None
+    # A fresh name per attempt: two attempts at one shard (retries, or
+    # DaskRunner recomputing a branch) never write into the same file.
+    run_marker.check_marker(config.dataset_dir, run_id)
+    self.path = naming.join(run_marker.temp_dir(config.dataset_dir),
+                            f'{split}-{shard:05d}-{uuid.uuid4().hex}')
+
+  def plain_local(self) -> bool:
+    """Plain TFRecord in a local folder: records can be appended as bytes."""
+    return (self.config.compression == 'none' and not self.config.array_record
+            and filesystem.is_local(self.path))
+
+  def adopt(self, path: str, record_sizes) -> None:
+    """Before opening: takes a plain TFRecord file (framed sizes given)
+    as this shard's start, by renaming it (plain_local shards only)."""
+    os.replace(path, self.path)
+    self._adopted = True
+    self.sizes.extend(record_sizes)
+
+  def __enter__(self):
+    self._stack = contextlib.ExitStack()
+    if getattr(self, '_adopted', False):
+      # Not 'ab': copy_file_range refuses a file opened for appending.
+      self._file = self._stack.enter_context(open(self.path, 'r+b'))
+      self._file.seek(0, os.SEEK_END)
+    else:
+      self._file = self._stack.enter_context(FileSystems.create(
+          self.path, compression_type=filesystem.beam_compression(
+              self.config.compression)))
+    self._copy = (self._stack.enter_context(array_record_file.Writer(
+        self.path + '.' + naming.ARRAY_RECORD))
+                  if self.config.array_record else None)
+    return self
+
+  def write(self, record: bytes) -> None:
+    self.sizes.append(tfrecord.write_record(self._file, record))
+    if self._copy is not None:
+      self._copy.write(record)
+
+  def copy_framed(self, path: str, record_sizes) -> None:
+    """Appends the records of a plain TFRecord file (framed sizes given):
+    its bytes as they are, copied by the kernel, when this shard is plain
+    and local too."""
+    if self.plain_local():
+      self._file.flush()
+      with open(path, 'rb') as f:
+        left = os.fstat(f.fileno()).st_size
+        while left > 0:
+          done = os.copy_file_range(f.fileno(), self._file.fileno(), left)
+          if done == 0:
+            raise OSError(f'{path}: ended {left} bytes early')
+          left -= done
+      self.sizes.extend(record_sizes)
+      return
+    with FileSystems.open(path, compression_type='uncompressed') as f:
+      for _, record in tfrecord.read_records(f, path, check_crc=False):
+        self.write(record)
+
+  def __exit__(self, kind, value, traceback):
+    self._stack.__exit__(kind, value, traceback)
+    if kind is not None:
+      return
+    config, path = self.config, self.path
+    index = write_index(path + '.' + naming.INDEX_FORMAT, self.sizes,
+                        config.compression)
+    run_marker.check_marker(config.dataset_dir, self.run_id)
+    written = ShardStats(self.split, self.shard, path, len(self.sizes),
+                         filesystem.metadata(path).size_in_bytes,
+                         self.started_ms, int(time.time() * 1000),
+                         index_path=index)
+    if self._copy is not None:
+      written = dataclasses.replace(
+          written, array_record_path=self._copy.path,
+          array_record_bytes=filesystem.metadata(
+              self._copy.path).size_in_bytes,
+          array_record_crc32c=array_record_file.fingerprint(self._copy.path))
+    self.stats = written
 
 
 def write_index(path: str, record_sizes, compression: str) -> str:

@@ -15,7 +15,7 @@ from transforms import allocator
 from transforms import counters
 from transforms import filesystem
 from transforms import wav_io
-from transforms.extract import ExampleMaker
+from transforms.extract import ExampleMaker, read_batches
 from transforms.planning import planned_block
 from transforms.shard_writer import write_index
 from transforms.shards import ShardStats
@@ -49,30 +49,46 @@ def work_units(stored, config: PipelineConfig, dataset_rate: int,
 class EncodeExamples(beam.DoFn):
   """A work unit ((split, unit), refs) -> (split, serialized example) per
   window, one ExampleStats (keyed by the unit) and a Rejection per window
-  that could not be used: the write_to_tfrecord sink's ParDo."""
+  that could not be used: the write_to_tfrecord sink's ParDo.
 
-  def __init__(self, config: PipelineConfig, extra_features=None):
+  With `variant_configs` ({variant: PipelineConfig}, a sweep), the
+  windows are read once and every item is (variant, item) for each
+  variant."""
+
+  def __init__(self, config: PipelineConfig, extra_features=None,
+               variant_configs=None):
     self.config = config
     self.extra_features = extra_features
+    self.variant_configs = variant_configs
 
   def setup(self):
     allocator.keep_freed_memory()
-    self._maker = ExampleMaker(self.config, self.extra_features)
+    self._makers = {name: ExampleMaker(config, self.extra_features)
+                    for name, config in (self.variant_configs or
+                                         {None: self.config}).items()}
     self._examples = counters.counter(counters.EXAMPLES_WRITTEN)
     self._windows_rejected = counters.counter(counters.WINDOWS_REJECTED)
 
   def process(self, unit, class_names):
     (split, number), refs = unit
-    stats = ExampleStats(split=split, shard=number,
-                         started_ms=int(time.time() * 1000))
-    for item in self._maker.examples(split, refs, class_names, stats):
-      if isinstance(item, wav_io.Rejection):
+    started_ms = int(time.time() * 1000)
+    stats = {name: ExampleStats(split=split, shard=number,
+                                started_ms=started_ms)
+             for name in self._makers}
+    tag = ((lambda name, item: item) if self.variant_configs is None
+           else (lambda name, item: (name, item)))
+    for batch in read_batches(self.config, split, refs):
+      if isinstance(batch, wav_io.Rejection):
         self._windows_rejected.inc()
-        yield item
-      else:
-        self._examples.inc()
-        yield split, item
-    yield stats
+        for name in self._makers:
+          yield tag(name, batch)
+        continue
+      for name, maker in self._makers.items():
+        for record in maker.encode(stats[name], batch, class_names):
+          self._examples.inc()
+          yield tag(name, (split, record))
+    for name in self._makers:
+      yield tag(name, stats[name])
 
 
 class CountShard(beam.DoFn):

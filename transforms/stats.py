@@ -88,6 +88,16 @@ class ExampleStats:
     self.example_bytes += num_bytes
     self.per_class[label] += 1
 
+  def merge(self, other: 'ExampleStats') -> None:
+    """Adds the counts of examples written after these (a shard's parts,
+    in order)."""
+    self.num_examples += other.num_examples
+    self.example_bytes += other.example_bytes
+    self.per_class.update(other.per_class)
+    self.schema = self.schema.merge(other.schema)
+    for key, m in sorted(other.moments.items()):
+      self.moments[key] = self.moments.get(key, Moments()).merge(m)
+
   def add_moments(self, arrays: Dict[str, np.ndarray]) -> None:
     for key, values in arrays.items():
       if np.issubdtype(np.asarray(values).dtype, np.number):

@@ -1,0 +1,335 @@
+"""A sweep's shards (--variants): every variant's examples from one read of
+each window.
+
+The variants of a sweep hold the same windows in the same splits and sort
+order, but each variant's shard boundaries follow its own example size. So
+a split's sort keys are cut at every variant's shard boundaries into
+segments, and the window references are grouped by segment. A segment task
+reads its windows once and, for every variant, computes the features and
+encodes the examples. Where the segment is a whole shard of a variant, it
+writes that shard as the dataset holds it (shard_writer.ShardFile);
+otherwise it writes a piece (plain TFRecord framing), and the shard is then
+assembled from its pieces in key order. Either way a shard holds the
+records, in the order, that a separate run with the variant's options
+writes.
+"""
+
+import bisect
+import contextlib
+import dataclasses
+import time
+import uuid
+from typing import Dict, List, Mapping, Optional, Tuple
+
+import apache_beam as beam
+from apache_beam.internal import pickler
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.config import PipelineConfig
+from pipeline.contract import naming
+from pipeline.contract import tfrecord
+from transforms import allocator
+from transforms import counters
+from transforms import filesystem
+from transforms import forked_workers
+from transforms import planning
+from transforms import run_marker
+from transforms import wav_io
+from transforms.extract import ExampleMaker, read_batches
+from transforms.layout import SplitLayout
+from transforms.shard_writer import ShardFile, shard_order
+from transforms.shards import ShardStats
+from transforms.stats import ExampleStats
+
+# {variant: {split: SplitLayout}}
+SweepLayouts = Mapping[str, Mapping[str, SplitLayout]]
+
+
+def segment_bounds(layouts: SweepLayouts) -> Dict[str, List[int]]:
+  """{split: sorted keys where a segment starts, then the split's total}:
+  every variant's shard starts. The variants plan the same windows, so a
+  split has one total."""
+  bounds: Dict[str, set] = {}
+  totals: Dict[str, set] = {}
+  for variant_layouts in layouts.values():
+    for split, layout in variant_layouts.items():
+      bounds.setdefault(split, set()).update(layout.shard_starts())
+      totals.setdefault(split, set()).add(layout.total)
+  for split, total in totals.items():
+    if len(total) != 1:
+      raise ValueError(f'split {split!r}: the variants planned '
+                       f'{sorted(total)} windows')
+  return {split: sorted(keys) for split, keys in bounds.items()}
+
+
+def segment_sizes(bounds: List[int]) -> List[int]:
+  """A split's segment bounds -> windows per segment (for balance)."""
+  return [b - a for a, b in zip(bounds, bounds[1:])]
+
+
+def segment_refs(stored, config: PipelineConfig, dataset_rate: int,
+                 layouts: SweepLayouts, bounds: Mapping[str, List[int]],
+                 group_keys, allowed=None):
+  """(group key of its segment, (plan, window, sort key)) for a
+  StoredBlock's windows. Sort keys do not depend on the variant: any
+  variant's layouts give them."""
+  some_layouts = next(iter(layouts.values()))
+  for (split, _), ref in planning.stored_block_refs(
+      stored, config, dataset_rate, some_layouts, allowed):
+    segment = bisect.bisect_right(bounds[split], ref[2]) - 1
+    yield group_keys[(split, segment)], ref
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+  """Part of a variant's shard written by one segment task: the records of
+  sort keys [start, stop), plain TFRecord framing, under a temp name."""
+  split: str
+  shard: int
+  start: int
+  stop: int
+  shard_start: int
+  shard_stop: int
+  path: str
+  record_sizes: Tuple[int, ...]  # framed, in order
+  started_ms: int
+  stats: Optional[ExampleStats] = None
+
+
+class PieceFile:
+  """Writes a Piece into the variant's temp folder; `piece` once closed."""
+
+  def __init__(self, config: PipelineConfig, run_id: Optional[str],
+               split: str, shard: int, keys: Tuple[int, int],
+               shard_keys: Tuple[int, int], started_ms: int):
+    run_marker.check_marker(config.dataset_dir, run_id)
+    self.config, self.run_id = config, run_id
+    self.path = naming.join(
+        run_marker.temp_dir(config.dataset_dir),
+        f'piece-{split}-{shard:05d}-{keys[0]:012d}-{uuid.uuid4().hex}')
+    self.piece = Piece(split, shard, *keys, *shard_keys, self.path, (),
+                       started_ms)
+    self.sizes = []
+
+  def __enter__(self):
+    self._file = FileSystems.create(self.path)
+    return self
+
+  def write(self, record: bytes) -> None:
+    self.sizes.append(tfrecord.write_record(self._file, record))
+
+  def __exit__(self, kind, value, traceback):
+    self._file.close()
+    if kind is None:
+      run_marker.check_marker(self.config.dataset_dir, self.run_id)
+      self.piece = dataclasses.replace(self.piece,
+                                       record_sizes=tuple(self.sizes))
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+  """What a segment task writes for one variant."""
+  variant: str
+  shard: int
+  shard_keys: Tuple[int, int]  # the shard's sort keys [start, stop)
+
+  def whole(self, keys: Tuple[int, int]) -> bool:
+    return tuple(keys) == tuple(self.shard_keys)
+
+
+def targets(layouts: SweepLayouts, split: str,
+            keys: Tuple[int, int]) -> List[Target]:
+  """Each variant's shard that holds the sort keys [start, stop)."""
+  found = []
+  for variant, variant_layouts in layouts.items():
+    starts = variant_layouts[split].shard_starts()
+    shard = bisect.bisect_right(starts, keys[0]) - 1
+    found.append(Target(variant, shard, (starts[shard], starts[shard + 1])))
+  return found
+
+
+def write_segment(makers: Mapping[str, ExampleMaker],
+                  run_ids: Mapping[str, Optional[str]], split: str,
+                  keys: Tuple[int, int], segment_targets: List[Target],
+                  refs, class_names) -> list:
+  """Reads a segment's windows once; for each variant writes its shard
+  (a whole one) or piece. Returns (variant, item) pairs: a Rejection per
+  window that could not be used, then ShardStats and ExampleStats, or a
+  Piece carrying its ExampleStats."""
+  started_ms = int(time.time() * 1000)
+  refs = shard_order(refs)
+  outs, stats, rejections = {}, {}, []
+  with contextlib.ExitStack() as stack:
+    for target in segment_targets:
+      config = makers[target.variant].config
+      run_id = run_ids[target.variant]
+      stats[target.variant] = ExampleStats(split=split, shard=target.shard)
+      outs[target.variant] = stack.enter_context(
+          ShardFile(config, run_id, split, target.shard, started_ms)
+          if target.whole(keys) else
+          PieceFile(config, run_id, split, target.shard, keys,
+                    target.shard_keys, started_ms))
+    some_config = makers[segment_targets[0].variant].config
+    for batch in read_batches(some_config, split, refs):
+      if isinstance(batch, wav_io.Rejection):
+        rejections.append(batch)
+        continue
+      for target in segment_targets:
+        out = outs[target.variant]
+        for record in makers[target.variant].encode(
+            stats[target.variant], batch, class_names):
+          out.write(record)
+  items = []
+  for target in segment_targets:
+    variant, out = target.variant, outs[target.variant]
+    items.extend((variant, r) for r in rejections)
+    if isinstance(out, ShardFile):
+      items.extend([(variant, out.stats), (variant, stats[variant])])
+    else:
+      items.append((variant, dataclasses.replace(out.piece,
+                                                 stats=stats[variant])))
+  return items
+
+
+class WriteSegment(beam.DoFn):
+  """((split, segment, salt), window refs) -> (variant, item): each
+  variant's shard or piece of the segment (write_segment)."""
+
+  def __init__(self, configs: Mapping[str, PipelineConfig],
+               extra_features=None,
+               run_ids: Optional[Mapping[str, str]] = None):
+    self.configs = dict(configs)
+    self.extra_features = extra_features
+    self.run_ids = dict(run_ids or {name: None for name in configs})
+
+  def setup(self):
+    allocator.keep_freed_memory()
+    self._makers = None
+    self._pickled = None
+
+  def process(self, keyed_refs, bounds, layouts, class_names):
+    (split, segment, _), refs = keyed_refs
+    keys = (bounds[split][segment], bounds[split][segment + 1])
+    segment_targets = targets(layouts, split, keys)
+    processes = forked_workers.current()
+    if processes is None:
+      if self._makers is None:
+        self._makers = _makers_for(self.configs, self.extra_features)
+      items = write_segment(self._makers, self.run_ids, split, keys,
+                            segment_targets, refs, class_names)
+    else:
+      if self._pickled is None:
+        self._pickled = pickler.dumps((self.configs, self.extra_features))
+      items = forked_workers.call(processes, _write_segment_there,
+                                  self._pickled, self.run_ids, split, keys,
+                                  segment_targets, refs, class_names)
+    for variant, item in items:
+      _count(item)
+      yield variant, item
+
+
+def _makers_for(configs, extra_features) -> Dict[str, ExampleMaker]:
+  return {name: ExampleMaker(config, extra_features)
+          for name, config in configs.items()}
+
+
+_forked_makers = {}  # in a forked worker: pickled (configs, features) -> makers
+
+
+def _write_segment_there(state: bytes, *args) -> list:
+  """write_segment in a forked worker (transforms/forked_workers.py)."""
+  if state not in _forked_makers:
+    _forked_makers.clear()
+    allocator.keep_freed_memory()
+    _forked_makers[state] = _makers_for(*pickler.loads(state))
+  return write_segment(_forked_makers[state], *args)
+
+
+def _count(item) -> None:
+  if isinstance(item, ShardStats):
+    counters.counter(counters.SHARDS_WRITTEN).inc()
+    counters.counter(counters.EXAMPLES_WRITTEN).inc(item.num_examples)
+    counters.counter(counters.BYTES_WRITTEN).inc(item.num_bytes)
+  elif isinstance(item, wav_io.Rejection):
+    counters.counter(counters.WINDOWS_REJECTED).inc()
+
+
+def piece_key(variant_item):
+  """(variant, Piece) -> ((variant, split, shard), Piece)."""
+  variant, piece = variant_item
+  return (variant, piece.split, piece.shard), piece
+
+
+class AssembleShard(beam.DoFn):
+  """((variant, split, shard), Pieces) -> (variant, ShardStats) and
+  (variant, ExampleStats): the shard written from its pieces in key order,
+  as a separate run writes it, and the pieces removed.
+
+  A piece may come twice (a retried segment task, or a runner that repeats
+  outputs): one of each is used. Raises ValueError when the pieces do not
+  cover the shard's keys exactly, which the final step would otherwise
+  find as missing records.
+  """
+
+  def __init__(self, configs: Mapping[str, PipelineConfig],
+               run_ids: Optional[Mapping[str, str]] = None):
+    self.configs = dict(configs)
+    self.run_ids = dict(run_ids or {name: None for name in configs})
+
+  def process(self, keyed_pieces):
+    (variant, split, shard), pieces = keyed_pieces
+    config = self.configs[variant]
+    by_start = {}
+    for piece in sorted(pieces, key=lambda p: (p.start, p.path)):
+      by_start.setdefault(piece.start, piece)
+    ordered = [by_start[k] for k in sorted(by_start)]
+    covered = [ordered[0].shard_start]
+    for piece in ordered:
+      if piece.start != covered[-1]:
+        break
+      covered.append(piece.stop)
+    if covered[-1] != ordered[0].shard_stop or len(covered) != len(
+        ordered) + 1:
+      raise ValueError(
+          f'variant {variant!r}, split {split!r}, shard {shard}: pieces '
+          f'{[(p.start, p.stop) for p in ordered]} do not cover its keys '
+          f'[{ordered[0].shard_start}, {ordered[0].shard_stop})')
+    stats = ExampleStats(split=split, shard=shard)
+    out = ShardFile(config, self.run_ids[variant], split, shard,
+                    min(p.started_ms for p in ordered))
+    rest = ordered
+    if out.plain_local():  # the first piece is the shard's start
+      out.adopt(ordered[0].path, ordered[0].record_sizes)
+      stats.merge(ordered[0].stats)
+      rest = ordered[1:]
+    with out:
+      for piece in rest:
+        out.copy_framed(piece.path, piece.record_sizes)
+        stats.merge(piece.stats)
+    filesystem.delete([p.path for p in pieces
+                       if FileSystems.exists(p.path)])
+    _count(out.stats)
+    yield variant, out.stats
+    yield variant, stats
+
+
+class AssembleShards(beam.PTransform):
+  """(variant, item) from WriteSegment -> (variant, item) with every
+  Piece replaced by the shards assembled from them."""
+
+  def __init__(self, configs, run_ids=None):
+    super().__init__()
+    self.configs = configs
+    self.run_ids = run_ids
+
+  def expand(self, written):
+    pieces = (written
+              | 'OnlyPieces' >> beam.Filter(
+                  lambda item: isinstance(item[1], Piece))
+              | 'KeyByShard' >> beam.Map(piece_key)
+              | 'GroupByShard' >> beam.GroupByKey()
+              | 'Assemble' >> beam.ParDo(AssembleShard(self.configs,
+                                                       self.run_ids)))
+    rest = written | 'NotPieces' >> beam.Filter(
+        lambda item: not isinstance(item[1], Piece))
+    return (rest, pieces) | 'Shards' >> beam.Flatten()
