@@ -25,10 +25,14 @@ _SHUFFLE_BUFFER = 1024
 
 
 
-def load_metadata(output_dir: str, parts=None) -> Dict:
+def load_metadata(output_dir: str, parts=None,
+                  variant: Optional[str] = None) -> Dict:
   """metadata.json of a complete dataset, merged with the parts --append
-  added (all, or those `parts` names); DatasetError otherwise."""
-  return dataset_lib.open_dataset(output_dir, _GFILE, parts)[1]
+  added (all, or those `parts` names); of a sweep, the `variant`'s, as
+  replay_dataset reads it. DatasetError otherwise."""
+  return dataset_lib.open_dataset(
+      dataset_lib.variant_folder(output_dir, variant, _GFILE), _GFILE,
+      parts)[1]
 
 
 def _read_text(path: str) -> str:
