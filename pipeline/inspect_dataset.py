@@ -204,7 +204,7 @@ def sweep_text(output_dir: str, sweep: Dict) -> str:
   the feature shapes, bytes per example and the dataset's size."""
   differing = sweep['differing_options']
   rows = [['variant', *differing, 'shapes', 'bytes/example', 'MB',
-           'ms/example']]
+           'features ms/example']]
   for name, entry in sorted(sweep['variants'].items()):
     meta = load(naming.join(output_dir, entry['folder']))
     schema = meta['schema']
@@ -213,16 +213,16 @@ def sweep_text(output_dir: str, sweep: Dict) -> str:
         entry['options']['features'] if key in schema)
     size = sum(e['num_bytes'] for e in meta['splits'].values())
     examples = meta['counts']['examples']
-    phase = (meta.get('shards_written') or {}).get('seconds')
+    spent = (meta.get('shards_written') or {}).get('feature_seconds')
     rows.append([name, *(_shown(entry['differs'].get(k)) for k in differing),
                  shapes, f'{size / max(examples, 1):,.0f}',
                  f'{size / 1e6:.1f}',
-                 '-' if phase is None or not examples
-                 else f'{1000 * phase / examples:.2f}'])
+                 '-' if spent is None or not examples
+                 else f'{1000 * spent / examples:.3f}'])
   widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
   lines = [f'{output_dir}: a sweep of {plural(len(rows) - 1, "variant")} '
-           f'({variants_lib.FILE_NAME}); ms/example: the shard phase '
-           '(reading, features, encoding, writing) per example']
+           f'({variants_lib.FILE_NAME}); features ms/example: the time '
+           'spent computing the features, per example (one core)']
   lines += ['  ' + '  '.join(cell.ljust(w) for cell, w in zip(row, widths))
             .rstrip() for row in rows]
   return '\n'.join(lines)

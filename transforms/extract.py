@@ -3,6 +3,7 @@ time and their examples encoded: the work of a shard (shard_writer) and
 of a sink's work unit (sink)."""
 
 import dataclasses
+import time
 from typing import (Dict, Iterator, List, Mapping, Optional, Sequence,
                     Tuple)
 
@@ -282,7 +283,9 @@ class ExampleMaker:
 
   def _encode(self, stats, refs, windows, plans, class_names):
     columns = self._columns(refs, plans, class_names)
+    started = time.perf_counter_ns()
     arrays = self._extractor.compute(windows, plans[refs[0][0]].sample_rate)
+    stats.feature_ns += time.perf_counter_ns() - started
     stats.add_moments(arrays)
     columns.update(arrays)
     # Scalar columns have fixed types: a batch's schema can only change

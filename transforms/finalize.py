@@ -177,7 +177,8 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
       compression=config.compression,
       shards_written=metadata_lib.shards_written_entry(
           _shard_phase_start(summary),
-          max(s.finished_ms for s in summary.shards.values()))
+          max(s.finished_ms for s in summary.shards.values()),
+          sum(s.feature_ns for s in stats.values()) / 1e9)
       if summary.shards else None)
   metadata['interop'] = write_interop_files(out, metadata)
   path = naming.join(out, naming.METADATA_FILE)

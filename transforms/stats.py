@@ -82,6 +82,9 @@ class ExampleStats:
   # --sink write_to_tfrecord, shards are written as examples are encoded:
   # the first unit's start is the shard phase's.
   started_ms: int = dataclasses.field(default=0, compare=False)
+  # Time spent computing features (ns, summed over the task's batches):
+  # what a sweep's variants cost apart from reading and writing.
+  feature_ns: int = dataclasses.field(default=0, compare=False)
 
   def add(self, label: str, num_bytes: int) -> None:
     self.num_examples += 1
@@ -93,6 +96,7 @@ class ExampleStats:
     in order)."""
     self.num_examples += other.num_examples
     self.example_bytes += other.example_bytes
+    self.feature_ns += other.feature_ns
     self.per_class.update(other.per_class)
     self.schema = self.schema.merge(other.schema)
     for key, m in sorted(other.moments.items()):
@@ -144,6 +148,10 @@ class SplitSummary:
   @property
   def example_bytes(self) -> int:
     return sum(s.example_bytes for s in self._ordered())
+
+  @property
+  def feature_ns(self) -> int:
+    return sum(s.feature_ns for s in self._ordered())
 
   @property
   def per_class(self) -> collections.Counter:

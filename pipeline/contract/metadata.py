@@ -68,17 +68,21 @@ def split_entry(shards: Sequence[Mapping], example_bytes: int,
   }
 
 
-def shards_written_entry(first_started_ms: int, last_finished_ms: int
-                         ) -> Dict:
+def shards_written_entry(first_started_ms: int, last_finished_ms: int,
+                         feature_seconds: Optional[float] = None) -> Dict:
   """When shard writing ran, from the first shard task's start to the last
   one's end, on every runner: the phase whose speed scales with workers,
-  without the runner's start-up and planning."""
+  without the runner's start-up and planning. `feature_seconds`: the
+  time the tasks spent computing features, summed over them."""
   def iso(ms):
     return datetime.datetime.fromtimestamp(
         ms / 1000, datetime.timezone.utc).isoformat(timespec='milliseconds')
-  return {'first_started': iso(first_started_ms),
-          'last_finished': iso(last_finished_ms),
-          'seconds': round((last_finished_ms - first_started_ms) / 1000, 3)}
+  entry = {'first_started': iso(first_started_ms),
+           'last_finished': iso(last_finished_ms),
+           'seconds': round((last_finished_ms - first_started_ms) / 1000, 3)}
+  if feature_seconds is not None:
+    entry['feature_seconds'] = round(feature_seconds, 3)
+  return entry
 
 
 def content(metadata: Mapping) -> Dict:
@@ -184,6 +188,12 @@ class _Checker:
                          'shards_written.seconds')
       if isinstance(seconds, bool) or not seconds >= 0:
         self.fail('shards_written.seconds', f'{seconds!r} is not a duration')
+      if 'feature_seconds' in written:
+        spent = self.get(written, 'feature_seconds', (int, float),
+                         'shards_written.feature_seconds')
+        if isinstance(spent, bool) or not spent >= 0:
+          self.fail('shards_written.feature_seconds',
+                    f'{spent!r} is not a duration')
 
   def check_counts(self, splits, counts) -> None:
     """The relations between the counts metadata.json states."""
