@@ -12,8 +12,8 @@ holds: the recording's channels mixed, resampled to the dataset's rate,
 cut into windows and featurized with every option of the run that wrote
 it (metadata.json keeps them), by the pipeline's own code. Every array
 has one row per window, in window order. Given the file the dataset was
-written from, or its samples as soundfile reads them, the arrays equal the
-stored examples' bit for bit (tested).
+written from, or its samples as soundfile reads them (an MP3: its path),
+the arrays equal the stored examples' bit for bit (tested).
 
 `tf_featurizer` is the same for TensorFlow serving (pipeline/
 featurizer_tf). No Beam here, and no TensorFlow until tf_featurizer is
@@ -49,7 +49,7 @@ class FeaturizerError(WavbeamError, ValueError):
   dataset was; the message names the problem."""
 
 
-class Dataset:
+class DatasetOptions:
   """What a dataset's metadata.json says about its features: the run's
   config, its sample rate, and the features stored, built in
   (config.features) or computed by a function of the caller's
@@ -154,7 +154,7 @@ class Featurizer:
   def __init__(self, dataset_dir: str, *, variant: Optional[str] = None,
                features: Optional[Sequence[str]] = None,
                extra_features: Optional[F.ExtraFeatures] = None):
-    dataset = Dataset(dataset_dir, variant)
+    dataset = DatasetOptions(dataset_dir, variant)
     self._dataset = dataset
     self.dataset_dir, self.sample_rate = dataset.dir, dataset.sample_rate
     self.features = dataset.wanted(features)
@@ -324,4 +324,5 @@ def tf_featurizer(dataset_dir: str, *, variant: Optional[str] = None,
   """The same features as featurizer's, as a TensorFlow module for
   serving: see pipeline/featurizer_tf.TfFeaturizer. Imports TensorFlow."""
   from pipeline import featurizer_tf
-  return featurizer_tf.TfFeaturizer(Dataset(dataset_dir, variant), features)
+  return featurizer_tf.TfFeaturizer(DatasetOptions(dataset_dir, variant),
+                                    features)

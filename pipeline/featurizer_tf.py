@@ -25,14 +25,17 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from pipeline.config import ConfigError
+from pipeline.contract.errors import DatasetError
 from pipeline.featurizer import FeaturizerError
 from transforms import features as F
+from transforms import window_features
 
 
 class TfFeaturizer(tf.Module):
-  """Built by pipeline.featurizer.tf_featurizer from a featurizer.Dataset.
-  Python attributes (not saved): `config`, `features`; saved: the
-  non-trainable variable `sample_rate` (Hz) and `__call__`."""
+  """Built by pipeline.featurizer.tf_featurizer from a dataset's
+  DatasetOptions. Python attributes (not saved): `config`, `features`;
+  saved: the non-trainable variable `sample_rate` (Hz) and `__call__`."""
 
   def __init__(self, dataset, features: Optional[Sequence[str]] = None):
     super().__init__(name='wavbeam_featurizer')
@@ -50,29 +53,38 @@ class TfFeaturizer(tf.Module):
     self._window = tf.constant(F.window_function(c.fft_window, c.n_fft))
     self._filterbank = None
     if 'log_mel' in self.features or 'mfcc' in self.features:
-      if c.fmax is not None and c.fmax > self._rate / 2:
-        raise FeaturizerError(f'--fmax={c.fmax} exceeds half the dataset\'s '
-                              f'rate ({self._rate} Hz)')
-      self._filterbank = tf.constant(F.mel_filterbank(
-          c.n_mels, c.n_fft, self._rate, c.fmin, c.fmax))
+      try:  # the pipeline's own matrix, so that the bands match exactly
+        self._filterbank = tf.constant(
+            window_features.FeatureExtractor(c).filterbank(self._rate))
+      except ConfigError as e:
+        raise DatasetError(str(e)) from e
 
   @tf.function(input_signature=[tf.TensorSpec(None, tf.float32,
                                               name='waveform')])
   def __call__(self, waveform):
     """{feature: [num_windows, ...]} of float32 samples at the dataset's
-    rate, [n] or [n, channels]; an InvalidArgumentError for another rank
-    or a recording too short for a window."""
-    tf.debugging.assert_rank_in(
+    rate, [n] or [n, channels]; an InvalidArgumentError for another rank,
+    no channels, NaN or Inf samples (the dataset's run drops their
+    windows) or a recording too short for a window."""
+    # Each check runs before what depends on it, so that the error is
+    # the check's, not that of an op given a malformed tensor.
+    with tf.control_dependencies([tf.debugging.assert_rank_in(
         waveform, [1, 2], message='waveform: give [n] (mono) or '
-        '[n, channels] samples')
+        '[n, channels] samples')]):
+      waveform = tf.debugging.assert_all_finite(
+          waveform, 'waveform: holds NaN or Inf samples')
     windows = self._windows(self._mono(waveform))
     return self._features(windows)
 
   def _mono(self, waveform):
-    # float64 as the pipeline mixes, so that the stored integer signal
-    # is met exactly.
-    block = tf.cast(tf.reshape(waveform, [tf.shape(waveform)[0], -1]),
-                    tf.float64)
+    shape = tf.shape(waveform)
+    channels = tf.reduce_prod(shape[1:])  # 1 for [n]
+    with tf.control_dependencies([tf.debugging.assert_positive(
+        channels, message='waveform: no channels')]):
+      # float64 as the pipeline mixes, so that the stored integer signal
+      # is met exactly.
+      block = tf.cast(tf.reshape(waveform, [shape[0], channels]),
+                      tf.float64)
     if self.config.channels == 'first':
       return block[:, 0]
     return tf.reduce_mean(block, axis=1)
@@ -94,10 +106,10 @@ class TfFeaturizer(tf.Module):
       count = full + tf.cast(more, tf.int64)
     if c.max_windows_per_signal is not None:
       count = tf.minimum(count, c.max_windows_per_signal)
-    tf.debugging.assert_positive(
+    with tf.control_dependencies([tf.debugging.assert_positive(
         count, message=f'waveform too short: a window needs {c.win_len} '
-        f'samples at {self._rate} Hz')
-    needed = (count - 1) * hop + win
+        f'samples at {self._rate} Hz')]):
+      needed = (count - 1) * hop + win
     padded = tf.pad(mono, [[0, tf.maximum(needed - frames, 0)]])[:needed]
     return tf.signal.frame(padded, c.win_len, c.hop_len)
 
