@@ -10,7 +10,7 @@ import collections
 import os
 import dataclasses
 import re
-from typing import Optional, Sequence, Tuple
+from typing import Mapping, Optional, Sequence, Tuple
 
 from pipeline.contract import naming
 from pipeline.contract.errors import WavbeamError
@@ -493,6 +493,22 @@ class PipelineConfig:
     out = {k: _as_json(v) for k, v in dataclasses.asdict(self).items()}
     out['splits'] = {n: f for n, f in self.splits}
     return out
+
+  @classmethod
+  def from_json(cls, options: Mapping) -> 'PipelineConfig':
+    """The config to_json gave (a dataset's metadata.json keeps it as
+    `config`), validated as a run's is. An option missing from it (a
+    dataset written before the option existed) takes its default;
+    ConfigError for one this version does not know, since it could have
+    changed what was computed."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    for name in sorted(set(options) - known):
+      raise ConfigError(name, options[name], 'is not an option of this '
+                        'wavbeam (written by a later version?)')
+    values = dict(options)
+    if isinstance(values.get('splits'), Mapping):
+      values['splits'] = tuple(values['splits'].items())
+    return cls(**values)
 
 
 def _as_json(value):

@@ -8,6 +8,7 @@ import soundfile as sf
 from pipeline import config as config_lib
 from tests import helpers as H
 from transforms import file_reports
+from transforms import sound_files
 from transforms import wav_io
 
 # (extension, soundfile format, subtype, rate)
@@ -76,7 +77,7 @@ def test_a_file_too_long_to_decode_whole_is_rejected_at_probe(tmp_path,
                                                               monkeypatch):
   path = _write(tmp_path / 'long.mp3', 16000, 'MP3', 'MPEG_LAYER_III',
                 seconds=3)
-  monkeypatch.setattr(wav_io, 'MAX_DECODED_BYTES', 16000 * 4 * 2)
+  monkeypatch.setattr(sound_files, 'MAX_DECODED_BYTES', 16000 * 4 * 2)
   with pytest.raises(file_reports.BadWav, match=r'decoded whole .* 3\.0 s of '
                      r'1-channel 16000 Hz .* convert it to FLAC or WAV'):
     wav_io.probe(0, path)

@@ -1,6 +1,6 @@
 """Windows read from their files, their features computed a batch at a
-time and their examples encoded: the work of a shard (shard_writer) and
-of a sink's work unit (sink)."""
+time (transforms/window_features) and their examples encoded: the work of
+a shard (shard_writer) and of a sink's work unit (sink)."""
 
 import dataclasses
 import time
@@ -9,108 +9,39 @@ from typing import (Dict, Iterator, List, Mapping, Optional, Sequence,
 
 import numpy as np
 
-from pipeline.config import ConfigError, PipelineConfig
+from pipeline.config import PipelineConfig
 from pipeline.contract import example_codec
 from pipeline.contract import schema as schema_lib
 from transforms import audio
-from transforms import features as F
 from transforms import labels
 from transforms import file_reports
 from transforms import wav_io
+from transforms import window_features
 from transforms.plan import (Chunk, FilePlan, chunk_input_range,
                              windows_per_chunk)
 from transforms.stats import ExampleStats
+# The numpy work lives in window_features (no Beam, shared with the
+# inference featurizer); its names stay reachable here.
+from transforms.window_features import (  # noqa: F401
+    BATCH_WINDOWS, COMPUTE_SAMPLES, FeatureExtractor, compute_windows)
 
 
-class FeatureExtractor:
-  """Computes the configured features for a batch of windows.
+class _Unopened:
+  """Files opened for each read (wav_io.read_range), as a caller without
+  an OpenFiles reads."""
 
-  Holds the analysis window and mel filterbanks so they are built once per
-  worker, not once per chunk.
-  """
-
-  def __init__(self, config: PipelineConfig,
-               extra_features: Optional[F.ExtraFeatures] = None):
-    self.config = config
-    self.extra_features = dict(extra_features or {})
-    self._window = (F.window_function(config.fft_window, config.n_fft)
-                    if config.uses_stft else None)
-    self._filterbanks = {}
-
-  def filterbank(self, sample_rate: int) -> np.ndarray:
-    if sample_rate not in self._filterbanks:
-      c = self.config
-      if c.fmax is not None and c.fmax > sample_rate / 2:
-        raise ConfigError('fmax', c.fmax, f'exceeds half the sample rate of '
-                          f'the dataset in {c.dataset_dir} ({sample_rate} '
-                          'Hz); lower it, or give --sample_rate')
-      self._filterbanks[sample_rate] = F.mel_filterbank(
-          c.n_mels, c.n_fft, sample_rate, c.fmin, c.fmax)
-    return self._filterbanks[sample_rate]
-
-  def compute(self, windows: np.ndarray,
-              sample_rate: int) -> Dict[str, np.ndarray]:
-    """(n, win_len) float64 windows -> {feature: (n, ...) array}."""
-    c = self.config
-    out = {}
-    w32 = windows.astype(np.float32)
-    if 'signal' in c.features:
-      out['signal'] = audio.to_signal_dtype(windows, c.signal_dtype)
-    if c.uses_stft:
-      frames = F.windowed_frames(w32, c.n_fft, c.fft_hop, self._window)
-      magnitude = F.frame_magnitude(frames)
-      if 'spectrogram' in c.features:
-        out['spectrogram'] = (F.log_compress(magnitude)
-                              if c.spectrogram_scale == 'log' else magnitude)
-      if c.uses_mel:
-        log_mel = F.log_compress(
-            F.mel_spectrogram(magnitude, self.filterbank(sample_rate)))
-        if 'log_mel' in c.features:
-          out['log_mel'] = log_mel
-        if 'mfcc' in c.features:
-          out['mfcc'] = F.mfcc(log_mel, c.n_mfcc)
-      if 'lpc' in c.features:
-        out['lpc'] = F.lpc(frames, c.lpc_order)
-    if 'fft' in c.features:
-      out['fft'] = F.fft_magnitude(w32)
-    for name, fn in self.extra_features.items():
-      value = np.asarray(fn(w32, sample_rate))
-      if value.ndim == 0 or value.shape[0] != windows.shape[0]:
-        raise ValueError(
-            f'feature function {name!r} returned shape {value.shape} for '
-            f'{windows.shape[0]} windows; its first axis must be the window')
-      out[name] = value
-    return out
+  @staticmethod
+  def read_range(path, start, count, probed=None):
+    del probed
+    return wav_io.read_range(path, start, count)
 
 
 def read_chunk_windows(chunk: Chunk, config: PipelineConfig,
                        files: Optional[wav_io.OpenFiles] = None) -> np.ndarray:
-  """The chunk's windows at the dataset's rate, (n, win_len) float64.
-
-  Raises file_reports.BadWav for unreadable audio. Non-finite samples stay in:
-  callers reject the windows they reach (see read_windows).
-  """
-  plan = chunk.plan
-  start, stop = chunk_input_range(chunk, config.win_len, config.hop_len)
-  try:
-    if files is not None:
-      block = files.read_range(plan.info.path, start, stop - start, plan.info)
-    else:
-      block = wav_io.read_range(plan.info.path, start, stop - start)
-  except file_reports.BadWav:
-    raise
-  except file_reports.INPUT_ERRORS as e:
-    raise file_reports.unreadable(e) from e
-  mono = audio.mix_channels(block, config.channels)
-  out_start = chunk.first_window * config.hop_len
-  if plan.info.sample_rate != plan.sample_rate:
-    out_stop = min(plan.frames, out_start +
-                   (chunk.num_windows - 1) * config.hop_len + config.win_len)
-    mono = audio.resample_range(mono, start, plan.info.frames,
-                                plan.info.sample_rate, plan.sample_rate,
-                                out_start, out_stop - out_start)
-  starts = np.arange(chunk.num_windows, dtype=np.int64) * config.hop_len
-  return audio.slice_windows(mono, starts, config.win_len)
+  """window_features.read_chunk_windows, through `files` or, without
+  them, opening the file for the read."""
+  return window_features.read_chunk_windows(
+      chunk, config, _Unopened() if files is None else files)
 
 
 def _runs(windows: Sequence[int], limit: int) -> Iterator[Tuple[int, int]]:
@@ -204,26 +135,6 @@ def _read_one(files: wav_io.OpenFiles, plan: FilePlan, window: int,
         plan.info.path, 'non-finite samples (NaN or Inf)', 'read', frames))
     return False
   return True
-
-
-# Windows read together. The grouping decides where reads seek, and a
-# compressed stream (MP3 content named .wav) decodes differently after a
-# seek, so it stays fixed: the hostile-input test checks those bytes.
-BATCH_WINDOWS = 32
-# Samples computed together: 4 windows of 32768 (4 x 127 STFT frames) still
-# vectorize the FFT, and each array (~0.5-1 MB) fits a core's own 1 MB L2
-# cache, so two worker processes do not evict each other's data from the
-# shared L3. Against 8 such windows: shard phase 4% faster with 1 worker
-# process, 18% with 2 (1.89x instead of 1.65x the 1-worker rate); 32 at
-# once is slower still (bench.fft). Shorter windows go more at a time,
-# the same samples per batch, so per-batch costs do not grow per example.
-COMPUTE_SAMPLES = 4 * 32768
-
-
-def compute_windows(win_len: int) -> int:
-  """Windows per feature batch (rows never interact: any batching gives
-  the same bytes)."""
-  return max(1, min(BATCH_WINDOWS, COMPUTE_SAMPLES // win_len))
 
 
 @dataclasses.dataclass(frozen=True)

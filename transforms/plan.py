@@ -146,6 +146,15 @@ def plan_file(info: WavInfo, config: PipelineConfig, dataset_rate: int,
     raise BadWav(f'sample rate {info.sample_rate} Hz differs from the '
                  f"dataset's {dataset_rate} Hz (pass --sample_rate to "
                  'resample instead)')
+  frames, n = file_windows(info, config, dataset_rate)
+  return FilePlan(info, split, label, dataset_rate, frames, n,
+                  entry.extras if entry is not None else ())
+
+
+def file_windows(info: WavInfo, config: PipelineConfig,
+                 dataset_rate: int) -> Tuple[int, int]:
+  """(frames at the dataset's rate, windows kept) of a recording; raises
+  BadWav when it is too short for a window."""
   frames = audio.resampled_length(info.frames, info.sample_rate, dataset_rate)
   n = audio.window_count(frames, config.win_len, config.hop_len, config.pad)
   if n == 0:
@@ -153,8 +162,7 @@ def plan_file(info: WavInfo, config: PipelineConfig, dataset_rate: int,
                  f'needs {config.win_len}')
   if config.max_windows_per_signal is not None:
     n = min(n, config.max_windows_per_signal)
-  return FilePlan(info, split, label, dataset_rate, frames, n,
-                  entry.extras if entry is not None else ())
+  return frames, n
 
 
 def limit_windows(counts: Iterable[Tuple[int, int]],

@@ -1,0 +1,328 @@
+"""The features of a wavbeam dataset, computed from live audio.
+
+    from pipeline.featurizer import featurizer
+
+    featurize = featurizer('out/')          # reads out/metadata.json
+    featurize('take.wav')                   # {'signal': (n, win_len), ...}
+    featurize(samples, 44100)               # a numpy array, [n] or
+                                            # [n, channels]
+
+A model trained on a dataset sees, at inference, the features the dataset
+holds: the recording's channels mixed, resampled to the dataset's rate,
+cut into windows and featurized with every option of the run that wrote
+it (metadata.json keeps them), by the pipeline's own code. Every array
+has one row per window, in window order. Given the file the dataset was
+written from, or its samples as soundfile reads them (an MP3: its path),
+the arrays equal the stored examples' bit for bit (tested).
+
+`tf_featurizer` is the same for TensorFlow serving (pipeline/
+featurizer_tf). No Beam here, and no TensorFlow until tf_featurizer is
+called.
+"""
+
+import contextlib
+import dataclasses
+import json
+import os
+from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from pipeline.config import ConfigError, PipelineConfig
+from pipeline.contract import dataset as dataset_lib
+from pipeline.contract import metadata as metadata_lib
+from pipeline.contract import naming
+from pipeline.contract import schema as schema_lib
+from pipeline.contract.errors import DatasetError, WavbeamError
+from transforms import audio
+from transforms import features as F
+from transforms import file_reports
+from transforms import sound_files
+from transforms import window_features
+from transforms.plan import Chunk, FilePlan, file_windows, windows_per_chunk
+
+Recording = Union[str, os.PathLike, np.ndarray]
+
+
+class FeaturizerError(WavbeamError, ValueError):
+  """A recording (or a request) the featurizer cannot featurize as the
+  dataset was; the message names the problem."""
+
+
+class DatasetOptions:
+  """What a dataset's metadata.json says about its features: the run's
+  config, its sample rate, and the features stored, built in
+  (config.features) or computed by a function of the caller's
+  (extra_features, which metadata.json cannot keep)."""
+
+  def __init__(self, dataset_dir: str, variant: Optional[str] = None):
+    folder = dataset_lib.variant_folder(dataset_dir, variant)
+    if variant is None:
+      _refuse_a_sweep(dataset_dir)
+    self.dir, metadata = dataset_lib.open_dataset(folder)
+    where = naming.join(self.dir, naming.METADATA_FILE)
+    try:
+      self.config = PipelineConfig.from_json(metadata['config'])
+    except (ConfigError, TypeError) as e:
+      raise DatasetError(f'{where}: the options it was written with cannot '
+                         f'be used by this wavbeam ({e})') from e
+    self.sample_rate = metadata['sample_rate']
+    if not self.sample_rate:
+      raise DatasetError(f'{where}: the dataset holds no examples, so it has '
+                         'no sample rate to featurize at')
+    self.specs = metadata_lib.schema_of(metadata).as_dict()
+    own = set(schema_lib.BASE_KEYS) | set(self.config.manifest_extra_columns)
+    self.extras = tuple(k for k in sorted(self.specs)
+                        if k not in own and k not in self.config.features)
+
+  def wanted(self, features: Optional[Sequence[str]]) -> Tuple[str, ...]:
+    """The features asked for (None: every one stored), each checked."""
+    if features is None:
+      return tuple(self.config.features) + self.extras
+    if isinstance(features, str):
+      features = (features,)
+    unknown = [f for f in features
+               if f not in self.config.features and f not in self.extras]
+    if unknown:
+      raise FeaturizerError(
+          f'unknown feature {unknown}: the dataset at {self.dir} stores '
+          f'{list(self.config.features) + list(self.extras)}')
+    if not features:
+      raise FeaturizerError('features=[]: name at least one feature')
+    return tuple(dict.fromkeys(features))
+
+  def check_specs(self, out: Mapping[str, np.ndarray]) -> None:
+    """FeaturizerError unless every array is, row by row, what the
+    dataset stores: a function given for an extra feature may not be the
+    one the dataset was written with."""
+    for name, value in out.items():
+      spec = self.specs.get(name)
+      if spec is None:  # a dataset without examples states no schema
+        continue
+      dtype, shape = str(value.dtype), tuple(value.shape[1:])
+      if (dtype, shape) != (spec.dtype, spec.shape):
+        raise FeaturizerError(
+            f'feature {name!r}: computed {dtype}{list(shape)} per window, '
+            f'but the dataset at {self.dir} stores '
+            f'{spec.dtype}{list(spec.shape)}')
+
+
+def _refuse_a_sweep(output_dir: str) -> None:
+  """DatasetError naming the variants when output_dir is a sweep's folder
+  (--variants) rather than a dataset."""
+  fs = dataset_lib.LOCAL
+  index = naming.join(output_dir, naming.VARIANTS_FILE)
+  if fs.exists(naming.join(output_dir, naming.METADATA_FILE)) or \
+      not fs.exists(index):
+    return
+  try:
+    names = sorted(json.loads(fs.read_text(index))['variants'])
+  except (ValueError, KeyError, TypeError, OSError) as e:
+    raise DatasetError(f'{index}: not a sweep index ({e})') from e
+  raise DatasetError(f'{output_dir} is a sweep of one dataset per variant '
+                     f'({", ".join(names)}): pass variant= one of them')
+
+
+class _OpenFile:
+  """The one file being featurized, read as wav_io.OpenFiles reads."""
+
+  def __init__(self, wav):
+    self.wav = wav
+
+  def read_range(self, path, start, count, probed=None):
+    del path, probed
+    return sound_files.read_frames(self.wav, start, count)
+
+
+class _Samples:
+  """A (frames, channels) float64 array, read as a file would be."""
+
+  def __init__(self, samples: np.ndarray):
+    self.samples = samples
+
+  def read_range(self, path, start, count, probed=None):
+    del path, probed
+    return self.samples[start:start + count]
+
+
+class Featurizer:
+  """Featurizes recordings as the dataset at `dataset_dir` was written
+  (see featurizer()). Attributes: `dataset_dir` (the dataset's folder),
+  `config` (its run's PipelineConfig), `sample_rate` (its rate, Hz),
+  `features` (the keys of what a call returns)."""
+
+  def __init__(self, dataset_dir: str, *, variant: Optional[str] = None,
+               features: Optional[Sequence[str]] = None,
+               extra_features: Optional[F.ExtraFeatures] = None):
+    dataset = DatasetOptions(dataset_dir, variant)
+    self._dataset = dataset
+    self.dataset_dir, self.sample_rate = dataset.dir, dataset.sample_rate
+    self.features = dataset.wanted(features)
+    extra_features = dict(extra_features or {})
+    unknown = sorted(set(extra_features) - set(dataset.extras))
+    if unknown:
+      raise FeaturizerError(
+          f'extra_features names {unknown}, which the dataset at '
+          f'{dataset.dir} does not store as features of your own (it has '
+          f'{list(dataset.extras)})')
+    missing = [f for f in self.features
+               if f in dataset.extras and f not in extra_features]
+    if missing:
+      raise FeaturizerError(
+          f'feature {missing} of the dataset at {dataset.dir} was computed '
+          'by a function of your own, which metadata.json does not keep: '
+          'pass it as extra_features={name: fn}, or leave it out with '
+          'features=')
+    builtins = tuple(f for f in self.features if f in dataset.config.features)
+    self.config = dataset.config
+    # Only the features asked for are computed (extra features alone: the
+    # config still names a built-in one, whose result is left out).
+    compute_config = (dataclasses.replace(self.config, features=builtins)
+                      if builtins else self.config)
+    self._extractor = window_features.FeatureExtractor(
+        compute_config, {f: extra_features[f] for f in self.features
+                         if f in extra_features})
+    if 'log_mel' in builtins or 'mfcc' in builtins:
+      try:  # an --fmax above the dataset's Nyquist, refused now
+        self._extractor.filterbank(self.sample_rate)
+      except ConfigError as e:
+        raise DatasetError(str(e)) from e
+
+  def __repr__(self) -> str:
+    return (f'Featurizer({self.dataset_dir!r}: {", ".join(self.features)} '
+            f'at {self.sample_rate} Hz)')
+
+  def __call__(self, recording: Recording,
+               sample_rate: Optional[int] = None) -> Dict[str, np.ndarray]:
+    """{feature: array[num_windows, ...]} of a recording: a path (any
+    format the pipeline reads), or samples with their rate, `[n]` or
+    `[n, channels]`, float (full scale, as soundfile reads them) or
+    integer PCM (int16, int32). FeaturizerError for what the dataset's
+    run would have rejected (too short for a window, NaN or Inf samples)
+    and for anything that is not a recording."""
+    if isinstance(recording, (str, bytes, os.PathLike)):
+      if sample_rate is not None:
+        raise FeaturizerError(
+            f'sample_rate={sample_rate!r} given with a path: a file states '
+            'its own rate; give sample_rate only with an array of samples')
+      return self._from_path(os.fsdecode(recording))
+    if sample_rate is None:
+      raise FeaturizerError('an array of samples needs its sample rate: '
+                            'fn(samples, sample_rate)')
+    return self._from_array(recording, sample_rate)
+
+  def _from_path(self, path: str) -> Dict[str, np.ndarray]:
+    if not os.path.exists(path):
+      raise FeaturizerError(f'{path}: no such file')
+    with contextlib.ExitStack() as stack:
+      try:
+        wav = stack.enter_context(sound_files.open_audio(path))
+      except file_reports.BadWav as e:
+        raise FeaturizerError(f'{path}: {e}') from e
+      except file_reports.INPUT_ERRORS as e:
+        raise FeaturizerError(
+            f'{path}: {file_reports.unreadable(e)}') from e
+      info = file_reports.WavInfo(0, path, wav.frames, wav.samplerate,
+                                  wav.channels, wav.subtype)
+      try:
+        return self._featurize(info, _OpenFile(wav), path)
+      except file_reports.BadWav as e:  # too short, or a read that failed
+        raise FeaturizerError(f'{path}: {e}') from e
+
+  def _from_array(self, recording, sample_rate) -> Dict[str, np.ndarray]:
+    rate = _sample_rate(sample_rate)
+    samples = np.asarray(recording)
+    if samples.dtype.kind == 'f':
+      samples = samples.astype(np.float64)
+    elif samples.dtype.kind == 'i':
+      # Integer PCM at full scale, as libsndfile converts it.
+      samples = audio.from_signal_dtype(samples)
+    else:
+      raise FeaturizerError(
+          f'samples of dtype {samples.dtype}: give float samples (full '
+          'scale, as soundfile reads them) or signed integer PCM')
+    shape = samples.shape
+    if samples.ndim == 1:
+      samples = samples[:, None]
+    if samples.ndim != 2 or 0 in samples.shape:
+      raise FeaturizerError(
+          f'samples of shape {shape}: give [n] (mono) or [n, channels], '
+          'n > 0')
+    if samples.shape[1] > samples.shape[0]:
+      raise FeaturizerError(
+          f'samples of shape {shape}: more channels than frames; give '
+          '[n, channels] (as soundfile reads them), not [channels, n]')
+    info = file_reports.WavInfo(0, '<samples>', samples.shape[0], rate,
+                                samples.shape[1], 'array')
+    try:
+      return self._featurize(info, _Samples(samples), 'the samples')
+    except file_reports.BadWav as e:
+      raise FeaturizerError(f'the samples: {e}') from e
+
+  def _featurize(self, info: file_reports.WavInfo, files,
+                 where: str) -> Dict[str, np.ndarray]:
+    """The windows of a recording at the dataset's rate, read a chunk at
+    a time as a shard task reads them, and their features."""
+    config, rate = self.config, self.sample_rate
+    frames, num_windows = file_windows(info, config, rate)
+    plan = FilePlan(info, '', '', rate, frames, num_windows)
+    per_chunk = windows_per_chunk(plan, config.hop_len)
+    step = window_features.compute_windows(config.win_len)
+    parts = {name: [] for name in self.features}
+    for first in range(0, num_windows, per_chunk):
+      chunk = Chunk(plan, first, min(per_chunk, num_windows - first))
+      windows = window_features.read_chunk_windows(chunk, config, files)
+      finite = np.isfinite(windows).all(axis=1)
+      if not finite.all():
+        bad = first + int(np.flatnonzero(~finite)[0])
+        raise FeaturizerError(
+            f'{where}: window {bad} (from sample {bad * config.hop_len} at '
+            f'{rate} Hz) holds NaN or Inf samples; the dataset has no '
+            'example of such a window')
+      for start in range(0, len(windows), step):
+        out = self._extractor.compute(windows[start:start + step], rate)
+        for name in self.features:
+          parts[name].append(out[name])
+    result = {name: np.concatenate(arrays) for name, arrays in parts.items()}
+    self._dataset.check_specs(result)
+    return result
+
+
+def _sample_rate(value) -> int:
+  if isinstance(value, (bool, np.bool_)) or not isinstance(
+      value, (int, np.integer, float, np.floating)) or value != int(value) \
+      or not 0 < value <= 10**7:
+    raise FeaturizerError(f'sample_rate={value!r}: give the samples\' rate '
+                          'in Hz, a positive whole number')
+  return int(value)
+
+
+def featurizer(dataset_dir: str, *, variant: Optional[str] = None,
+               features: Optional[Sequence[str]] = None,
+               extra_features: Optional[F.ExtraFeatures] = None
+               ) -> Featurizer:
+  """A function of a recording giving the features the dataset at
+  `dataset_dir` holds of it: `fn(path)` or `fn(samples, sample_rate)`
+  (see Featurizer.__call__) -> {feature: array[num_windows, ...]}.
+
+  variant: one variant of a sweep written with --variants (OUT/<variant>).
+  features: the features to compute (default: every one stored).
+  extra_features: {name: fn} for the features the dataset's run computed
+  with functions of its own (run(..., extra_features=...)), which
+  metadata.json names but cannot keep; a stored one not given is refused
+  unless `features` leaves it out.
+
+  Raises DatasetError for a folder that holds no dataset (or a sweep
+  without `variant`), FeaturizerError for a request it cannot honour.
+  """
+  return Featurizer(dataset_dir, variant=variant, features=features,
+                    extra_features=extra_features)
+
+
+def tf_featurizer(dataset_dir: str, *, variant: Optional[str] = None,
+                  features: Optional[Sequence[str]] = None):
+  """The same features as featurizer's, as a TensorFlow module for
+  serving: see pipeline/featurizer_tf.TfFeaturizer. Imports TensorFlow."""
+  from pipeline import featurizer_tf
+  return featurizer_tf.TfFeaturizer(DatasetOptions(dataset_dir, variant),
+                                    features)
