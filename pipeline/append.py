@@ -175,6 +175,47 @@ def plan(config: PipelineConfig, part_dirs: List[str], metas: List[dict]
   return base, AppendOutcome(None, len(new), tuple(changed), unchanged)
 
 
+def run_sweep_append(
+    variant_configs: Dict[str, PipelineConfig],
+    run_parts: Callable[[Dict[str, PipelineConfig], AppendBase], object]
+) -> Dict[str, AppendOutcome]:
+  """--append to a sweep (--variants): every variant gets the same new
+  part, written by one job, `run_parts({variant: part config}, base)`;
+  then each variant lists it in its parts.json. Refused (ConfigError) when
+  the variants do not hold the same recordings in the same parts."""
+  planned, opened = {}, {}
+  for name, config in variant_configs.items():
+    out, dirs, metas = open_parts(config)
+    check_same_options(config, metas[0]['config'])
+    opened[name] = (out, dirs)
+    planned[name] = plan(config, dirs, metas)
+  if (len({base for base, _ in planned.values()}) != 1 or
+      len({len(dirs) for _, dirs in opened.values()}) != 1):
+    counts = ', '.join(f'{name}: {len(dirs)} parts'
+                       for name, (_, dirs) in sorted(opened.items()))
+    raise ConfigError('append', True, 'the variants of the sweep do not hold '
+                      f'the same recordings in the same parts ({counts}); '
+                      'see wavbeam verify on the sweep, and rebuild it with '
+                      '--overwrite')
+  base, outcome = next(iter(planned.values()))
+  if not outcome.new:
+    return {name: outcome for name in variant_configs}
+  parts = {name: dataclasses.replace(
+      config, output_dir=naming.join(opened[name][0], parts_lib.part_name(
+          len(opened[name][1]))), append=False, overwrite=True,
+      tfds_layout=False) for name, config in variant_configs.items()}
+  run_parts(parts, base)
+  outcomes = {}
+  for name, (out, dirs) in opened.items():
+    names = [parts_lib.BASE] + [parts_lib.part_name(n)
+                                for n in range(1, len(dirs) + 1)]
+    finalize.write_text(naming.join(out, parts_lib.INDEX_FILE),
+                        parts_lib.dumps(names))
+    outcomes[name] = dataclasses.replace(outcome,
+                                         part_dir=parts[name].output_dir)
+  return outcomes
+
+
 def run_append(config: PipelineConfig,
                run_part: Callable[[PipelineConfig, AppendBase], object]
                ) -> AppendOutcome:

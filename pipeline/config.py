@@ -367,7 +367,7 @@ class PipelineConfig:
       raise ConfigError('append', True, 'give --append or --overwrite, not '
                         'both')
     if self.variants:
-      for name in ('append', 'tfds_layout'):
+      for name in ('tfds_layout',):
         if getattr(self, name):
           raise ConfigError(name, True, f'works on one dataset, and '
                             f'--variants={self.variants} writes one per '

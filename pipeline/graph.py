@@ -436,12 +436,13 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
 
 def build_sweep_pipeline(p: beam.Pipeline, config: PipelineConfig,
                          variant_configs, extra_features=None,
-                         run_ids=None):
+                         run_ids=None, base=None):
   """Adds a sweep (--variants) to `p`: one job that lists, probes, plans and
   reads the audio once and writes every variant's dataset (its config in
   `variant_configs`, {name: PipelineConfig}, its run id in `run_ids`).
-  Returns the PCollection of the metadata paths, one element once every
-  variant is final."""
+  `base` (append.AppendBase) makes the job an --append part of every
+  variant. Returns the PCollection of the metadata paths, one element once
+  every variant is final."""
   check_input(config)
   run_ids = dict(run_ids or {name: None for name in variant_configs})
   example_bytes = {}
@@ -449,7 +450,7 @@ def build_sweep_pipeline(p: beam.Pipeline, config: PipelineConfig,
     _check_extra_features(variant, extra_features)
     example_bytes[name] = estimate_example_bytes(variant, extra_features)
   dask_partitions = _check_runner_and_sink(p, config)
-  shared = _list_probe_and_plan(p, config, dask_partitions)
+  shared = _list_probe_and_plan(p, config, dask_partitions, base)
   planned, class_names = shared['planned'], shared['class_names']
   layouts = {name: _plan_layout(shared, variant, example_bytes[name],
                                 f'[{name}]')

@@ -196,6 +196,9 @@ def _run_variants(config, beam_args, extra_features, show_progress):
           'output_dir', config.output_dir, 'holds a dataset, and a sweep '
           'writes one folder per variant in its folder: give --variants '
           'another --output_dir')
+    if config.append:
+      return _append_to_sweep(config, variant_configs, beam_args,
+                              extra_features, show_progress, forked)
     for name, variant in variant_configs.items():
       if not config.overwrite and read_metadata(variant.dataset_dir):
         raise config_lib.ConfigError(
@@ -229,6 +232,34 @@ def _run_variants(config, beam_args, extra_features, show_progress):
       filesystem.delete([shared])
     finalize.write_text(index, variants_lib.index_text(variant_configs))
   return {name: result for name in variant_configs}
+
+
+def _append_to_sweep(config, variant_configs, beam_args, extra_features,
+                     show_progress, forked):
+  """--append --variants: the sweep's every variant gets the new part, all
+  written by one job; returns {variant: append.AppendOutcome}."""
+  index = naming.join(config.output_dir, variants_lib.FILE_NAME)
+  if not FileSystems.exists(index):
+    raise config_lib.ConfigError(
+        'append', True, f'{config.output_dir} holds no complete sweep (no '
+        f'{variants_lib.FILE_NAME}) to append to')
+  listed = sorted(variants_lib.read_index(config.output_dir)['variants'])
+  if listed != sorted(variant_configs):
+    raise config_lib.ConfigError(
+        'variants', config.variants, f'names the variants '
+        f'{sorted(variant_configs)}, and the sweep in {config.output_dir} '
+        f'holds {listed}: append with the file the sweep was written with')
+  shared = naming.temp_dir(config.output_dir)
+  with contextlib.ExitStack() as locks:
+    for variant in variant_configs.values():
+      locks.enter_context(_locked(variant))
+    outcomes = append_lib.run_sweep_append(
+        variant_configs, lambda parts, base: _run_config(
+            config, beam_args, extra_features, show_progress, forked, base,
+            variant_configs=parts))
+  if FileSystems.exists(shared):
+    filesystem.delete([shared])
+  return outcomes
 
 
 @contextlib.contextmanager
@@ -271,7 +302,7 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
   try:
     if variant_configs:
       build_sweep_pipeline(p, config, variant_configs, extra_features,
-                           run_ids)
+                           run_ids, base)
     else:
       build_pipeline(p, config, extra_features, run_ids[None], base)
     for name, output in outputs.items():
@@ -363,6 +394,10 @@ def main(argv=None) -> int:
 
 def _left_behind(config) -> str:
   """What a run that stopped early leaves, said for its user."""
+  if config.variants and config.append:
+    return (f'each variant in {config.output_dir} is as it was before this '
+            'run, or holds its complete part (wavbeam verify on the sweep '
+            'says whether they agree)')
   if config.variants:
     return (f'{config.output_dir} holds no complete sweep (no '
             f'{variants_lib.FILE_NAME}); rerun with --overwrite')
@@ -406,6 +441,11 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
           f'{METADATA_FILE}); fix the cause above, then rerun with '
           '--overwrite', file=sys.stderr)
     return 1
+  if config.variants and config.append:
+    for name, appended in sorted(outcome.items()):
+      print(appended.message(naming.join(config.output_dir, name)),
+            file=sys.stderr)
+    return 0
   if config.variants:
     for name in outcome:
       written = naming.join(config.output_dir, name)

@@ -83,9 +83,30 @@ def verify(output_dir: str) -> str:
   """Checks everything; returns a summary line or raises VerifyError. A
   sweep's folder (--variants): every variant it lists, a line each."""
   sweep = variants_lib.read_index(output_dir)
-  if sweep is not None:
-    return '\n'.join(verify(naming.join(output_dir, entry['folder']))
-                     for _, entry in sorted(sweep['variants'].items()))
+  if sweep is None:
+    return _verify_dataset(output_dir)[0]
+  lines, windows = [], {}
+  for name, entry in sorted(sweep['variants'].items()):
+    line, windows[name] = _verify_dataset(naming.join(output_dir,
+                                                      entry['folder']))
+    lines.append(line)
+  first = min(windows)
+  for name, digests in sorted(windows.items()):
+    if digests != windows[first]:
+      differ = sorted(s for s in set(digests) | set(windows[first])
+                      if digests.get(s) != windows[first].get(s))
+      raise VerifyError(
+          f'{output_dir}: variants {first!r} and {name!r} do not hold the '
+          f'same windows of the same recordings in split(s) {differ}')
+  lines.append(f'{output_dir}: the {plural(len(windows), "variant")} hold '
+               'the same windows of the same recordings, split for split, '
+               'in the same order')
+  return '\n'.join(lines)
+
+
+def _verify_dataset(output_dir: str):
+  """(summary line, {split: digest of its windows' (filepath,
+  win_start_idx) in record order}); raises VerifyError."""
   output_dir = resolve_dataset_dir(output_dir)
   try:
     metadata = read_whole_metadata(output_dir)
@@ -97,7 +118,9 @@ def verify(output_dir: str) -> str:
   schema = metadata_lib.schema_of(metadata)
   compression = filesystem.beam_compression(metadata['compression'])
   shards = examples = 0
+  windows = {}
   for split, entry in sorted(metadata['splits'].items()):
+    windows[split] = hashlib.sha256()
     copies = entry.get(naming.ARRAY_RECORD) or [None] * len(entry['shards'])
     for shard, copy in zip(entry['shards'], copies):
       path = _listed_file(output_dir, shard, 'shard')
@@ -108,9 +131,12 @@ def verify(output_dir: str) -> str:
             sizes.append(len(data) + 16)
             digests.append(hashlib.sha256(data).digest())
             try:
-              example_codec.decode_example(data, schema)
+              element = example_codec.decode_example(data, schema)
             except metadata_lib.schema_lib.SchemaError as e:
               raise VerifyError(f'{path}: record {count}: {e}') from e
+            windows[split].update(repr((element.get('filepath'),
+                                        element.get('win_start_idx')))
+                                  .encode('utf-8'))
             count += 1
         except tfrecord.CorruptRecord as e:
           raise VerifyError(str(e)) from e
@@ -133,7 +159,8 @@ def verify(output_dir: str) -> str:
           f'{plural(shards, "shard")}'
           f'{f" of {len(parts)} parts" if parts else ""} match '
           'metadata.json (CRCs, counts, schema, record indexes'
-          f'{", ArrayRecord copies" if copies else ""})')
+          f'{", ArrayRecord copies" if copies else ""})',
+          {split: h.hexdigest() for split, h in windows.items()})
 
 
 def main(argv=None) -> int:

@@ -3,6 +3,7 @@ dataset equal, shard for shard, to a separate run with its options."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -177,7 +178,78 @@ def test_every_variant_equals_a_separate_run(sweep):
 def test_verify_checks_every_variant_of_a_sweep(sweep):
   lines = verify.verify(str(sweep / 'out')).splitlines()
   assert [line.split(':')[0] for line in lines] == [
-      str(sweep / 'out' / name) for name in sorted(VARIANT_FLAGS)]
+      str(sweep / 'out' / name) for name in sorted(VARIANT_FLAGS)] + [
+          str(sweep / 'out')]
+  assert 'the same windows of the same recordings' in lines[-1]
+
+
+def test_verify_finds_variants_that_hold_other_recordings(sweep, tmp_path):
+  shutil.copytree(sweep / 'out', tmp_path / 'out')
+  fewer = tmp_path / 'fewer'
+  shutil.copytree(sweep / 'in', fewer)
+  os.remove(next(fewer.glob('owl/*.wav')))
+  proc = _cli('--input_dir', str(fewer), '--output_dir',
+              str(tmp_path / 'out' / 'mfcc20'), '--overwrite', *COMMON,
+              *VARIANT_FLAGS['mfcc20'])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert 'OK' in verify.verify(str(tmp_path / 'out' / 'mfcc20'))
+  with pytest.raises(verify.VerifyError, match="'mfcc20' do not hold the "
+                     'same windows'):
+    verify.verify(str(tmp_path / 'out'))
+
+
+def test_append_gives_every_variant_the_new_part(tmp_path):
+  names = [('owl', 'wren')[i % 2] + f'/{i}.wav' for i in range(8)]
+  for i, name in enumerate(names):
+    H.write_wav(str(tmp_path / 'all' / name),
+                H.noise(5000 + 1700 * i, 1 + i % 2, seed=i))
+  for name in names[:5]:
+    os.makedirs(os.path.dirname(tmp_path / 'in' / name), exist_ok=True)
+    shutil.copy(tmp_path / 'all' / name, tmp_path / 'in' / name)
+  common = ['--input_dir', str(tmp_path / 'in'), '--win_len', '2048',
+            '--hop_len', '1024', '--splits', 'train=0.6,test=0.4',
+            '--max_shard_bytes', '60000', '--quiet']
+  variants = {'fine': ['--n_fft', '256', '--fft_hop', '64'],
+              'coarse': ['--n_fft', '1024', '--fft_hop', '512']}
+  (tmp_path / 'v.json').write_text(json.dumps({
+      name: {f[2:]: v for f, v in zip(args[::2], args[1::2])}
+      for name, args in variants.items()}))
+  sweep_args = [*common, '--output_dir', str(tmp_path / 'out'), '--variants',
+                str(tmp_path / 'v.json')]
+  for name, args in variants.items():
+    proc = _cli(*common, '--output_dir', str(tmp_path / name), *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = _cli(*sweep_args)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  for name in names[5:]:
+    shutil.copy(tmp_path / 'all' / name, tmp_path / 'in' / name)
+  for name, args in variants.items():
+    proc = _cli(*common, '--output_dir', str(tmp_path / name), *args,
+                '--append')
+    assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = _cli(*sweep_args, '--append')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert proc.stderr.count('appended 3 new recordings') == 2, proc.stderr
+  for name in variants:
+    ours, alone = tmp_path / 'out' / name, tmp_path / name
+    assert (ours / 'parts.json').read_text() == (
+        alone / 'parts.json').read_text()
+    assert _files(ours / 'part-1') == _files(alone / 'part-1')
+    assert _files(ours / 'part-1')
+    assert _metadata_without_run(ours / 'part-1')['splits'] == (
+        _metadata_without_run(alone / 'part-1')['splits'])
+  lines = verify.verify(str(tmp_path / 'out')).splitlines()
+  assert 'of 2 parts' in lines[0] and 'same windows' in lines[-1]
+  assert len(numpy_reader.numpy_dataset(str(tmp_path / 'out'), 'train',
+                                        variant='fine')) == len(
+      numpy_reader.numpy_dataset(str(tmp_path / 'fine'), 'train'))
+  proc = _cli(*sweep_args, '--append')  # nothing new
+  assert proc.returncode == 0 and proc.stderr.count('nothing to append') == 2
+  (tmp_path / 'other.json').write_text('{"fine": {"n_fft": 256, '
+                                       '"fft_hop": 64}}')
+  proc = _cli(*common, '--output_dir', str(tmp_path / 'out'), '--variants',
+              str(tmp_path / 'other.json'), '--append')
+  assert proc.returncode == 2 and "holds ['coarse', 'fine']" in proc.stderr
   assert all(': OK, ' in line for line in lines)
 
 
@@ -328,7 +400,7 @@ def test_overwrite_replaces_the_whole_sweep(tmp_path):
 def test_options_that_work_on_one_dataset_are_refused(tmp_path):
   H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(8192))
   (tmp_path / 'v.json').write_text('{"a": {"n_fft": 256}}')
-  for flag in ('--append', '--tfds_layout'):
+  for flag in ('--tfds_layout',):
     proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
                 str(tmp_path / 'out'), '--variants', str(tmp_path / 'v.json'),
                 flag)
