@@ -5,10 +5,11 @@
 For each bench corpus (bench.run's): a four-variant spectrogram sweep
 (n_fft 256, 512, 1024 and 2048, each with fft_hop n_fft / 2) as one
 `wavbeam run --variants`, against the same four datasets written by four
-separate runs, one after the other. Each run is its own process, wall time
-as a user sees it, peak memory summed over the process tree (the largest
-of the four for separate runs); contenders interleaved, medians and
-spread of `--repeats` rounds, and the ratio sweep / separate per round.
+separate runs, one after the other. Each run is its own process, timed
+until its output is on disk (the run, then a sync), peak memory summed
+over the process tree (the largest of the four for separate runs);
+contenders interleaved, medians and spread of `--repeats` rounds, and the
+ratio sweep / separate per round.
 """
 
 import argparse
@@ -34,8 +35,14 @@ def variants_file(path):
 
 
 def _run(args):
+  """(seconds until the run's output is on disk, peak memory). The sync
+  is timed too: a run that writes less than the kernel's dirty-page
+  threshold (a tenth of memory here) would otherwise leave its writing to
+  whoever runs next, and a sweep writes four datasets' worth."""
   wall, peak, _ = run_measured([PY, '-m', 'pipeline.run', *args, '--quiet'])
-  return wall, peak
+  started = time.perf_counter()
+  os.sync()
+  return wall + time.perf_counter() - started, peak
 
 
 def _fresh(path):

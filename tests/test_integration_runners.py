@@ -1,11 +1,14 @@
 """The same pipeline on other runners: a real Dask cluster, Dataflow (dry
 run) and Flink (portable pipeline), compared with the local runner."""
 
+import contextlib
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -77,6 +80,31 @@ def local_run(corpus):
   return out
 
 
+@contextlib.contextmanager
+def job_service():
+  """Beam's local job service, a real server process on 127.0.0.1; yields
+  its port."""
+  port = free_port()
+  server = subprocess.Popen(
+      [sys.executable, '-m',
+       'apache_beam.runners.portability.local_job_service_main',
+       '--port', str(port)], cwd=ROOT, stdout=subprocess.DEVNULL,
+      stderr=subprocess.DEVNULL)
+  try:
+    deadline = time.time() + 60
+    while True:
+      try:
+        socket.create_connection(('127.0.0.1', port), timeout=1).close()
+        break
+      except OSError:
+        assert time.time() < deadline and server.poll() is None
+        time.sleep(0.2)
+    yield port
+  finally:
+    server.terminate()
+    server.wait(timeout=30)
+
+
 def test_dask_cluster_writes_the_same_dataset(corpus, local_run):
   out = corpus / 'dask'
   with dask_cluster(workers=2, cwd=ROOT) as (address, _):
@@ -119,23 +147,7 @@ def test_portable_runner_on_a_job_service_writes_the_same_dataset(
   """The Job API path Flink and Spark use: Beam's local job service (a
   real server process on 127.0.0.1), the job submitted by PortableRunner,
   the SDK harness in the submitting process (LOOPBACK)."""
-  import time
-  port = free_port()
-  server = subprocess.Popen(
-      [sys.executable, '-m',
-       'apache_beam.runners.portability.local_job_service_main',
-       '--port', str(port)], cwd=ROOT, stdout=subprocess.DEVNULL,
-      stderr=subprocess.DEVNULL)
-  try:
-    import socket
-    deadline = time.time() + 60
-    while True:
-      try:
-        socket.create_connection(('127.0.0.1', port), timeout=1).close()
-        break
-      except OSError:
-        assert time.time() < deadline and server.poll() is None
-        time.sleep(0.2)
+  with job_service() as port:
     out = corpus / 'portable'
     portable = ['--runner=PortableRunner', f'--job_endpoint=localhost:{port}',
                 '--environment_type=LOOPBACK']
@@ -143,14 +155,48 @@ def test_portable_runner_on_a_job_service_writes_the_same_dataset(
     sink_out = corpus / 'portable_sink'
     _run_cli(_flags(corpus, sink_out) + portable +
              ['--sink', 'write_to_tfrecord'])
-  finally:
-    server.terminate()
-    server.wait(timeout=30)
   assert _digests(out) == _digests(local_run)
   assert _metadata(out) == _metadata(local_run)
   # The specified shape on the same service: the same examples.
   assert _all_records(sink_out) == _all_records(local_run)
   assert _metadata(sink_out)['counts'] == _metadata(local_run)['counts']
+
+
+SWEEP = {'fine': {'n_fft': 128, 'fft_hop': 32},
+         'plain': {'features': 'signal,spectrogram'}}
+
+
+def _sweep_flags(corpus, out):
+  """A manifest run as a sweep of two variants whose examples differ in
+  size, so that each cuts its splits into its own number of shards."""
+  flags = _manifest_flags(corpus, out)
+  at = flags.index('--max_examples_per_shard')
+  del flags[at:at + 2]
+  (corpus / 'sweep.json').write_text(json.dumps(SWEEP))
+  return flags + ['--max_shard_bytes', '40000', '--variants',
+                  str(corpus / 'sweep.json')]
+
+
+def test_a_sweep_writes_the_same_variants_on_every_runner(corpus):
+  _run_cli(_sweep_flags(corpus, corpus / 'sweep_local'))
+  shards = {name: len(_metadata(corpus / 'sweep_local' / name)['splits']
+                      ['train']['shards']) for name in SWEEP}
+  assert len(set(shards.values())) == 2, shards
+  with dask_cluster(workers=2, cwd=ROOT) as (address, _):
+    _run_cli(_sweep_flags(corpus, corpus / 'sweep_dask') + [
+        '--runner', 'DaskRunner', '--dask_client_address', address,
+        '--dask_npartitions=2'])
+  with job_service() as port:
+    _run_cli(_sweep_flags(corpus, corpus / 'sweep_portable') + [
+        '--runner=PortableRunner', f'--job_endpoint=localhost:{port}',
+        '--environment_type=LOOPBACK'])
+  for runner in ('dask', 'portable'):
+    out = corpus / f'sweep_{runner}'
+    assert sorted(os.listdir(out)) == sorted([*SWEEP, 'variants.json'])
+    for name in SWEEP:
+      assert _digests(out / name) == _digests(corpus / 'sweep_local' / name)
+      assert _metadata(out / name) == _metadata(
+          corpus / 'sweep_local' / name)
 
 
 def _all_records(out):

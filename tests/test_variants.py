@@ -180,6 +180,7 @@ def test_verify_checks_every_variant_of_a_sweep(sweep):
   assert [line.split(':')[0] for line in lines] == [
       str(sweep / 'out' / name) for name in sorted(VARIANT_FLAGS)] + [
           str(sweep / 'out')]
+  assert all(': OK, ' in line for line in lines[:-1])
   assert 'the same windows of the same recordings' in lines[-1]
 
 
@@ -193,8 +194,8 @@ def test_verify_finds_variants_that_hold_other_recordings(sweep, tmp_path):
               *VARIANT_FLAGS['mfcc20'])
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert 'OK' in verify.verify(str(tmp_path / 'out' / 'mfcc20'))
-  with pytest.raises(verify.VerifyError, match="'mfcc20' do not hold the "
-                     'same windows'):
+  with pytest.raises(verify.VerifyError, match="variants 'mfcc20' and "
+                     "'nfft256' do not hold the same windows"):
     verify.verify(str(tmp_path / 'out'))
 
 
@@ -234,10 +235,13 @@ def test_append_gives_every_variant_the_new_part(tmp_path):
     ours, alone = tmp_path / 'out' / name, tmp_path / name
     assert (ours / 'parts.json').read_text() == (
         alone / 'parts.json').read_text()
-    assert _files(ours / 'part-1') == _files(alone / 'part-1')
-    assert _files(ours / 'part-1')
-    assert _metadata_without_run(ours / 'part-1')['splits'] == (
-        _metadata_without_run(alone / 'part-1')['splits'])
+    assert _files(ours / 'part-00001') == _files(alone / 'part-00001')
+    assert _files(ours / 'part-00001')
+    meta, meta_alone = (_metadata_without_run(ours / 'part-00001'),
+                        _metadata_without_run(alone / 'part-00001'))
+    _assert_statistics_close(_split_statistics(meta),
+                             _split_statistics(meta_alone))
+    assert meta['splits'] == meta_alone['splits']
   lines = verify.verify(str(tmp_path / 'out')).splitlines()
   assert 'of 2 parts' in lines[0] and 'same windows' in lines[-1]
   assert len(numpy_reader.numpy_dataset(str(tmp_path / 'out'), 'train',
@@ -250,7 +254,6 @@ def test_append_gives_every_variant_the_new_part(tmp_path):
   proc = _cli(*common, '--output_dir', str(tmp_path / 'out'), '--variants',
               str(tmp_path / 'other.json'), '--append')
   assert proc.returncode == 2 and "holds ['coarse', 'fine']" in proc.stderr
-  assert all(': OK, ' in line for line in lines)
 
 
 def test_readers_take_the_variant(sweep):

@@ -140,23 +140,11 @@ class ShardFile:
     return (self.config.compression == 'none' and not self.config.array_record
             and filesystem.is_local(self.path))
 
-  def adopt(self, path: str, record_sizes) -> None:
-    """Before opening: takes a plain TFRecord file (framed sizes given)
-    as this shard's start, by renaming it (plain_local shards only)."""
-    os.replace(path, self.path)
-    self._adopted = True
-    self.sizes.extend(record_sizes)
-
   def __enter__(self):
     self._stack = contextlib.ExitStack()
-    if getattr(self, '_adopted', False):
-      # Not 'ab': copy_file_range refuses a file opened for appending.
-      self._file = self._stack.enter_context(open(self.path, 'r+b'))
-      self._file.seek(0, os.SEEK_END)
-    else:
-      self._file = self._stack.enter_context(FileSystems.create(
-          self.path, compression_type=filesystem.beam_compression(
-              self.config.compression)))
+    self._file = self._stack.enter_context(FileSystems.create(
+        self.path, compression_type=filesystem.beam_compression(
+            self.config.compression)))
     self._copy = (self._stack.enter_context(array_record_file.Writer(
         self.path + '.' + naming.ARRAY_RECORD))
                   if self.config.array_record else None)

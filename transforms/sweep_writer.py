@@ -30,7 +30,6 @@ from pipeline.contract import naming
 from pipeline.contract import tfrecord
 from transforms import allocator
 from transforms import counters
-from transforms import filesystem
 from transforms import forked_workers
 from transforms import planning
 from transforms import run_marker
@@ -263,7 +262,7 @@ def piece_key(variant_item):
 class AssembleShard(beam.DoFn):
   """((variant, split, shard), Pieces) -> (variant, ShardStats) and
   (variant, ExampleStats): the shard written from its pieces in key order,
-  as a separate run writes it, and the pieces removed.
+  as a separate run writes it.
 
   A piece may come twice (a retried segment task, or a runner that repeats
   outputs): one of each is used. Raises ValueError when the pieces do not
@@ -295,19 +294,14 @@ class AssembleShard(beam.DoFn):
           f'{[(p.start, p.stop) for p in ordered]} do not cover its keys '
           f'[{ordered[0].shard_start}, {ordered[0].shard_stop})')
     stats = ExampleStats(split=split, shard=shard)
-    out = ShardFile(config, self.run_ids[variant], split, shard,
-                    min(p.started_ms for p in ordered))
-    rest = ordered
-    if out.plain_local():  # the first piece is the shard's start
-      out.adopt(ordered[0].path, ordered[0].record_sizes)
-      stats.merge(ordered[0].stats)
-      rest = ordered[1:]
-    with out:
-      for piece in rest:
+    # Pieces stay until the final step removes the temp folder: a runner
+    # may assemble a shard twice (Beam's DaskRunner repeats outputs, others
+    # retry), and each time finds them as they were.
+    with ShardFile(config, self.run_ids[variant], split, shard,
+                   min(p.started_ms for p in ordered)) as out:
+      for piece in ordered:
         out.copy_framed(piece.path, piece.record_sizes)
         stats.merge(piece.stats)
-    filesystem.delete([p.path for p in pieces
-                       if FileSystems.exists(p.path)])
     _count(out.stats)
     yield variant, out.stats
     yield variant, stats
