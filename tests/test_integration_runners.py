@@ -333,6 +333,21 @@ def test_dataflow_job_builds_offline(corpus, tmp_path, monkeypatch):
   assert 'EncodeAndWriteToTFRecord' in names and 'WriteShards' not in names
   assert any(n.startswith('EncodeAndWriteToTFRecord/WriteToTFRecord0/')
              for n in names)
+  # A sweep is one Dataflow job too: one listing, every variant finalized.
+  (tmp_path / 'sweep.json').write_text(json.dumps(SWEEP))
+  import apache_beam as beam
+  from pipeline import config as config_lib
+  from pipeline import graph, variants
+  config, _ = config_lib.parse_known_args(
+      argv + ['--variants', str(tmp_path / 'sweep.json')])
+  p = beam.Pipeline(options=options)
+  graph.build_sweep_pipeline(p, config, variants.configs(config))
+  result = p.run()
+  assert result.state == 'DONE'
+  names = {t.unique_name for t in result.job.proto_pipeline.components
+           .transforms.values() if '/' not in t.unique_name}
+  assert {'ListWavFiles', 'ProbeAndPlan', 'WriteSegments', 'Finalize[fine]',
+          'Finalize[plain]', 'AllFinal'} <= names
 
 
 def test_job_graph_holds_no_file_names_and_does_not_grow(corpus, tmp_path):

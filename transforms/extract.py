@@ -186,18 +186,21 @@ class ExampleMaker:
       else:
         yield from self.encode(stats, batch, class_names)
 
-  def encode(self, stats: ExampleStats, batch: 'WindowBatch', class_names):
+  def encode(self, stats: ExampleStats, batch: 'WindowBatch', class_names,
+             shared: Optional[dict] = None):
     """The serialized examples of a batch of windows read by read_batches,
-    in its order; `stats` counts them."""
+    in its order; `stats` counts them. `shared`: one dict per batch across
+    a sweep's variants (FeatureExtractor.compute)."""
     return self._encode(stats, batch.refs, batch.windows, batch.plans,
-                        class_names)
+                        class_names, shared)
 
-  def _encode(self, stats, refs, windows, plans, class_names):
+  def _encode(self, stats, refs, windows, plans, class_names, shared=None):
     columns = self._columns(refs, plans, class_names)
     started = time.perf_counter_ns()
-    arrays = self._extractor.compute(windows, plans[refs[0][0]].sample_rate)
+    arrays = self._extractor.compute(windows, plans[refs[0][0]].sample_rate,
+                                     shared)
     stats.feature_ns += time.perf_counter_ns() - started
-    stats.add_moments(arrays)
+    stats.add_moments(arrays, shared)
     columns.update(arrays)
     # Scalar columns have fixed types: a batch's schema can only change
     # with its arrays' dtypes or shapes.

@@ -83,8 +83,9 @@ class EncodeExamples(beam.DoFn):
         for name in self._makers:
           yield tag(name, batch)
         continue
+      shared = {}  # what variants have in common, computed once per batch
       for name, maker in self._makers.items():
-        for record in maker.encode(stats[name], batch, class_names):
+        for record in maker.encode(stats[name], batch, class_names, shared):
           self._examples.inc()
           yield tag(name, (split, record))
     for name in self._makers:

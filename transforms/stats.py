@@ -3,7 +3,7 @@
 import collections
 import dataclasses
 import math
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -102,11 +102,19 @@ class ExampleStats:
     for key, m in sorted(other.moments.items()):
       self.moments[key] = self.moments.get(key, Moments()).merge(m)
 
-  def add_moments(self, arrays: Dict[str, np.ndarray]) -> None:
+  def add_moments(self, arrays: Dict[str, np.ndarray],
+                  shared: Optional[dict] = None) -> None:
+    """`shared`: FeatureExtractor.compute's, so that an array two variants
+    share has its moments computed once."""
     for key, values in arrays.items():
       if np.issubdtype(np.asarray(values).dtype, np.number):
-        self.moments[key] = self.moments.get(key, Moments()).merge(
-            Moments.of(values))
+        if shared is None:
+          batch = Moments.of(values)
+        else:
+          batch = shared.get(('moments', id(values)))
+          if batch is None:
+            batch = shared[('moments', id(values))] = Moments.of(values)
+        self.moments[key] = self.moments.get(key, Moments()).merge(batch)
 
 
 @dataclasses.dataclass

@@ -173,10 +173,11 @@ def write_segment(makers: Mapping[str, ExampleMaker],
       if isinstance(batch, wav_io.Rejection):
         rejections.append(batch)
         continue
+      shared = {}  # what variants have in common, computed once per batch
       for target in segment_targets:
         out = outs[target.variant]
         for record in makers[target.variant].encode(
-            stats[target.variant], batch, class_names):
+            stats[target.variant], batch, class_names, shared):
           out.write(record)
   items = []
   for target in segment_targets:

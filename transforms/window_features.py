@@ -51,33 +51,55 @@ class FeatureExtractor:
           c.n_mels, c.n_fft, sample_rate, c.fmin, c.fmax)
     return self._filterbanks[sample_rate]
 
-  def compute(self, windows: np.ndarray,
-              sample_rate: int) -> Dict[str, np.ndarray]:
-    """(n, win_len) float64 windows -> {feature: (n, ...) array}."""
+  def compute(self, windows: np.ndarray, sample_rate: int,
+              shared: Optional[dict] = None) -> Dict[str, np.ndarray]:
+    """(n, win_len) float64 windows -> {feature: (n, ...) array}.
+
+    `shared`: a dict kept for one batch of windows across the extractors
+    of a sweep's variants: what depends only on the windows and on options
+    two variants have in common (the signal, the STFT of one n_fft and
+    hop, a filterbank's log-mel, ...) is computed once and the same array
+    given to each."""
     c = self.config
+
+    def once(key, make):
+      if shared is None:
+        return make()
+      if key not in shared:
+        shared[key] = make()
+      return shared[key]
+
     out = {}
-    w32 = windows.astype(np.float32)
+    w32 = once('float32', lambda: windows.astype(np.float32))
     if 'signal' in c.features:
-      out['signal'] = audio.to_signal_dtype(windows, c.signal_dtype)
+      out['signal'] = once(('signal', c.signal_dtype),
+                           lambda: audio.to_signal_dtype(windows,
+                                                         c.signal_dtype))
     if c.uses_stft:
-      frames = F.windowed_frames(w32, c.n_fft, c.fft_hop, self._window)
-      magnitude = F.frame_magnitude(frames)
+      stft = ('stft', c.n_fft, c.fft_hop, c.fft_window)
+      frames = once(stft + ('frames',), lambda: F.windowed_frames(
+          w32, c.n_fft, c.fft_hop, self._window))
+      magnitude = once(stft, lambda: F.frame_magnitude(frames))
       if 'spectrogram' in c.features:
-        out['spectrogram'] = (F.log_compress(magnitude)
-                              if c.spectrogram_scale == 'log' else magnitude)
+        out['spectrogram'] = (
+            once(stft + ('log',), lambda: F.log_compress(magnitude))
+            if c.spectrogram_scale == 'log' else magnitude)
       if c.uses_mel:
-        log_mel = F.log_compress(
-            F.mel_spectrogram(magnitude, self.filterbank(sample_rate)))
+        mel = stft + ('mel', c.n_mels, c.fmin, c.fmax, sample_rate)
+        log_mel = once(mel, lambda: F.log_compress(
+            F.mel_spectrogram(magnitude, self.filterbank(sample_rate))))
         if 'log_mel' in c.features:
           out['log_mel'] = log_mel
         if 'mfcc' in c.features:
-          out['mfcc'] = F.mfcc(log_mel, c.n_mfcc)
+          out['mfcc'] = once(mel + ('mfcc', c.n_mfcc),
+                             lambda: F.mfcc(log_mel, c.n_mfcc))
       if 'lpc' in c.features:
-        out['lpc'] = F.lpc(frames, c.lpc_order)
+        out['lpc'] = once(stft + ('lpc', c.lpc_order),
+                          lambda: F.lpc(frames, c.lpc_order))
     if 'fft' in c.features:
-      out['fft'] = F.fft_magnitude(w32)
+      out['fft'] = once('fft', lambda: F.fft_magnitude(w32))
     for name, fn in self.extra_features.items():
-      value = np.asarray(fn(w32, sample_rate))
+      value = np.asarray(once(('extra', name), lambda: fn(w32, sample_rate)))
       if value.ndim == 0 or value.shape[0] != windows.shape[0]:
         raise ValueError(
             f'feature function {name!r} returned shape {value.shape} for '
