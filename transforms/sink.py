@@ -64,8 +64,8 @@ class EncodeExamples(beam.DoFn):
   def setup(self):
     allocator.keep_freed_memory()
     self._makers = {name: ExampleMaker(config, self.extra_features)
-                    for name, config in (self.variant_configs or
-                                         {None: self.config}).items()}
+                    for name, config in sorted(
+                        (self.variant_configs or {'': self.config}).items())}
     self._examples = counters.counter(counters.EXAMPLES_WRITTEN)
     self._windows_rejected = counters.counter(counters.WINDOWS_REJECTED)
 

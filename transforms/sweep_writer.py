@@ -140,7 +140,7 @@ def targets(layouts: SweepLayouts, split: str,
             keys: Tuple[int, int]) -> List[Target]:
   """Each variant's shard that holds the sort keys [start, stop)."""
   found = []
-  for variant, variant_layouts in layouts.items():
+  for variant, variant_layouts in sorted(layouts.items()):
     starts = variant_layouts[split].shard_starts()
     shard = bisect.bisect_right(starts, keys[0]) - 1
     found.append(Target(variant, shard, (starts[shard], starts[shard + 1])))
