@@ -325,8 +325,11 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
       result.wait_until_finish()
     except Exception as e:
       # Whatever failed first, a folder taken away is the cause to report.
+      # A sweep's variant may already be complete (its final step removes
+      # the marker): not taken away.
       for name, output in outputs.items():
-        if run_marker.read_marker(output.dataset_dir) != run_ids[name]:
+        if (run_marker.read_marker(output.dataset_dir) != run_ids[name] and
+            read_metadata(output.dataset_dir) is None):
           try:
             run_marker.check_marker(output.dataset_dir, run_ids[name])
           except run_marker.OutputChanged as changed:
