@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from pipeline import numpy_reader
+from pipeline import verify
 from pipeline.contract import parts as parts_lib
 from pipeline.output_folder import read_whole_metadata
 from tests import helpers as H
@@ -218,6 +219,7 @@ def test_excluded_files_are_counted_and_silence_is_capped(corpus, tmp_path):
     assert part['counts']['files_seen'] == 2
     assert part['counts']['files_ok'] == part['counts']['files_excluded'] == 1
     whole = read_whole_metadata(str(out))
+    assert 'OK' in verify.verify(str(out))  # every part, counts checked
     assert whole['counts']['files_excluded'] == len(excluded) + 1
     assert whole['counts']['files_seen'] == len(splits) + 2
     assert whole['classes'] == TWELVE
