@@ -43,6 +43,7 @@ MAX_SHARD_BYTES = 2**40
 MAX_COUNT = 2**62             # window and example counts, seeds
 # --label_map's key for every class the map does not name.
 OTHER_CLASSES = '*'
+SILENCE_LABEL = '_silence_'   # --silence_label's default
 GLOB_CHARS = '*?['
 
 
@@ -96,7 +97,7 @@ class PipelineConfig:
       'comma-separated. A file also matched by --exclude is excluded '
       '(default: none)', default=(), repeatable=True)
   silence_label: str = _opt('the class of the --silence_from windows',
-                            default='_silence_')
+                            default=SILENCE_LABEL)
   silence_windows: Optional[int] = _opt(
       'keep at most this many --silence_from windows in all, shared as '
       'evenly as their lengths allow between the recordings, each giving '
@@ -460,7 +461,7 @@ class PipelineConfig:
       if self.silence_windows is not None:
         raise ConfigError('silence_windows', self.silence_windows,
                           'needs --silence_from')
-      if self.silence_label != '_silence_':
+      if self.silence_label != SILENCE_LABEL:
         raise ConfigError('silence_label', self.silence_label,
                           'needs --silence_from')
       return
