@@ -9,7 +9,8 @@ The launcher, before anything runs:
    parts read (their sources.jsonl, and the files their rejects.jsonl
    rejected whole): a path no part has seen is new; a seen path whose size
    or first 64 KiB changed is reported and rejected (not read twice, not
-   silently duplicated); the rest is skipped;
+   silently duplicated); the rest is skipped; a file --exclude leaves out
+   is never new, and is counted by the part that first meets it;
 3. with nothing new, says so and changes nothing; else runs the usual
    job into the next part folder, with the paths to read handed to its
    one listing task, the dataset's classes (new ones are added after
@@ -47,6 +48,8 @@ class AppendBase:
   refused: Tuple[Tuple[str, str], ...]    # (path, reason): rejected there
   classes: Tuple[str, ...]                # the dataset's, in order
   sample_rate: int                        # the dataset's
+  # (path, reason): --exclude leaves them out, and no part counted them.
+  excluded: Tuple[Tuple[str, str], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +58,7 @@ class AppendOutcome:
   new: int
   changed: Tuple[Tuple[str, str], ...]
   unchanged: int
+  excluded: int = 0         # files --exclude leaves out, counted or not
 
   def message(self, dataset: str) -> str:
     changed = ''
@@ -65,13 +69,15 @@ class AppendOutcome:
                  f'added and were not read again ({shown}'
                  f'{f" and {more} more" if more > 0 else ""}): rebuild with '
                  '--overwrite to replace them')
+    excluded = (f'; {self.excluded} left out by --exclude'
+                if self.excluded else '')
     if self.part_dir is None:
       return (f'wavbeam: nothing to append: no new recording in the input; '
               f'the dataset at {dataset} is unchanged ({self.unchanged} '
-              f'recordings already in it){changed}')
+              f'recordings already in it){excluded}{changed}')
     return (f'wavbeam: appended {self.new} new recordings as '
             f'{self.part_dir}; {self.unchanged} already in the dataset were '
-            f'skipped{changed}')
+            f'skipped{excluded}{changed}')
 
 
 def open_parts(config: PipelineConfig) -> Tuple[str, List[str], List[dict]]:
@@ -112,7 +118,7 @@ def check_same_options(config: PipelineConfig, stored: dict) -> None:
 def seen_files(part_dirs: List[str]) -> Tuple[Dict[str, Tuple[int, int]],
                                               Set[str]]:
   """({path relative to input_dir: (size, head CRC)} of the files the
-  parts read, {path as listed} of those they rejected whole)."""
+  parts read, {path as listed} of those they rejected whole or excluded)."""
   identities: Dict[str, Tuple[int, int]] = {}
   rejected: Set[str] = set()
   for d in part_dirs:
@@ -146,9 +152,15 @@ def identity(path: str) -> Tuple[int, int]:
 def plan(config: PipelineConfig, part_dirs: List[str], metas: List[dict]
          ) -> Tuple[AppendBase, AppendOutcome]:
   identities, rejected = seen_files(part_dirs)
-  every, _, refused = listing.input_paths(config)
-  new, changed, unchanged = [], [], 0
+  every, _, refused, excluded = listing.input_paths(config)
+  new, changed, unchanged, uncounted = [], [], 0, []
   for path in every:
+    if path in excluded:
+      # Never a reason for a part; counted (and listed in rejects.jsonl)
+      # by the first part that meets it, so the parts' counts add up.
+      if (wav_io.undecodable_name(path) or path) not in rejected:
+        uncounted.append(path)
+      continue
     rel = splits.relative_path(path, config.input_dir)
     known = identities.get(rel)
     if known is not None:
@@ -169,10 +181,12 @@ def plan(config: PipelineConfig, part_dirs: List[str], metas: List[dict]
   last = metas[-1]
   reasons = dict(changed)
   reasons.update((p, refused[p]) for p in new if p in refused)
-  base = AppendBase(tuple(sorted(new + [p for p, _ in changed])),
+  base = AppendBase(tuple(sorted(new + [p for p, _ in changed] + uncounted)),
                     tuple(sorted(reasons.items())), tuple(last['classes']),
-                    int(last['sample_rate']))
-  return base, AppendOutcome(None, len(new), tuple(changed), unchanged)
+                    int(last['sample_rate']),
+                    tuple(sorted((p, excluded[p]) for p in uncounted)))
+  return base, AppendOutcome(None, len(new), tuple(changed), unchanged,
+                             len(excluded))
 
 
 def run_sweep_append(

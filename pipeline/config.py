@@ -7,6 +7,8 @@ pipeline is built, with a message naming the option and the value.
 
 import argparse
 import collections
+import fnmatch
+import json
 import os
 import dataclasses
 import re
@@ -39,6 +41,10 @@ MAX_SAMPLE_RATE = 10**7       # 10 MHz: ultrasound, not a typo of 16000
 MAX_SHARDS = 10**6
 MAX_SHARD_BYTES = 2**40
 MAX_COUNT = 2**62             # window and example counts, seeds
+# --label_map's key for every class the map does not name.
+OTHER_CLASSES = '*'
+SILENCE_LABEL = '_silence_'   # --silence_label's default
+GLOB_CHARS = '*?['
 
 
 class ConfigError(WavbeamError, ValueError):
@@ -65,11 +71,37 @@ class PipelineConfig:
       + ','.join(AUDIO_FORMATS) + '; lossy files (MP3, Vorbis, Opus) are '
       'decoded whole, so each must decode to at most 256 MiB (70 min of '
       '16 kHz mono)', default=('wav',))
+  exclude: Tuple[str, ...] = _opt(
+      'leave out the files whose path relative to input_dir matches this '
+      'glob (fnmatch: * and ? also match "/", so _background_noise_/* '
+      'takes the whole folder); repeatable or comma-separated. Excluded '
+      'files are not read but counted (counts.files_excluded) and listed in '
+      'rejects.jsonl; a pattern that matches no file stops the run '
+      '(default: none)', default=(), repeatable=True)
   dataset_name: str = _opt('name used in shard file names', default='wavbeam')
   label_from: str = _opt(
       'where the class comes from: subdir (parent folder name), suffix (text '
       'after the last "_" of the file stem) or none', default='subdir',
       choices=LABEL_MODES)
+  label_map: Tuple[Tuple[str, str], ...] = _opt(
+      'rename classes: a JSON file mapping class to class, or a '
+      'comma-separated list of CLASS=NEW (a bare CLASS keeps its name), '
+      'where *=NEW renames every class the map does not name, e.g. '
+      'yes,no,*=_unknown_; applied wherever a label is made (targets, '
+      'classes, per-class counts, TFDS labels). Naming a class no file has '
+      'stops the run (default: none)', default=())
+  silence_from: Tuple[str, ...] = _opt(
+      'files whose path relative to input_dir matches this glob (as '
+      '--exclude) are long recordings whose windows become examples of '
+      '--silence_label, whatever their folder; repeatable or '
+      'comma-separated. A file also matched by --exclude is excluded '
+      '(default: none)', default=(), repeatable=True)
+  silence_label: str = _opt('the class of the --silence_from windows',
+                            default=SILENCE_LABEL)
+  silence_windows: Optional[int] = _opt(
+      'keep at most this many --silence_from windows in all, shared as '
+      'evenly as their lengths allow between the recordings, each giving '
+      'its first ones (default: every window at --hop_len)', default=None)
   win_len: int = _opt('window length in samples', default=32768)
   hop_len: Optional[int] = _opt(
       'samples between window starts (default: win_len)', default=None)
@@ -216,6 +248,16 @@ class PipelineConfig:
     object.__setattr__(self, 'audio_formats',
                        tuple(f.lower().lstrip('.') for f in
                              self.audio_formats))
+    for name in ('exclude', 'silence_from'):
+      patterns = getattr(self, name)
+      if isinstance(patterns, str):
+        patterns = _split_list(patterns)
+      object.__setattr__(self, name, tuple(_normal_pattern(p)
+                                           for p in patterns))
+    if isinstance(self.label_map, str):
+      object.__setattr__(self, 'label_map', _parse_label_map(self.label_map))
+    object.__setattr__(self, 'label_map', tuple(sorted(
+        (str(k), str(v)) for k, v in self.label_map)))
     if isinstance(self.splits, str):
       object.__setattr__(self, 'splits', _parse_splits(self.splits))
     object.__setattr__(self, 'splits',
@@ -359,6 +401,7 @@ class PipelineConfig:
       for name in names:
         check_split_name('split_lists', text, name)
     self._validate_manifest()
+    self._validate_labels_and_patterns()
     if self.array_record and self.sink != 'shards':
       raise ConfigError('array_record', True, 'needs --sink shards (the '
                         "ArrayRecord files are written beside wavbeam's own "
@@ -375,6 +418,64 @@ class PipelineConfig:
     if self.num_shards is not None and self.max_examples_per_shard is not None:
       raise ConfigError('num_shards', self.num_shards,
                         'give either --num_shards or --max_examples_per_shard')
+
+  def _validate_labels_and_patterns(self):
+    for name in ('exclude', 'silence_from'):
+      patterns = getattr(self, name)
+      text = ','.join(patterns)
+      for pattern in patterns:
+        if (not pattern or pattern.startswith('/') or
+            re.match(r'[A-Za-z][A-Za-z0-9+.-]*:/', pattern) or
+            '..' in pattern.split('/')):
+          raise ConfigError(name, text, f'pattern {pattern!r}: give a glob '
+                            'relative to input_dir, e.g. '
+                            '_background_noise_/*')
+      if len(set(patterns)) != len(patterns):
+        raise ConfigError(name, text, 'lists a pattern twice')
+    for silence in self.silence_from:
+      for excluded in self.exclude:
+        if silence == excluded or (
+            not any(c in silence for c in GLOB_CHARS) and
+            fnmatch.fnmatchcase(silence, excluded)):
+          raise ConfigError('silence_from', silence, f'every file it '
+                            f'matches is left out by --exclude={excluded}: '
+                            'a file cannot be both')
+    no_classes = (self.label_from == 'none' and
+                  not self.manifest_label_column)
+    if self.label_map:
+      text = label_map_text(self.label_map)
+      if no_classes:
+        raise ConfigError('label_map', text, '--label_from none gives no '
+                          'classes to rename')
+      for old, new in self.label_map:
+        if not old or not new or new == OTHER_CLASSES:
+          raise ConfigError('label_map', text, f'{old}={new}: give CLASS=NEW '
+                            f'with a NEW class name (or {OTHER_CLASSES}=NEW)')
+        if any(ord(c) < 32 for c in old + new):
+          raise ConfigError('label_map', text, f'{old}={new}: a class name '
+                            'holds no control characters')
+      olds = [old for old, _ in self.label_map]
+      if len(set(olds)) != len(olds):
+        raise ConfigError('label_map', text, 'renames a class twice')
+    if not self.silence_from:
+      if self.silence_windows is not None:
+        raise ConfigError('silence_windows', self.silence_windows,
+                          'needs --silence_from')
+      if self.silence_label != SILENCE_LABEL:
+        raise ConfigError('silence_label', self.silence_label,
+                          'needs --silence_from')
+      return
+    if no_classes:
+      raise ConfigError('silence_from', ','.join(self.silence_from),
+                        '--label_from none gives no classes, so windows '
+                        'cannot be labelled silence')
+    if not self.silence_label or any(ord(c) < 32 for c in
+                                     self.silence_label):
+      raise ConfigError('silence_label', self.silence_label, 'give a class '
+                        'name (no control characters)')
+    if self.silence_windows is not None:
+      _positive('silence_windows', self.silence_windows)
+      _at_most('silence_windows', self.silence_windows, MAX_COUNT)
 
   def _validate_manifest(self):
     text = ','.join(f'{s}={f}' if s else f for s, f in self.manifest)
@@ -547,6 +648,73 @@ def _split_list(text: str) -> Tuple[str, ...]:
   return tuple(p.strip() for p in text.split(',') if p.strip())
 
 
+def _normal_pattern(pattern: str) -> str:
+  """A glob as the listing's relative paths are spelled: './a/*' and
+  'a//*' are 'a/*'."""
+  pattern = re.sub('/+', '/', str(pattern).strip())
+  while pattern.startswith('./'):
+    pattern = pattern[2:]
+  return pattern
+
+
+def label_map_text(label_map) -> str:
+  """--label_map as an inline list."""
+  return ','.join(old if old == new else f'{old}={new}'
+                  for old, new in label_map)
+
+
+def _parse_label_map(text: str) -> Tuple[Tuple[str, str], ...]:
+  """[(class, new class)] from a .json file or an inline list. A file is
+  read now, so that the map itself is the option a dataset records (and
+  --append compares), not a file that may change."""
+  text = text.strip()
+  if not text:
+    return ()
+  if text.lower().endswith('.json'):
+    return _read_label_map(text)
+  pairs = []
+  for part in _split_list(text):
+    old, sep, new = part.partition('=')
+    old, new = old.strip(), new.strip()
+    if sep and (not old or not new):
+      raise ConfigError('label_map', text, f'{part!r} is not CLASS=NEW or '
+                        'CLASS')
+    pairs.append((old, new if sep else old))
+  return tuple(pairs)
+
+
+def _read_label_map(path: str) -> Tuple[Tuple[str, str], ...]:
+  # Imported here: this module is imported by the modules that must work
+  # without Beam (tests/test_layers.py), which never read a label map file.
+  from apache_beam.io.filesystems import FileSystems
+  try:
+    with FileSystems.open(path) as f:
+      data = f.read().decode('utf-8')
+  except (OSError, IOError, UnicodeDecodeError) as e:
+    raise ConfigError('label_map', path, f'cannot be read ({e})') from e
+  try:
+    found = json.loads(data, object_pairs_hook=_label_pairs)
+  except ValueError as e:
+    raise ConfigError('label_map', path, f'is not valid ({e})') from e
+  if not isinstance(found, _Pairs) or not all(
+      isinstance(k, str) and isinstance(v, str) for k, v in found):
+    raise ConfigError('label_map', path, 'must be a JSON object mapping '
+                      'class names to class names')
+  return tuple(found)
+
+
+class _Pairs(list):
+  """A JSON object's (key, value) pairs, in order."""
+
+
+def _label_pairs(pairs):
+  keys = [k for k, _ in pairs]
+  repeated = sorted({k for k in keys if keys.count(k) > 1})
+  if repeated:
+    raise ValueError(f'{repeated} given twice')
+  return _Pairs(pairs)
+
+
 def _parse_splits(text: str) -> Tuple[Tuple[str, float], ...]:
   pairs = []
   for part in _split_list(text):
@@ -624,7 +792,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     else:
       if field.name == 'splits':
         default = splits_text(default)
-      elif field.name in ('split_lists', 'manifest', 'fold_splits'):
+      elif field.name in ('split_lists', 'manifest', 'fold_splits',
+                          'label_map'):
         default = ''
       elif isinstance(default, tuple):
         default = ','.join(default)
@@ -642,12 +811,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
       kwargs['type'] = _optional_float
     elif 'choices' in meta:
       kwargs['choices'] = meta['choices']
+    if meta.get('repeatable'):
+      # Each use adds to the list (from_args joins them with commas).
+      kwargs.update(action='append', default=None)
     parser.add_argument(flag, **kwargs)
 
 
 def from_args(args: argparse.Namespace) -> PipelineConfig:
-  names = [f.name for f in dataclasses.fields(PipelineConfig)]
-  return PipelineConfig(**{n: getattr(args, n) for n in names})
+  values = {}
+  for field in dataclasses.fields(PipelineConfig):
+    value = getattr(args, field.name)
+    if field.metadata.get('repeatable'):
+      value = ','.join(value or ())
+    values[field.name] = value
+  return PipelineConfig(**values)
 
 
 def options_markdown() -> str:

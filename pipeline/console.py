@@ -35,6 +35,9 @@ def summary(output_dir: str, seconds: float, meta=None) -> str:
           f'{plural(counts["files_ok"], "file")} written to {output_dir} in '
           f'{seconds:.1f} s; {plural(counts["files_rejected"], "file")} '
           'rejected (rejects.jsonl)')
+  if counts.get('files_excluded'):
+    line += f', {counts["files_excluded"]} excluded (--exclude)'
+
   written = meta.get('shards_written')
   if not written:
     return line

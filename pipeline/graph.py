@@ -103,7 +103,8 @@ class ListWavFiles(beam.PTransform):
       return {'blocks': listed['blocks'] | 'Spread' >> beam.Reshuffle(),
               'records': (listed['names'], listed['count'])
                          | 'ListingRecords' >> beam.Flatten()}
-    count, blocks, unusable = listing.list_input(self.config, self.base)
+    count, excluded, blocks, unusable = listing.list_input(self.config,
+                                                           self.base)
     n = self.dask_partitions
     return {'blocks': (root
                        | 'CreateOnePerPartition' >> beam.Create(
@@ -111,15 +112,15 @@ class ListWavFiles(beam.PTransform):
                        | 'OneBlockPerElement' >> beam.FlatMap(
                            lambda blocks: blocks)),
             'records': root | 'ListingRecords' >> beam.Create(
-                [stats_lib.ListedFiles(count), *unusable])}
+                [stats_lib.ListedFiles(count, excluded), *unusable])}
 
 
 class ProbeAndPlan(beam.PTransform):
   """File blocks -> {'stored': StoredBlocks (probes kept per block, see
   transforms/block_store), 'windows': their BlockWindows, 'planned':
   PlannedFiles, 'rejected': BlockRejects (transforms/block_rejects), 'rate':
-  the dataset's rate, 'allowed': windows kept per block under --num_elems
-  (else None)}."""
+  the dataset's rate, 'allowed': the plan.Allowance of --silence_windows
+  and --num_elems (else None)}."""
 
   def __init__(self, config: PipelineConfig, dataset_rate=None):
     super().__init__()
@@ -146,17 +147,15 @@ class ProbeAndPlan(beam.PTransform):
                    files=stats_lib.PlannedFiles,
                    rejected=block_rejects.BlockRejects))
     windows, allowed = planned['windows'], None
-    if c.num_elems is not None:
+    if c.num_elems is not None or c.silence_windows is not None:
       allowed = (windows
-                 | 'WindowCounts' >> beam.Map(
-                     lambda b: (b.block, b.num_windows))
                  | 'AllCounts' >> beam.combiners.ToList()
-                 | 'Allocate' >> beam.Map(plan_lib.limit_windows,
-                                          c.num_elems))
-      windows = stored | 'LimitToNumElems' >> beam.Map(
-          lambda stored, rate, allowed: plan_lib.BlockWindows(
-              stored.block,
-              planning.planned_block(stored, c, rate, allowed).counts()),
+                 | 'Allocate' >> beam.Map(
+                     plan_lib.allowance, num_elems=c.num_elems,
+                     silence_windows=c.silence_windows))
+      windows = stored | 'LimitWindows' >> beam.Map(
+          lambda stored, rate, allowed: planning.planned_block(
+              stored, c, rate, allowed).windows(),
           beam.pvalue.AsSingleton(rate), beam.pvalue.AsSingleton(allowed))
     return {'stored': stored, 'windows': windows,
             'planned': planned['files'], 'rejected': planned['rejected'],
@@ -164,23 +163,27 @@ class ProbeAndPlan(beam.PTransform):
 
 
 class ClassNames(beam.PTransform):
-  """File blocks -> one list of class names for the corpus: sorted, after
-  the `known` ones of the parts an --append extends."""
+  """File blocks -> one list of class names for the corpus (after
+  --label_map and --silence_from): sorted, after the `known` ones of the
+  parts an --append extends. With `check`, raises ConfigError when
+  --label_map names a class no file has (not in an --append part, whose
+  files are only the new ones)."""
 
-  def __init__(self, config: PipelineConfig, known=()):
+  def __init__(self, config: PipelineConfig, known=(), check=True):
     super().__init__()
     self.config = config
     self.known = tuple(known)
+    self.check = check
 
   def expand(self, blocks):
     return (blocks
             | 'LabelsOf' >> beam.FlatMap(
-                lambda block, c: sorted({labels.file_label(path, c, entry)
-                                         for _, path, entry in block[1]}),
+                lambda block, c: labels.classes_of_block(block[1], c),
                 self.config)
             | 'Distinct' >> beam.Distinct()
             | 'Collect' >> beam.combiners.ToList()
-            | 'Sort' >> beam.Map(labels.class_names, self.known))
+            | 'Sort' >> beam.Map(labels.dataset_classes, self.config,
+                                 self.known, self.check))
 
 
 class PlanLayout(beam.PTransform):
@@ -222,7 +225,7 @@ class WriteShards(beam.PTransform):
     self.extra_features = extra_features
     self.dask_partitions = dask_partitions
     self.run_id = run_id
-    self.allowed = allowed  # windows kept per block (--num_elems), or None
+    self.allowed = allowed  # a plan.Allowance, or None
 
   def expand(self, inputs):
     stored, layouts, class_names, rate = inputs
@@ -314,7 +317,7 @@ class EncodeAndWriteToTFRecord(beam.PTransform):
     super().__init__()
     self.config = config
     self.extra_features = extra_features
-    self.allowed = allowed  # windows kept per block (--num_elems), or None
+    self.allowed = allowed  # a plan.Allowance, or None
     # A sweep's {variant: config}: windows read once for all of them, and
     # every result is (variant, result).
     self.variant_configs = variant_configs
@@ -372,8 +375,9 @@ SINK_FOLDER = 'sink'  # in the temp folder: WriteToTFRecord's output
 
 
 def _allowance(allowed):
-  """The `allowed` side input (windows kept per block, --num_elems) as
-  keyword arguments of a block-planning step; none without the option."""
+  """The `allowed` side input (a plan.Allowance: windows kept) as
+  keyword arguments of a block-planning step; none without
+  --silence_windows or --num_elems."""
   return {} if allowed is None else {'allowed': beam.pvalue.AsSingleton(
       allowed)}
 
@@ -509,20 +513,21 @@ def _check_runner_and_sink(p: beam.Pipeline, config: PipelineConfig
 
 
 def _list_probe_and_plan(p, config, dask_partitions, base=None) -> dict:
-  """The steps before any shard: {'listed', 'files_seen', 'class_names',
-  'planned' (ProbeAndPlan's outputs)}."""
+  """The steps before any shard: {'listed', 'files_seen' ((files seen,
+  files excluded)), 'class_names', 'planned' (ProbeAndPlan's outputs)}."""
   listed = p | 'ListWavFiles' >> ListWavFiles(config, dask_partitions, base)
   files = listed['blocks']
   files_seen = (listed['records']
                 | 'OnlyCount' >> beam.Filter(
                     lambda r: isinstance(r, stats_lib.ListedFiles))
-                | 'Counts' >> beam.Map(lambda listed: listed.count)
+                | 'Counts' >> beam.Map(
+                    lambda listed: (listed.count, listed.excluded))
                 # One value even if a runner repeats the listing's output
-                # (Beam's DaskRunner does): the same count, taken once.
+                # (Beam's DaskRunner does): the same counts, taken once.
                 | 'FilesSeen' >> beam.CombineGlobally(
-                    lambda counts: max(counts, default=0)))
+                    lambda counts: max(counts, default=(0, 0))))
   class_names = files | 'ClassNames' >> ClassNames(
-      config, base.classes if base else ())
+      config, base.classes if base else (), check=base is None)
   planned = files | 'ProbeAndPlan' >> ProbeAndPlan(
       config, base.sample_rate if base else None)
   return {'listed': listed, 'files_seen': files_seen,

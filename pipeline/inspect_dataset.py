@@ -102,13 +102,15 @@ def _number(x) -> str:
 
 def summary_text(output_dir: str, metadata: Dict) -> str:
   m, c = metadata, metadata['counts']
+  excluded = (f'{c["files_excluded"]} excluded (--exclude), '
+              if c.get('files_excluded') else '')
   lines = [
       f'{output_dir}: wavbeam dataset {m["name"]!r} version {m["version"]} '
       f'(format {m["format"]} v{m["format_version"]}), written {m["created"]}',
       f'  {plural(c["examples"], "example")} from {c["files_ok"]} of '
       f'{plural(c["files_seen"], "file")}; '
       f'{plural(c["files_rejected"], "file")} rejected, '
-      f'{plural(c["rejections"], "rejection record")}; sample rate '
+      f'{excluded}{plural(c["rejections"], "rejection record")}; sample rate '
       f'{m["sample_rate"]} Hz; compression {m["compression"]}',
       *([f'  in {len(m["parts"])} parts (--append): '
          f'{", ".join(m["parts"])}'] if m.get('parts') else []),
@@ -134,9 +136,13 @@ def summary_text(output_dir: str, metadata: Dict) -> str:
                    f'{_number(st["max"])} over {st["count"]} values')
   found = rejects(output_dir)
   notes = [r for r in found if 'note' in r]
-  found = [r for r in found if 'note' not in r]
+  excluded = [r for r in found if rejects_lib.excluded(r)]
+  found = [r for r in found if 'note' not in r and not rejects_lib.excluded(r)]
   lines += ['', f'rejects ({len(found)}, in {naming.REJECTS_FILE}):']
   _by_reason(lines, found, 'reason')
+  if excluded:
+    lines += ['', f'excluded ({len(excluded)}, files --exclude left out):']
+    _by_reason(lines, excluded, 'reason', by_pattern=True)
   if notes:
     lines += ['', f'notes ({len(notes)}, files used with a remark):']
     _by_reason(lines, notes, 'note')
@@ -147,11 +153,13 @@ def summary_text(output_dir: str, metadata: Dict) -> str:
   return '\n'.join(lines)
 
 
-def _by_reason(lines: List[str], records: List[Dict], field: str) -> None:
-  """Counts of records by the text before the first colon, one example
-  each."""
+def _by_reason(lines: List[str], records: List[Dict], field: str,
+               by_pattern: bool = False) -> None:
+  """Counts of records by the text before the first colon (or, for
+  exclusions, by the pattern), one example each."""
   def head(r):
-    return str(r.get(field, '')).split(':')[0]
+    text = str(r.get(field, ''))
+    return text.split(': ', 1)[-1] if by_pattern else text.split(':')[0]
   for reason, count in collections.Counter(map(head, records)).most_common():
     example = next(r for r in records if head(r) == reason)
     lines.append(f'  {count} x {reason} (e.g. {example.get("path")}: '

@@ -25,13 +25,14 @@ def plan_path(dataset_dir: str) -> str:
   return naming.join(naming.temp_dir(dataset_dir), PLAN_FILE)
 
 
-def write_plan(layouts, *, dataset_dir: str, files_seen: int,
-               example_bytes: int):
+def write_plan(layouts, *, dataset_dir: str, files_seen, example_bytes: int):
   """Records the run's plan for the progress display; returns `layouts`.
+  `files_seen`: (files listed, of which --exclude left out).
 
   The same content on every attempt, so a retried step rewrites it safely.
   """
-  plan = {'files_seen': files_seen,
+  files_seen, files_excluded = files_seen
+  plan = {'files_seen': files_seen, 'files_excluded': files_excluded,
           'files_planned': sum(s.num_files for s in layouts.values()),
           'examples': sum(s.total for s in layouts.values()),
           'shards': sum(s.num_shards for s in layouts.values()),
@@ -75,7 +76,8 @@ def status_line(plan: Optional[dict], written: int, elapsed: float,
   if plan is None:
     return f'wavbeam: reading headers and planning... {_duration(elapsed)}'
   total = plan['examples']
-  rejected = plan['files_seen'] - plan['files_planned']
+  excluded = plan.get('files_excluded', 0)
+  rejected = plan['files_seen'] - plan['files_planned'] - excluded
   done = min(total, written // max(1, plan['example_bytes']))
   fraction = done / total if total else 1.0
   mb = written / 1e6
@@ -88,9 +90,10 @@ def status_line(plan: Optional[dict], written: int, elapsed: float,
     filled = int(fraction * width)
     bar = '[' + '#' * filled + '.' * (width - filled) + '] '
   return (f'wavbeam: {bar}{plan["files_planned"]}/{plan["files_seen"]} files '
-          f'planned ({rejected} rejected), ~{done}/{total} examples '
-          f'({fraction:.0%}) in {plan["shards"]} shards, {mb:.0f} MB at '
-          f'{rate:.0f} MB/s, elapsed {_duration(elapsed)}, ETA '
+          f'planned ({rejected} rejected'
+          f'{f", {excluded} excluded" if excluded else ""}), ~{done}/{total} '
+          f'examples ({fraction:.0%}) in {plan["shards"]} shards, '
+          f'{mb:.0f} MB at {rate:.0f} MB/s, elapsed {_duration(elapsed)}, ETA '
           f'{_duration(eta) if eta is not None else "..."}')
 
 

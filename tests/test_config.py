@@ -42,6 +42,9 @@ def test_a_config_is_rebuilt_from_its_json():
                      fold_splits='train=1,2;test=3'),
       PipelineConfig(input_dir='in', output_dir='out',
                      split_lists='validation=v.txt,test=t.txt'),
+      PipelineConfig(input_dir='in', output_dir='out', exclude='a/*,b.wav',
+                     label_map='yes,no=nope,*=_unknown_',
+                     silence_from='noise/*', silence_windows=30),
   ]
   for config in configs:
     stored = json.loads(json.dumps(config.to_json()))
@@ -52,3 +55,81 @@ def test_a_config_is_rebuilt_from_its_json():
   with pytest.raises(ConfigError, match="--window_shape=3: is not an option "
                      'of this wavbeam'):
     PipelineConfig.from_json(dict(configs[0].to_json(), window_shape=3))
+
+
+def _parsed(*argv):
+  from pipeline import config as config_lib
+  config, rest = config_lib.parse_known_args(
+      ['--input_dir', 'in', '--output_dir', 'out', *argv])
+  assert not rest
+  return config
+
+
+def test_pattern_options_are_repeatable_or_comma_separated():
+  config = _parsed('--exclude', 'a/*', '--exclude', './b/*,c//d.wav',
+                   '--silence_from', '_background_noise_/*')
+  assert config.exclude == ('a/*', 'b/*', 'c/d.wav')
+  assert config.silence_from == ('_background_noise_/*',)
+  assert _parsed().exclude == () and _parsed().silence_from == ()
+
+
+def test_a_label_map_inline_or_from_a_json_file(tmp_path):
+  from pipeline.config import ConfigError
+  inline = _parsed('--label_map', 'yes, no ,cat=animal,*=_unknown_')
+  assert inline.label_map == (('*', '_unknown_'), ('cat', 'animal'),
+                              ('no', 'no'), ('yes', 'yes'))
+  path = tmp_path / 'map.json'
+  path.write_text(json.dumps({'yes': 'yes', 'no': 'no', 'cat': 'animal',
+                              '*': '_unknown_'}))
+  assert _parsed('--label_map', str(path)).label_map == inline.label_map
+  # The map itself is the option (--append compares it), not the file.
+  assert inline.to_json()['label_map'][1] == ['cat', 'animal']
+  for text, message in (
+      ('{"a": "b", "a": "c"}', "\\['a'\\] given twice"),
+      ('[["a", "b"]]', 'must be a JSON object'),
+      ('{"a": {"b": "c"}}', 'must be a JSON object'),
+      ('{"a": ', 'is not valid')):
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+      _parsed('--label_map', str(path))
+  with pytest.raises(ConfigError, match='cannot be read'):
+    _parsed('--label_map', str(tmp_path / 'missing.json'))
+
+
+@pytest.mark.parametrize('options, message', [
+    ({'label_map': 'a=b,a=c'}, "--label_map='a=b,a=c': renames a class "
+     'twice'),
+    ({'label_map': 'a=*'}, 'give CLASS=NEW with a NEW class name'),
+    ({'label_map': '=b'}, "'=b' is not CLASS=NEW or CLASS"),
+    ({'label_map': 'a', 'label_from': 'none'}, '--label_from none gives no '
+     'classes to rename'),
+    ({'exclude': '/abs/*'}, "--exclude='/abs/\\*': pattern '/abs/\\*': give a "
+     'glob relative to input_dir'),
+    ({'exclude': 'a/../b'}, 'give a glob relative to input_dir'),
+    ({'silence_from': 'gs://b/x'}, 'give a glob relative to input_dir'),
+    ({'exclude': 'a/*,a/*'}, 'lists a pattern twice'),
+    ({'silence_windows': 5}, '--silence_windows=5: needs --silence_from'),
+    ({'silence_label': 'quiet'}, "--silence_label='quiet': needs "
+     '--silence_from'),
+    ({'silence_from': 'n/*', 'silence_windows': 0}, 'must be a positive'),
+    ({'silence_from': 'n/*', 'silence_label': ''}, 'give a class name'),
+    ({'silence_from': 'n/*', 'label_from': 'none'}, '--label_from none '
+     'gives no classes'),
+    ({'silence_from': 'n/*', 'exclude': 'x/*,n/*'},
+     "--silence_from='n/\\*': every file it matches is left out by "
+     '--exclude=n/\\*'),
+    ({'silence_from': 'n/a.wav', 'exclude': 'n/*'}, 'a file cannot be both'),
+])
+def test_impossible_label_and_pattern_options_are_refused(options, message):
+  from pipeline.config import ConfigError, PipelineConfig
+  with pytest.raises(ConfigError, match=message):
+    PipelineConfig(input_dir='in', output_dir='out', **options)
+
+
+def test_a_silence_pattern_may_overlap_an_exclusion():
+  """Excluding some of the silence recordings is a choice, not a clash."""
+  from pipeline.config import PipelineConfig
+  config = PipelineConfig(input_dir='in', output_dir='out',
+                          silence_from='noise/*',
+                          exclude='noise/white_noise.wav')
+  assert config.silence_from == ('noise/*',)

@@ -53,7 +53,8 @@ def test_replay_is_bit_exact_against_independent_reference(corpus, tmp_path):
                                    ['bird', 'dog'], RATE)
   assert meta['counts'] == {'examples': len(got), 'files_ok': 6,
                             'files_rejected': 0, 'files_seen': 6,
-                            'rejections': 0, 'notes': 0}
+                            'files_excluded': 0, 'rejections': 0,
+                            'notes': 0}
   assert meta['classes'] == ['bird', 'dog'] and meta['sample_rate'] == RATE
   schema = meta['schema']
   assert schema['signal'] == {'dtype': 'int32', 'shape': [WIN],

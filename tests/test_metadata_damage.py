@@ -111,6 +111,10 @@ def test_every_damage_is_refused_or_read(written, capsys):
      'counts.files_ok'),
     (lambda m: m['splits']['train']['examples_per_class'].update(zzz=1),
      'splits.train.examples_per_class'),
+    (lambda m: m['counts'].update(files_excluded=1),
+     'counts.files_seen'),
+    (lambda m: m['counts'].update(files_excluded=-1),
+     'counts.files_excluded'),
 ])
 def test_verify_checks_every_count_relation(written, tmp_path, damage,
                                             entry):

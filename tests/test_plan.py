@@ -41,3 +41,57 @@ def test_a_manifest_row_gives_split_label_and_extras():
                                     win_len=100, n_fft=64)
   planned = plan.plan_file(info, plain, 16000)
   assert (planned.split, planned.label, planned.extras) == ('train', 'a', ())
+
+
+def test_silence_windows_are_shared_as_evenly_as_lengths_allow():
+  # Equal shares, the remainder one each to the first recordings.
+  assert plan.share_windows({3: 20, 5: 13}, 15) == {3: 8, 5: 7}
+  # A short recording gives all of its windows, the others share the rest.
+  assert plan.share_windows({1: 2, 2: 100, 3: 100}, 11) == {1: 2, 2: 5,
+                                                            3: 4}
+  # A cap above the total keeps everything.
+  assert plan.share_windows({1: 3, 2: 4}, 100) == {1: 3, 2: 4}
+  assert plan.share_windows({}, 5) == {}
+  for counts, total in (({1: 7, 2: 1, 3: 30, 4: 9}, 20), ({1: 5}, 3)):
+    kept = plan.share_windows(counts, total)
+    assert sum(kept.values()) == min(total, sum(counts.values()))
+    assert all(0 <= kept[k] <= counts[k] for k in counts)
+
+
+def _silence_block():
+  config = config_lib.PipelineConfig(
+      input_dir='/in', output_dir='/out', win_len=100, n_fft=64,
+      silence_from='noise/*', label_map='dog,*=other')
+  infos = [WavInfo(0, '/in/cat/a.wav', 300, 16000, 1, 'PCM_16'),
+           WavInfo(1, '/in/dog/b.wav', 300, 16000, 1, 'PCM_16'),
+           WavInfo(2, '/in/noise/long.wav', 2000, 16000, 1, 'PCM_16'),
+           WavInfo(3, '/in/noise/x/short.wav', 500, 16000, 1, 'PCM_16')]
+  planned, rejected = plan.plan_block(0, infos, config, 16000)
+  assert not rejected
+  return planned
+
+
+def test_silence_recordings_and_renamed_classes_are_planned():
+  planned = _silence_block()
+  assert [(p.label, p.silence, p.num_windows) for p in planned.plans] == [
+      ('other', False, 3), ('dog', False, 3), ('_silence_', True, 20),
+      ('_silence_', True, 5)]
+  windows = planned.windows()
+  assert windows.silence == ((2, 20), (3, 5))
+  assert windows.num_windows == 31
+
+
+def test_an_allowance_caps_silence_then_num_elems():
+  planned = _silence_block()
+  allowed = plan.allowance([planned.windows()], silence_windows=8)
+  assert allowed.silence == {2: 4, 3: 4} and allowed.blocks is None
+  limited = allowed.limit(planned)
+  assert [p.num_windows for p in limited.plans] == [3, 3, 4, 4]
+  # --num_elems counts the windows left after the silence cap.
+  allowed = plan.allowance([planned.windows()], num_elems=10,
+                           silence_windows=8)
+  assert allowed.blocks == {0: 10}
+  assert [p.num_windows for p in allowed.limit(planned).plans] == [3, 3, 4]
+  # A recording allowed no window is left out of the block.
+  allowed = plan.allowance([planned.windows()], silence_windows=1)
+  assert [p.info.index for p in allowed.limit(planned).plans] == [0, 1, 2]

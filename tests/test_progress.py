@@ -24,6 +24,9 @@ def test_status_line_numbers():
   # 0.05 MB in 10 s = 0.005 MB/s; 150 examples of 1 kB left -> 30 s.
   assert 'ETA 30 s' in line and 'elapsed 12 s' in line
   assert 'planning' in progress.status_line(None, 0, 3.0, None, 3.0)
+  plan.update(files_excluded=1)  # --exclude: seen, neither planned nor rejected
+  line = progress.status_line(plan, 0, 1.0, None, 1.0)
+  assert '8/10 files planned (1 rejected, 1 excluded)' in line
 
 
 def test_progress_follows_a_real_run(tmp_path, monkeypatch):

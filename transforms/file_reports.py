@@ -13,6 +13,7 @@ import google_crc32c
 import soundfile as sf
 
 from pipeline.contract.errors import WavbeamError
+from pipeline.contract.rejects import EXCLUDED
 
 # Errors that mean "this input is bad", as opposed to bugs in our code.
 INPUT_ERRORS = (sf.LibsndfileError, RuntimeError, OSError, ValueError,
@@ -48,19 +49,24 @@ def head_crc(head: bytes) -> int:
 
 
 NOTE = 'note'  # a Rejection stage: the file is used, with a remark
+# EXCLUDED, a Rejection stage too: --exclude left the file out.
 
 
 @dataclasses.dataclass(frozen=True)
 class Rejection:
   path: str
   reason: str
-  stage: str                                  # list, probe, plan, read, note
+  stage: str                  # list, probe, plan, read, note, exclude
   frame_range: Optional[Tuple[int, int]] = None  # set when part of a file
   split: str = ''   # for windows rejected when read: the file's split
 
   @property
   def is_note(self) -> bool:
     return self.stage == NOTE
+
+  @property
+  def is_excluded(self) -> bool:
+    return self.stage == EXCLUDED
 
   def to_json(self) -> dict:
     if self.is_note:

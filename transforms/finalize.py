@@ -83,7 +83,11 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   files_seen = summary.files_seen
 
   parts = summary.block_rejects.values()
-  held = [r for r in summary.rejections if not r.is_note]
+  # Files --exclude left out are seen, and neither ok nor rejected.
+  files_excluded = len({r.path for r in summary.rejections
+                        if r.is_excluded})
+  held = [r for r in summary.rejections
+          if not r.is_note and not r.is_excluded]
   # A planned file is ok unless one of its windows was rejected when read;
   # files rejected earlier (listed, probed or planned) were never planned.
   read_rejected = {(r.split, r.path) for r in held if r.stage == 'read'}
@@ -92,17 +96,17 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   read_paths = {path for _, path in read_rejected}
   files_rejected = early_rejected + len(read_paths)
   num_rejections = sum(p.rejections for p in parts) + len(held)
-  num_notes = (sum(p.notes for p in parts) + len(summary.rejections) -
-               len(held))
+  num_notes = sum(p.notes for p in parts) + len(
+      [r for r in summary.rejections if r.is_note])
   planned = summary.planned_by_split()
   files_ok = collections.Counter(planned)
   for split, _ in read_rejected:
     files_ok[split] -= 1
-  if (sum(planned.values()) + early_rejected != files_seen or
-      len(read_rejected) != len(read_paths)):  # a file is in one split
+  if (sum(planned.values()) + early_rejected + files_excluded != files_seen
+      or len(read_rejected) != len(read_paths)):  # a file is in one split
     raise IncompleteRun(
-        f'{files_seen} files seen but {sum(files_ok.values())} ok and '
-        f'{files_rejected} rejected')
+        f'{files_seen} files seen but {sum(files_ok.values())} ok, '
+        f'{files_rejected} rejected and {files_excluded} excluded')
   stats = summary.splits
   split_names = config.split_names or sorted(layouts)
   by_split = {name: {} for name in split_names}
@@ -172,6 +176,7 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
       input_key=default_input_key(config.features), splits=splits,
       counts={'files_seen': files_seen, 'files_ok': sum(files_ok.values()),
               'files_rejected': files_rejected,
+              'files_excluded': files_excluded,
               'rejections': num_rejections, 'notes': num_notes,
               'examples': examples},
       compression=config.compression,

@@ -1,10 +1,16 @@
-"""Class labels from file paths."""
+"""Class labels from file paths, renamed by --label_map, and the class of
+--silence_from recordings."""
 
-from typing import Iterable, List, Sequence
+import functools
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from pipeline.config import ConfigError, OTHER_CLASSES, label_map_text
+from transforms import patterns
 from transforms import splits
 
 NO_LABEL_TARGET = -1
+# Classes a refusal names before it says how many more there are.
+_SHOWN_CLASSES = 20
 
 
 def label_of(rel_path: str, mode: str) -> str:
@@ -32,13 +38,85 @@ def class_names(labels: Iterable[str], known: Sequence[str] = ()) -> List[str]:
   return list(known) + sorted(set(labels) - {''} - set(known))
 
 
-def file_label(path: str, config, entry=None) -> str:
-  """The class of a listed file: its manifest row's (a manifest.Entry)
-  with --manifest_label_column, else label_of its path, below the split
-  folder if there is one."""
+def is_silence(path: str, config) -> bool:
+  """Whether a listed file is a --silence_from recording."""
+  return bool(config.silence_from) and patterns.first_match(
+      splits.relative_path(path, config.input_dir),
+      config.silence_from) is not None
+
+
+def corpus_label(path: str, config, entry=None) -> str:
+  """The class the corpus gives a listed file, before --label_map: its
+  manifest row's (a manifest.Entry) with --manifest_label_column, else
+  label_of its path, below the split folder if there is one."""
   if config.manifest_label_column:
     return entry.label if entry is not None else ''
   rel = splits.relative_path(path, config.input_dir)
   if config.split_from == 'subdir':
     rel = rel.partition('/')[2]
   return label_of(rel, config.label_from)
+
+
+def file_label(path: str, config, entry=None) -> str:
+  """The class of a listed file in the dataset: --silence_label for a
+  --silence_from recording, else its corpus_label renamed by
+  --label_map ('' stays '': the file has no class)."""
+  if is_silence(path, config):
+    return config.silence_label
+  return renamed(corpus_label(path, config, entry), config.label_map)
+
+
+@functools.lru_cache(maxsize=16)
+def _lookup(label_map: Tuple[Tuple[str, str], ...]) -> Dict[str, str]:
+  return dict(label_map)
+
+
+def renamed(label: str, label_map) -> str:
+  """`label` after --label_map (pairs): its own entry, else the map's
+  OTHER_CLASSES entry, else itself."""
+  if not label or not label_map:
+    return label
+  lookup = _lookup(tuple(label_map))
+  found = lookup.get(label)
+  return found if found is not None else lookup.get(OTHER_CLASSES, label)
+
+
+def check_label_map(corpus_labels: Iterable[Optional[str]], config) -> None:
+  """ConfigError when --label_map names a class that no listed file has
+  (a typo there would silently put that class's files under *=NEW)."""
+  found = set(corpus_labels) - {None, ''}
+  missing = [old for old, _ in config.label_map
+             if old != OTHER_CLASSES and old not in found]
+  if not missing:
+    return
+  shown = sorted(found)[:_SHOWN_CLASSES]
+  more = len(found) - len(shown)
+  raise ConfigError('label_map', label_map_text(config.label_map),
+                    f'names {", ".join(map(repr, missing))}, which no file '
+                    f'of the corpus has as its class (the corpus has '
+                    f'{", ".join(shown) or "none"}'
+                    f'{f" and {more} more" if more > 0 else ""})')
+
+
+def classes_of_block(block, config) -> List[Tuple[Optional[str], str]]:
+  """(corpus class or None for a silence recording, dataset class) of a
+  listing block's files ((index, path, entry), ...), each pair once."""
+  found = set()
+  for _, path, entry in block:
+    if is_silence(path, config):
+      found.add((None, config.silence_label))
+    else:
+      label = corpus_label(path, config, entry)
+      found.add((label, renamed(label, config.label_map)))
+  return sorted(found, key=lambda pair: (pair[0] or '', pair[1]))
+
+
+def dataset_classes(pairs: Iterable[Tuple[Optional[str], str]], config,
+                    known: Sequence[str] = (), check: bool = True
+                    ) -> List[str]:
+  """The dataset's class names from every block's classes_of_block pairs;
+  with `check`, refuses a --label_map that names a class none has."""
+  pairs = list(pairs)
+  if check and config.label_map:
+    check_label_map((old for old, _ in pairs), config)
+  return class_names((new for _, new in pairs), known)

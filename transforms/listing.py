@@ -1,10 +1,11 @@
 """The run's input listed by the job: the audio files under input_dir (and
 a manifest's or split lists' rows) as blocks of consecutive indices, and a
-Rejection per name that cannot be used. ListBlocks yields blocks,
-rejections and the count on its main output, as distinct types
-(graph.SplitByType parts them)."""
+Rejection per name that cannot be used or that --exclude leaves out.
+ListBlocks yields blocks, rejections and the counts on its main output, as
+distinct types (graph.SplitByType parts them)."""
 
 import dataclasses
+from typing import Dict
 
 import apache_beam as beam
 
@@ -12,6 +13,7 @@ from pipeline.contract import naming
 from pipeline import config as config_lib
 from pipeline.config import PipelineConfig
 from transforms import manifest as manifest_lib
+from transforms import patterns
 from transforms import plan as plan_lib
 from transforms import split_lists
 from transforms import splits
@@ -19,12 +21,13 @@ from transforms import stats as stats_lib
 from transforms import wav_io
 
 
-def index_blocks(paths, entries=None, refused=None):
+def index_blocks(paths, entries=None, refused=None, excluded=None):
   """Sorted paths -> ([(block, ((index, path, entry), ...))], [Rejection]):
   consecutive indices in blocks of plan.block_size, and a rejection for
-  each name that is not UTF-8 or is in `refused` ({path: reason}); they
-  keep their indices, so others keep theirs. `entries` maps paths to
-  their manifest rows (entry: a manifest.Entry, else None).
+  each name that is in `excluded` ({path: reason}; stage EXCLUDED), is
+  not UTF-8, or is in `refused` ({path: reason}); they keep their indices,
+  so others keep theirs. `entries` maps paths to their manifest rows
+  (entry: a manifest.Entry, else None).
 
   A name that is not valid UTF-8 cannot be written in an example, a
   rejection or a Beam coder's string; it is shown with its bytes as \\xNN
@@ -32,9 +35,13 @@ def index_blocks(paths, entries=None, refused=None):
   """
   indexed, unusable = [], []
   refused = refused or {}
+  excluded = excluded or {}
   for index, path in enumerate(paths):
     shown = wav_io.undecodable_name(path)
-    if shown is not None:
+    if path in excluded:
+      unusable.append(wav_io.Rejection(shown or path, excluded[path],
+                                       wav_io.EXCLUDED))
+    elif shown is not None:
       unusable.append(wav_io.Rejection(
           shown, 'file name is not valid UTF-8 (shown with its bytes as '
           '\\xNN): rename the file', 'list'))
@@ -49,12 +56,59 @@ def index_blocks(paths, entries=None, refused=None):
 
 
 def input_paths(config: PipelineConfig):
-  """(sorted paths, manifest entries or None, {path: why it is refused}):
-  the audio files under input_dir (--audio_formats); with --manifest,
-  those and the manifest's rows, where a file without a row, and a row
-  under input_dir without its file, are refused (rows elsewhere, absolute
-  or URIs, are probed); with --split_lists, a listed path without its file
-  is refused too, so that it is counted and reported like a file."""
+  """(sorted paths, manifest entries or None, {path: why it is refused},
+  {path: why it is excluded}): the audio files under input_dir
+  (--audio_formats); with --manifest, those and the manifest's rows, where
+  a file without a row, and a row under input_dir without its file, are
+  refused (rows elsewhere, absolute or URIs, are probed); with
+  --split_lists, a listed path without its file is refused too, so that it
+  is counted and reported like a file. Every path --exclude matches is
+  excluded instead (excluded_paths)."""
+  every, entries, refused = _listed_paths(config)
+  excluded = excluded_paths(config, every)
+  for path in excluded:
+    refused.pop(path, None)
+  return every, entries, refused, excluded
+
+
+def excluded_paths(config: PipelineConfig, paths) -> Dict[str, str]:
+  """{path: reason} of the listed `paths` --exclude matches. ConfigError
+  for an --exclude or --silence_from pattern that matches no path (a typo
+  would silently keep, or leave unlabelled, the files it meant), and for
+  a --silence_from pattern whose every file is excluded."""
+  if not config.exclude and not config.silence_from:
+    return {}
+  excluded, matched, silence_kept = {}, set(), set()
+  for path in paths:
+    rel = splits.relative_path(path, config.input_dir)
+    hits = [p for p in config.exclude if patterns.first_match(rel, (p,))]
+    if hits:
+      excluded[path] = f'excluded: matches --exclude {hits[0]}'
+      matched.update(('exclude', p) for p in hits)
+    for p in config.silence_from:
+      if patterns.first_match(rel, (p,)):
+        matched.add(('silence_from', p))
+        if not hits:
+          silence_kept.add(p)
+  formats = ','.join(config.audio_formats)
+  for name, given in (('exclude', config.exclude),
+                      ('silence_from', config.silence_from)):
+    for p in given:
+      if (name, p) not in matched:
+        raise config_lib.ConfigError(
+            name, p, f'matches no file under {config.input_dir} (of '
+            f'--audio_formats={formats}; matched against each path '
+            'relative to it, e.g. _background_noise_/*)')
+  for p in config.silence_from:
+    if p not in silence_kept:
+      raise config_lib.ConfigError(
+          'silence_from', p, 'every file it matches is left out by '
+          f'--exclude={",".join(config.exclude)}')
+  return excluded
+
+
+def _listed_paths(config: PipelineConfig):
+  """input_paths before --exclude."""
   paths = wav_io.list_audio_files(config.input_dir, config.audio_formats)
   formats = f'--audio_formats={",".join(config.audio_formats)}'
   if config.split_lists:
@@ -85,17 +139,19 @@ def input_paths(config: PipelineConfig):
 
 
 def list_input(config: PipelineConfig, base=None):
-  """(files seen, blocks, rejections) of the run's input (input_paths);
-  for an --append part, `base` (append.AppendBase) holds the paths to
-  read, chosen by the launcher, and those refused."""
+  """(files seen, files excluded, blocks, rejections) of the run's input
+  (input_paths); for an --append part, `base` (append.AppendBase) holds
+  the paths to read, chosen by the launcher, those refused and those
+  excluded."""
   if base is None:
-    every, entries, refused = input_paths(config)
+    every, entries, refused, excluded = input_paths(config)
   else:
     every, refused = list(base.paths), dict(base.refused)
+    excluded = dict(base.excluded)
     entries = manifest_lib.read(config).entries if config.manifest else None
   entries = _with_split_lists(config, every, entries)
-  blocks, unusable = index_blocks(every, entries, refused)
-  return len(every), blocks, unusable
+  blocks, unusable = index_blocks(every, entries, refused, excluded)
+  return len(every), len(excluded), blocks, unusable
 
 
 def _with_split_lists(config: PipelineConfig, paths, entries):
@@ -121,7 +177,7 @@ class ListBlocks(beam.DoFn):
   the count: the paths are listed by the job, not carried in its graph."""
 
   def process(self, listing):
-    count, blocks, unusable = list_input(*listing)
+    count, excluded, blocks, unusable = list_input(*listing)
     yield from blocks
     yield from unusable
-    yield stats_lib.ListedFiles(count)
+    yield stats_lib.ListedFiles(count, excluded)

@@ -6,7 +6,7 @@ bounded whatever the file length.
 """
 
 import dataclasses
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from pipeline.config import PipelineConfig
 from transforms import audio
@@ -29,6 +29,7 @@ class FilePlan:
   num_windows: int
   # --manifest_extra_columns: (column, value) stored in every example.
   extras: Tuple[Tuple[str, object], ...] = ()
+  silence: bool = False   # a --silence_from recording
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,13 +71,23 @@ class PlannedBlock:
     return tuple((split, self.block, windows, files[split])
                  for split, windows in sorted(self.windows_by_split().items()))
 
+  def silence_windows(self) -> Tuple[Tuple[int, int], ...]:
+    """(file index, windows) of its --silence_from recordings."""
+    return tuple((p.info.index, p.num_windows) for p in self.plans
+                 if p.silence)
+
+  def windows(self) -> 'BlockWindows':
+    return BlockWindows(self.block, self.counts(), self.silence_windows())
+
 
 @dataclasses.dataclass(frozen=True)
 class BlockWindows:
   """A block's planned windows: (split, block, windows, files) per split,
-  the layout's entries."""
+  the layout's entries; and (file index, windows) of its --silence_from
+  recordings, for --silence_windows."""
   block: int
   counts: Tuple[Tuple[str, int, int, int], ...]
+  silence: Tuple[Tuple[int, int], ...] = ()
 
   @property
   def num_windows(self) -> int:
@@ -135,7 +146,9 @@ def plan_file(info: WavInfo, config: PipelineConfig, dataset_rate: int,
                    'split folder (DIR/SPLIT/...)')
   else:
     split = splits.split_by_hash(rel_path, config.splits)
-  label = labels.file_label(info.path, config, entry)
+  silence = labels.is_silence(info.path, config)
+  label = (config.silence_label if silence else labels.renamed(
+      labels.corpus_label(info.path, config, entry), config.label_map))
   if config.manifest_label_column and not label:
     raise BadWav(f'no label: the manifest row (line {entry.line}) has an '
                  f'empty {config.manifest_label_column!r}')
@@ -148,7 +161,7 @@ def plan_file(info: WavInfo, config: PipelineConfig, dataset_rate: int,
                  'resample instead)')
   frames, n = file_windows(info, config, dataset_rate)
   return FilePlan(info, split, label, dataset_rate, frames, n,
-                  entry.extras if entry is not None else ())
+                  entry.extras if entry is not None else (), silence)
 
 
 def file_windows(info: WavInfo, config: PipelineConfig,
@@ -186,6 +199,71 @@ def limit_block(block: PlannedBlock, allowed: int) -> PlannedBlock:
     if n > 0:
       plans.append(dataclasses.replace(plan, num_windows=n))
   return PlannedBlock(block.block, tuple(plans))
+
+
+def share_windows(counts: Dict[int, int], total: int) -> Dict[int, int]:
+  """{recording: windows kept} of at most `total` windows, shared as evenly
+  as the recordings' `counts` allow: a recording with fewer windows than
+  its share keeps them all and the others share the rest; what does not
+  divide evenly goes one window each to the first recordings, in key
+  order. Depends on the counts only, so every run agrees."""
+  kept, left = {}, total
+  pending = sorted(counts, key=lambda k: (counts[k], k))
+  while pending and counts[pending[0]] <= left // len(pending):
+    kept[pending[0]] = counts[pending[0]]
+    left -= counts[pending.pop(0)]
+  if pending:
+    share, extra = divmod(left, len(pending))
+    for i, key in enumerate(sorted(pending)):
+      kept[key] = share + (i < extra)
+  return kept
+
+
+@dataclasses.dataclass(frozen=True)
+class Allowance:
+  """The windows a run keeps when options limit them: `silence` {file
+  index: windows} of the --silence_from recordings (--silence_windows),
+  then `blocks` {block: windows} in file order (--num_elems). None: no
+  limit of that kind."""
+  silence: Optional[Dict[int, int]] = None
+  blocks: Optional[Dict[int, int]] = None
+
+  def limit(self, block: PlannedBlock) -> PlannedBlock:
+    if self.silence is not None:
+      plans = []
+      for plan in block.plans:
+        if plan.silence:
+          plan = dataclasses.replace(plan, num_windows=min(
+              plan.num_windows, self.silence.get(plan.info.index, 0)))
+        if plan.num_windows > 0:
+          plans.append(plan)
+      block = PlannedBlock(block.block, tuple(plans))
+    if self.blocks is not None:
+      block = limit_block(block, self.blocks[block.block])
+    return block
+
+
+def allowance(windows: Iterable[BlockWindows],
+              num_elems: Optional[int] = None,
+              silence_windows: Optional[int] = None) -> Allowance:
+  """The Allowance of a run from every block's planned windows: the
+  --silence_windows cap first (share_windows), then --num_elems over the
+  windows left, in block order."""
+  windows = list(windows)
+  silence = None
+  if silence_windows is not None:
+    silence = share_windows({index: n for b in windows
+                             for index, n in b.silence}, silence_windows)
+  blocks = None
+  if num_elems is not None:
+    per_block = []
+    for b in windows:
+      n = b.num_windows
+      if silence is not None:
+        n -= sum(count - silence[index] for index, count in b.silence)
+      per_block.append((b.block, n))
+    blocks = limit_windows(per_block, num_elems)
+  return Allowance(silence, blocks)
 
 
 def windows_per_chunk(plan: FilePlan, hop_len: int) -> int:

@@ -39,18 +39,19 @@ class PlanBlock(beam.DoFn):
     yield stats_lib.PlannedFiles(
         stored.block, tuple(sorted(planned.files_by_split().items())),
         stored.path)
-    yield plan_lib.BlockWindows(stored.block, planned.counts())
+    yield planned.windows()
 
 
 def planned_block(stored, config: PipelineConfig, dataset_rate: int,
                   allowed=None) -> plan_lib.PlannedBlock:
   """A StoredBlock planned again (rejections were recorded by PlanBlock),
-  limited to its first allowed[block] windows when --num_elems is set."""
+  limited by `allowed` (a plan.Allowance) when --silence_windows or
+  --num_elems is set."""
   infos, _, entries = block_store.read_all(stored.path)
   planned, _ = plan_lib.plan_block(stored.block, infos, config, dataset_rate,
                                    entries)
   if allowed is not None:
-    planned = plan_lib.limit_block(planned, allowed[stored.block])
+    planned = allowed.limit(planned)
   return planned
 
 

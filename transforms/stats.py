@@ -188,8 +188,10 @@ class PlannedFiles:
 
 @dataclasses.dataclass(frozen=True)
 class ListedFiles:
-  """How many files the listing found (each is planned or rejected)."""
+  """How many files the listing found (each is planned, rejected or
+  excluded), and how many of them --exclude left out."""
   count: int
+  excluded: int = 0
 
 
 @dataclasses.dataclass

@@ -20,8 +20,8 @@ from transforms import filesystem
 from transforms import ogg_pages
 from transforms import sound_files
 from transforms.file_reports import (  # noqa: F401  (reachable here)
-    HEAD_BYTES, INPUT_ERRORS, NOTE, BadWav, Rejection, WavInfo, head_crc,
-    short_error, unreadable)
+    EXCLUDED, HEAD_BYTES, INPUT_ERRORS, NOTE, BadWav, Rejection, WavInfo,
+    head_crc, short_error, unreadable)
 from transforms.sound_files import (  # noqa: F401  (reachable here)
     MAX_DECODED_BYTES, MAX_DECODED_CACHE_BYTES, WHOLE_DECODE_SUBTYPES,
     DecodedWhole, check_decodable, decoded_bytes, read_frames)

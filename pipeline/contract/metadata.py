@@ -201,10 +201,13 @@ class _Checker:
     if counts['examples'] != total:
       self.fail('counts.examples', f'{counts["examples"]}, but the splits '
                 f'hold {total}')
-    if counts['files_seen'] != counts['files_ok'] + counts['files_rejected']:
+    # files_excluded (--exclude) is absent from datasets written before it.
+    excluded = counts.get('files_excluded', 0)
+    if counts['files_seen'] != (counts['files_ok'] + counts['files_rejected']
+                                + excluded):
       self.fail('counts.files_seen', f'{counts["files_seen"]} files seen, '
-                f'but {counts["files_ok"]} ok and {counts["files_rejected"]} '
-                'rejected')
+                f'but {counts["files_ok"]} ok, {counts["files_rejected"]} '
+                f'rejected and {excluded} excluded')
     files = [e.get('num_files') for e in splits.values()]
     if all(n is not None for n in files) and sum(files) != counts['files_ok']:
       self.fail('counts.files_ok', f'{counts["files_ok"]}, but the splits '

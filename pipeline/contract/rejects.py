@@ -2,9 +2,10 @@
 
 One JSON object a line: a rejected file, or window, {"path", "stage",
 "reason"[, "frames": [start, stop]]}, or a file used with a remark
-{"path", "note"}. Written by the run's final step; read by inspect and by
---append (which files earlier parts rejected whole). Standard library
-only: every layer imports it.
+{"path", "note"}. A file --exclude left out is a record of stage EXCLUDED.
+Written by the run's final step; read by inspect and by --append (which
+files earlier parts rejected whole or excluded). Standard library only:
+every layer imports it.
 """
 
 from typing import List
@@ -14,6 +15,8 @@ from pipeline.contract import naming
 from pipeline.contract.errors import DatasetError
 
 FILE_NAME = naming.REJECTS_FILE
+# The stage of a file left out by --exclude: not read, not rejected.
+EXCLUDED = 'exclude'
 
 
 def parse(text: str, where: str) -> List[dict]:
@@ -34,6 +37,11 @@ def parse(text: str, where: str) -> List[dict]:
 
 
 def rejected_whole(record: dict) -> bool:
-  """Whether a record rejects a whole file (not some of its windows, and
-  not a note on a file that was used)."""
+  """Whether a record rejects (or excludes) a whole file (not some of its
+  windows, and not a note on a file that was used)."""
   return bool(record.get('stage')) and 'frames' not in record
+
+
+def excluded(record: dict) -> bool:
+  """Whether a record is a file --exclude left out."""
+  return record.get('stage') == EXCLUDED
