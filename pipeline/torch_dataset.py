@@ -122,7 +122,7 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     if self.batch_size is None:
       return examples
     return torch_batches.batched(self._buffers, examples, self.batch_size,
-                                 self.drop_last)
+                                 self.drop_last, self._reader.variable)
 
   def _worker_range(self, worker: int, workers: int):
     """This worker's records, as positions in the rank's range; cut at
