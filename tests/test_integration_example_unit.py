@@ -354,3 +354,23 @@ def test_an_empty_result_still_has_the_variable_schema(tmp_path):
   assert meta['counts']['examples'] == 0
   spec = schema_lib.FeatureSpec.from_json(meta['schema']['signal'])
   assert spec.variable and spec.length_key == 'num_samples'
+
+
+def test_the_featurizer_gives_a_recording_its_example(dataset):
+  from pipeline import featurizer as featurizer_lib
+  d, paths, _ = dataset
+  out = str(d / 'out')
+  fn = featurizer_lib.featurizer(out)
+  got = _by_path(numpy_reader.numpy_dataset(out))
+  for path in (paths[0], paths[-1]):  # one resampled and mixed
+    computed = fn(path)
+    for name in FEATURES:
+      assert computed[name].shape == (1, *got[os.path.basename(path)][
+          name].shape)
+      assert np.array_equal(computed[name][0],
+                            got[os.path.basename(path)][name])
+  with pytest.raises(featurizer_lib.FeaturizerError, match='too long: '):
+    fn(str(d / 'in' / 'yes' / 'too_long.wav'))
+  with pytest.raises(featurizer_lib.FeaturizerError, match='--example_unit '
+                     'file, which the TensorFlow featurizer does not'):
+    featurizer_lib.tf_featurizer(out)
