@@ -374,3 +374,12 @@ def test_the_featurizer_gives_a_recording_its_example(dataset):
   with pytest.raises(featurizer_lib.FeaturizerError, match='--example_unit '
                      'file, which the TensorFlow featurizer does not'):
     featurizer_lib.tf_featurizer(out)
+
+
+def test_num_elems_takes_the_first_recordings(dataset, tmp_path):
+  d, paths, _ = dataset
+  _run(d / 'in', tmp_path / 'out', '--num_elems', '3', '--no_shuffle')
+  got = [os.path.basename(str(e['filepath']))
+         for e in numpy_reader.numpy_dataset(str(tmp_path / 'out'))]
+  assert len(got) == 3
+  assert got == sorted(got)  # in file order

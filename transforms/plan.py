@@ -88,7 +88,7 @@ class BlockWindows:
 
   @property
   def num_windows(self) -> int:
-    return sum(n for _, _, n, _ in self.counts)
+    return sum(entry[2] for entry in self.counts)
 
 
 def plan_block(block: int, infos: Iterable[WavInfo], config: PipelineConfig,
