@@ -199,7 +199,9 @@ class _Filling:
         raise ValueError(
             f'feature {key!r}: {value.dtype}{list(value.shape)} in an '
             f'example, {rows.dtype}{list(rows.shape[1:])} in the batch\'s '
-            'first: batched examples need equal shapes and dtypes')
+            'first: batched examples need equal shapes and dtypes (a '
+            'dataset of variable-length examples pads them when batched '
+            "by its reader's batch_size, or by WavbeamMapDataset.collate)")
       rows[self.count] = value
     for key, values in self.strings.items():
       values.append(example[key])

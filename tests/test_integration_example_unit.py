@@ -383,3 +383,48 @@ def test_num_elems_takes_the_first_recordings(dataset, tmp_path):
          for e in numpy_reader.numpy_dataset(str(tmp_path / 'out'))]
   assert len(got) == 3
   assert got == sorted(got)  # in file order
+
+
+def test_append_adds_recordings_as_a_part(tmp_path):
+  for i in range(3):
+    H.write_wav(str(tmp_path / 'in' / 'a' / f'{i}.wav'),
+                H.noise(8000 + 3000 * i, seed=i))
+  _run(tmp_path / 'in', tmp_path / 'out')
+  H.write_wav(str(tmp_path / 'in' / 'a' / '3.wav'), H.noise(19000, seed=3))
+  _run(tmp_path / 'in', tmp_path / 'out', '--append')
+  got = _by_path(numpy_reader.numpy_dataset(str(tmp_path / 'out')))
+  assert {k: len(e['signal']) for k, e in got.items()} == {
+      '0.wav': 8000, '1.wav': 11000, '2.wav': 14000, '3.wav': 19000}
+  assert verify.main([str(tmp_path / 'out')]) == 0
+
+
+def test_inspect_plots_whole_recordings(dataset, tmp_path):
+  pytest.importorskip('matplotlib')
+  d, _, _ = dataset
+  figure = tmp_path / 'f.png'
+  proc = subprocess.run([sys.executable, '-m', 'pipeline.inspect_dataset',
+                         str(d / 'out'), '--plot', str(figure), '--n', '2'],
+                        cwd=ROOT, capture_output=True, text=True,
+                        timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert figure.stat().st_size > 10000
+
+
+def test_normalized_batches_keep_their_padding_at_zero(dataset):
+  d, _, meta = dataset
+  stats = meta['splits']['train']['statistics']['log_mel']
+  single = _by_path(numpy_reader.numpy_dataset(str(d / 'out')))
+  padded = 0
+  for batch in replay.replay_dataset(str(d / 'out'), batch_size=6,
+                                     normalize=['log_mel']):
+    lengths = batch['log_mel_length'].numpy()
+    for row, path in enumerate(batch['filepath'].numpy()):
+      n = lengths[row]
+      e = single[os.path.basename(path.decode())]
+      expected = (e['log_mel'].astype(np.float64) - stats['mean']) / \
+          stats['std']
+      np.testing.assert_allclose(batch['log_mel'][row, :n], expected,
+                                 rtol=1e-5, atol=1e-5)
+      assert not batch['log_mel'][row, n:].numpy().any()
+      padded += int(lengths.max() - n)
+  assert padded > 0  # (x - mean) / std of a zero would not be 0
