@@ -585,7 +585,7 @@ def _silent_example(config: PipelineConfig, extra_features=None,
   arrays = extractor.compute(np.zeros((1, frames or config.win_len)), rate)
   lengths = {}
   if config.example_unit == 'file':
-    length_values, lengths = length_columns(arrays, config)
+    length_values, lengths = length_columns(arrays)
     arrays.update(length_values)
   columns = {schema_lib.CLASS_KEY: ['x' * 16], 'filepath': ['x' * 120],
              'index': [0], 'num_classes': [0], schema_lib.LABEL_KEY: [0],

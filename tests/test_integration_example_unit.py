@@ -428,3 +428,20 @@ def test_normalized_batches_keep_their_padding_at_zero(dataset):
       assert not batch['log_mel'][row, n:].numpy().any()
       padded += int(lengths.max() - n)
   assert padded > 0  # (x - mean) / std of a zero would not be 0
+
+
+def test_a_recording_with_nan_is_rejected_when_read(tmp_path):
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'good.wav'), H.noise(9000))
+  bad = H.noise(9000, seed=1)
+  bad[4000] = np.nan
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'nan.wav'), bad, subtype='FLOAT')
+  _run(tmp_path / 'in', tmp_path / 'out')
+  meta = json.loads((tmp_path / 'out' / 'metadata.json').read_text())
+  assert meta['counts']['examples'] == 1
+  assert meta['counts']['rejections'] == 1
+  rejects = [json.loads(line) for line in
+             (tmp_path / 'out' / 'rejects.jsonl').read_text().splitlines()]
+  assert [(os.path.basename(r['path']), r['stage'], r['reason'])
+          for r in rejects] == [('nan.wav', 'read',
+                                 'non-finite samples (NaN or Inf)')]
+  assert rejects[0]['frames'] == [0, 9000]

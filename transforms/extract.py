@@ -189,7 +189,7 @@ def _read_files(config: PipelineConfig, split: str, plans):
                         {plan.info.index: plan})
 
 
-def length_columns(arrays: Mapping[str, np.ndarray], config: PipelineConfig
+def length_columns(arrays: Mapping[str, np.ndarray]
                    ) -> Tuple[Dict[str, List[int]], Dict[str, str]]:
   """--example_unit file: ({length key: [length]}, {feature: its length
   key}) of one example's arrays (a batch of one): the signal's length in
@@ -208,7 +208,6 @@ def length_columns(arrays: Mapping[str, np.ndarray], config: PipelineConfig
       length_key = schema_lib.length_key_of(key)
     columns[length_key] = [int(value.shape[1])]
     lengths[key] = length_key
-  del config
   return columns, lengths
 
 
@@ -251,7 +250,7 @@ class ExampleMaker:
     columns.update(arrays)
     lengths = {}
     if self.config.example_unit == 'file':
-      length_values, lengths = length_columns(arrays, self.config)
+      length_values, lengths = length_columns(arrays)
       columns.update(length_values)
     # Scalar columns have fixed types: a batch's schema can only change
     # with its arrays' dtypes or shapes (of a variable-length array, the
