@@ -14,7 +14,7 @@ from typing import Mapping, Optional, Sequence, Tuple
 
 from pipeline.contract import naming
 from pipeline.contract.errors import WavbeamError
-from pipeline.contract.schema import BASE_KEYS
+from pipeline.contract.schema import BASE_KEYS, NUM_FRAMES_KEY, NUM_SAMPLES_KEY
 
 BUILTIN_FEATURES = ('signal', 'spectrogram', 'log_mel', 'mfcc', 'lpc', 'fft')
 LABEL_MODES = ('subdir', 'suffix', 'none')
@@ -496,7 +496,9 @@ class PipelineConfig:
       except (ValueError, IndexError) as e:
         raise ConfigError('manifest_path_column', self.manifest_path_column,
                           f'is not a template of {{column}} names ({e})')
-    reserved = set(BASE_KEYS) | set(self.features)
+    reserved = set(BASE_KEYS) | set(self.features) | (
+        {NUM_SAMPLES_KEY, NUM_FRAMES_KEY} if self.example_unit == 'file'
+        else set())
     for column in self.manifest_extra_columns:
       if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', column):
         raise ConfigError('manifest_extra_columns', column, 'a feature name '

@@ -656,7 +656,8 @@ def check_input(config: PipelineConfig) -> None:
 
 def _check_extra_features(config, extra_features):
   reserved = (set(config.features) | set(schema_lib.BASE_KEYS) |
-              set(config.manifest_extra_columns))
+              set(config.manifest_extra_columns) |
+              {schema_lib.NUM_SAMPLES_KEY, schema_lib.NUM_FRAMES_KEY})
   for name, fn in (extra_features or {}).items():
     if name in reserved:
       raise ConfigError('features', name, 'an extra feature may not reuse a '

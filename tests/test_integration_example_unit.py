@@ -445,3 +445,31 @@ def test_a_recording_with_nan_is_rejected_when_read(tmp_path):
           for r in rejects] == [('nan.wav', 'read',
                                  'non-finite samples (NaN or Inf)')]
   assert rejects[0]['frames'] == [0, 9000]
+
+
+def rms(windows, sample_rate):
+  """A feature of one value per recording: its root mean square."""
+  del sample_rate
+  return np.sqrt(np.mean(np.square(windows, dtype=np.float64), axis=1,
+                         keepdims=True)).astype(np.float32)
+
+
+def test_a_feature_function_of_your_own_sees_the_whole_recording(tmp_path):
+  from pipeline.config import ConfigError, PipelineConfig
+  lengths = (7000, 12000)
+  for i, n in enumerate(lengths):
+    H.write_wav(str(tmp_path / 'in' / 'a' / f'{i}.wav'), H.noise(n, seed=i))
+  config = PipelineConfig(input_dir=str(tmp_path / 'in'),
+                          output_dir=str(tmp_path / 'out'),
+                          example_unit='file', features=('signal',),
+                          signal_dtype='float32')
+  run_lib.run(config, ['--runner=FnApiRunner'], extra_features={'rms': rms})
+  meta = json.loads((tmp_path / 'out' / 'metadata.json').read_text())
+  assert meta['schema']['rms']['shape'] == [1]  # fixed: not a length
+  for e in numpy_reader.numpy_dataset(str(tmp_path / 'out')):
+    assert len(e['signal']) in lengths
+    assert e['rms'] == rms(e['signal'][np.newaxis], RATE)[0]
+  with pytest.raises(ConfigError, match="--manifest_extra_columns="
+                     "'num_frames': is a key every example already has"):
+    PipelineConfig(input_dir='in', output_dir='out', example_unit='file',
+                   manifest='m.csv', manifest_extra_columns='num_frames')

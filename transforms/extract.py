@@ -189,25 +189,25 @@ def _read_files(config: PipelineConfig, split: str, plans):
                         {plan.info.index: plan})
 
 
+# --example_unit file: the arrays whose first dimension is the
+# recording's length, and the key that holds it.
+LENGTH_KEYS = {'signal': schema_lib.NUM_SAMPLES_KEY,
+               **{name: schema_lib.NUM_FRAMES_KEY
+                  for name in ('spectrogram', 'log_mel', 'mfcc', 'lpc')}}
+
+
 def length_columns(arrays: Mapping[str, np.ndarray]
                    ) -> Tuple[Dict[str, List[int]], Dict[str, str]]:
   """--example_unit file: ({length key: [length]}, {feature: its length
   key}) of one example's arrays (a batch of one): the signal's length in
-  num_samples, the STFT features' in num_frames. An extra feature
-  function's array is variable in its first dimension too, with its own
-  `<name>_length` key."""
+  num_samples, the STFT features' in num_frames. A feature function of
+  your own keeps a fixed shape (one that varies with the recording is
+  refused when the schemas of two examples merge)."""
   columns, lengths = {}, {}
   for key, value in arrays.items():
-    if value.ndim < 2:
-      continue  # a scalar per example: nothing varies
-    if key == 'signal':
-      length_key = schema_lib.NUM_SAMPLES_KEY
-    elif key in ('spectrogram', 'log_mel', 'mfcc', 'lpc'):
-      length_key = schema_lib.NUM_FRAMES_KEY
-    else:
-      length_key = schema_lib.length_key_of(key)
-    columns[length_key] = [int(value.shape[1])]
-    lengths[key] = length_key
+    if key in LENGTH_KEYS:
+      columns[LENGTH_KEYS[key]] = [int(value.shape[1])]
+      lengths[key] = LENGTH_KEYS[key]
   return columns, lengths
 
 
