@@ -19,9 +19,11 @@ process clears the byte.
 """
 
 import weakref
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from pipeline.contract.schema import length_key_of as length_key
 
 # Arrays start at multiples of 64 bytes (a cache line, and enough for any
 # dtype's alignment); the lease byte sits in the first 64.
@@ -59,16 +61,24 @@ class BatchBuffers:
     return len(self._idle())
 
   def batches(self, examples: Iterable[Dict], size: int,
-              drop_last: bool) -> Iterator[Dict]:
+              drop_last: bool, variable: Sequence[str] = ()
+              ) -> Iterator[Dict]:
     """Dicts of arrays stacked on a new first axis, strings as lists; the
-    last batch short unless `drop_last`."""
-    for batch in self.filled(examples, size, drop_last):
+    last batch short unless `drop_last`. The `variable` keys (arrays whose
+    first dimension differs between examples) are padded with zeros to
+    the longest in the batch, and each example's own length is added as
+    `<key>_length` (int64)."""
+    for batch in self.filled(examples, size, drop_last, variable):
       yield batch.arrays()
 
   def filled(self, examples: Iterable[Dict], size: int,
-             drop_last: bool) -> Iterator[Batch]:
+             drop_last: bool, variable: Sequence[str] = ()
+             ) -> Iterator[Batch]:
     """The filled buffers; each stays leased until its `arrays()` are
     gone (or, from a worker, until the training process lets go)."""
+    if variable:
+      yield from self._filled_padded(examples, size, drop_last, variable)
+      return
     filling: Optional[_Filling] = None
     try:
       for example in examples:
@@ -84,6 +94,30 @@ class BatchBuffers:
     finally:  # stopped early or failed: the half-filled buffer is free
       if filling is not None:
         release(filling.memory)
+
+  def _filled_padded(self, examples, size, drop_last, variable):
+    """filled() for variable-length arrays: a batch's examples are held
+    until it is complete, since its buffer's shapes are those of its
+    longest."""
+    pending: List[Dict] = []
+    for example in examples:
+      pending.append(example)
+      if len(pending) == size:
+        yield self._fill_padded(pending, size, variable)
+        pending = []
+    if pending and not drop_last:
+      yield self._fill_padded(pending, len(pending), variable)
+
+  def _fill_padded(self, pending, size, variable):
+    longest = {key: max(len(e[key]) for e in pending) for key in variable}
+    filling = _Filling(pending[0], size, self._take, longest)
+    try:
+      for example in pending:
+        filling.add(example)
+    except BaseException:
+      release(filling.memory)
+      raise
+    return filling.batch()
 
   def allocate(self, number: int, size: int) -> np.ndarray:
     """A new buffer of `size` bytes (torch_batches: in shared memory)."""
@@ -121,19 +155,30 @@ class BatchBuffers:
 
 
 class _Filling:
-  """A buffer being filled: the layout comes from the first example."""
+  """A buffer being filled: the layout comes from the first example, and
+  of the `padded` keys ({key: the batch's longest}) from the longest, with
+  a `<key>_length` array beside each."""
 
-  def __init__(self, first: Dict, size: int, take):
+  def __init__(self, first: Dict, size: int, take,
+               padded: Optional[Dict[str, int]] = None):
+    self.padded = dict(padded or {})
     self.keys, self.count = list(first), 0
+    self.layout_keys = self.keys + [length_key(k) for k in self.padded]
     self.strings: Dict[str, List] = {}
     specs, end = {}, _ALIGN
-    for key, value in first.items():
+    shapes = [(key, value) for key, value in first.items()] + [
+        (length_key(k), np.int64(0)) for k in self.padded]
+    for key, value in shapes:
       if isinstance(value, str):
         self.strings[key] = []
         continue
       value = np.asarray(value)
-      specs[key] = (end, value.dtype.str, (size,) + value.shape)
-      end += -(-value.nbytes * size // _ALIGN) * _ALIGN
+      shape = value.shape
+      if key in self.padded:
+        shape = (self.padded[key],) + shape[1:]
+      nbytes = value.dtype.itemsize * int(np.prod(shape))
+      specs[key] = (end, value.dtype.str, (size,) + shape)
+      end += -(-nbytes * size // _ALIGN) * _ALIGN
     self.number, self.memory = take(end)
     self.offsets = {key: spec[0] for key, spec in specs.items()}
     self.rows = {key: view(self.memory, *spec)
@@ -144,22 +189,40 @@ class _Filling:
       raise ValueError(f'an example has the features {list(example)}, '
                        f'the batch\'s first {self.keys}')
     for key, rows in self.rows.items():
+      if key in self.padded:
+        self._add_padded(key, np.asarray(example[key]), rows)
+        continue
+      if key not in example:
+        continue  # a length, written with its array
       value = np.asarray(example[key])
       if value.shape != rows.shape[1:] or value.dtype != rows.dtype:
         raise ValueError(
             f'feature {key!r}: {value.dtype}{list(value.shape)} in an '
             f'example, {rows.dtype}{list(rows.shape[1:])} in the batch\'s '
-            'first: batched examples need equal shapes and dtypes')
+            'first: batched examples need equal shapes and dtypes (a '
+            'dataset of variable-length examples pads them when batched '
+            "by its reader's batch_size, or by WavbeamMapDataset.collate)")
       rows[self.count] = value
     for key, values in self.strings.items():
       values.append(example[key])
     self.count += 1
 
+  def _add_padded(self, key: str, value: np.ndarray, rows) -> None:
+    if value.shape[1:] != rows.shape[2:] or value.dtype != rows.dtype:
+      raise ValueError(
+          f'feature {key!r}: {value.dtype}{list(value.shape)} in an '
+          f'example, {rows.dtype}[n, *{list(rows.shape[2:])}] in the '
+          "batch's first")
+    n = len(value)
+    rows[self.count, :n] = value
+    rows[self.count, n:] = 0  # the padding value, documented
+    self.rows[length_key(key)][self.count] = n
+
   def batch(self) -> Batch:
     layout = [(key, None, None, None) if key in self.strings else
               (key, self.offsets[key], self.rows[key].dtype.str,
                (self.count,) + self.rows[key].shape[1:])
-              for key in self.keys]
+              for key in self.layout_keys]
     return Batch(self.number, self.memory, layout, self.strings)
 
 

@@ -16,7 +16,7 @@ from typing import Mapping, Optional, Sequence, Tuple
 
 from pipeline.contract import naming
 from pipeline.contract.errors import WavbeamError
-from pipeline.contract.schema import BASE_KEYS
+from pipeline.contract.schema import BASE_KEYS, NUM_FRAMES_KEY, NUM_SAMPLES_KEY
 
 BUILTIN_FEATURES = ('signal', 'spectrogram', 'log_mel', 'mfcc', 'lpc', 'fft')
 LABEL_MODES = ('subdir', 'suffix', 'none')
@@ -27,6 +27,17 @@ COMPRESSIONS = ('none', 'gzip')
 SPECTROGRAM_SCALES = ('linear', 'log')
 SINKS = ('shards', 'write_to_tfrecord')
 SPLIT_SOURCES = ('hash', 'subdir')
+EXAMPLE_UNITS = ('window', 'file')
+# What --example_unit file does not use: the window options, and fft (one
+# spectrum of a whole recording has a length of its own per recording,
+# with bins of different widths, so it is no feature to batch).
+WINDOW_ONLY_OPTIONS = ('win_len', 'hop_len', 'pad', 'max_windows_per_signal')
+WINDOW_ONLY_FEATURES = ('fft',)
+# --example_unit file holds a whole recording, and its features, in memory
+# at once: 60 s of 48 kHz audio is 23 MB as float64 and its 257-bin
+# spectrogram 29 MB; the cap can be raised up to MAX_FILE_SECONDS.
+DEFAULT_MAX_SECONDS = 60.0
+MAX_FILE_SECONDS = 600.0
 # File extensions read, of what libsndfile decodes. Lossy files are
 # decoded whole (transforms/wav_io.WHOLE_DECODE_SUBTYPES).
 AUDIO_FORMATS = ('wav', 'flac', 'opus', 'ogg', 'mp3', 'aiff', 'aif')
@@ -110,6 +121,19 @@ class PipelineConfig:
   max_windows_per_signal: Optional[int] = _opt(
       'keep at most this many windows of each file (default: all)',
       default=None)
+  example_unit: str = _opt(
+      'what one example is: window (a --win_len window of a recording, cut '
+      'every --hop_len) or file (a whole recording after channel mixing '
+      'and resampling: variable-length arrays stored with their length; '
+      '--win_len, --hop_len, --pad, --max_windows_per_signal and the fft '
+      'feature do not apply)', default='window', choices=EXAMPLE_UNITS)
+  max_seconds: float = _opt(
+      f'--example_unit file: reject (rejects.jsonl) recordings longer than '
+      f'this, at most {MAX_FILE_SECONDS:g}; a recording and its features are '
+      'held in memory whole', default=DEFAULT_MAX_SECONDS)
+  min_seconds: float = _opt(
+      '--example_unit file: reject (rejects.jsonl) recordings shorter than '
+      'this', default=0.0)
   num_elems: Optional[int] = _opt(
       'stop after this many examples, taken in file order (default: all)',
       default=None)
@@ -335,7 +359,9 @@ class PipelineConfig:
                         f'{", ".join(BUILTIN_FEATURES)}')
     if len(set(self.features)) != len(self.features):
       raise ConfigError('features', ','.join(self.features), 'lists a repeat')
-    if self.uses_stft and self.n_fft > self.win_len:
+    self._validate_example_unit()
+    if (self.example_unit == 'window' and self.uses_stft and
+        self.n_fft > self.win_len):
       raise ConfigError('n_fft', self.n_fft,
                         f'must not exceed --win_len={self.win_len}')
     if self.uses_mel and self.n_mels > self.n_fft // 2 + 1:
@@ -477,6 +503,42 @@ class PipelineConfig:
       _positive('silence_windows', self.silence_windows)
       _at_most('silence_windows', self.silence_windows, MAX_COUNT)
 
+  def _validate_example_unit(self):
+    defaults = {f.name: f.default for f in dataclasses.fields(self)}
+    for name in ('max_seconds', 'min_seconds'):
+      value = getattr(self, name)
+      if (isinstance(value, bool) or not isinstance(value, (int, float))
+          or not 0 <= value < float('inf')):
+        raise ConfigError(name, value, 'must be a number of seconds, at '
+                          'least 0')
+    if self.example_unit == 'window':
+      for name in ('max_seconds', 'min_seconds'):
+        if getattr(self, name) != defaults[name]:
+          raise ConfigError(name, getattr(self, name), 'applies to '
+                            '--example_unit file only (windows have '
+                            '--win_len samples)')
+      return
+    for name in WINDOW_ONLY_OPTIONS:
+      value = getattr(self, name)
+      default = self.win_len if name == 'hop_len' else defaults[name]
+      if value != default:
+        raise ConfigError(name, value, 'does not apply to --example_unit '
+                          'file (an example is a whole recording); leave it '
+                          'out, or use --example_unit window')
+    for name in WINDOW_ONLY_FEATURES:
+      if name in self.features:
+        raise ConfigError('features', ','.join(self.features), f'{name} is '
+                          'one spectrum of a whole window, with a length of '
+                          'its own per recording under --example_unit file; '
+                          'use spectrogram')
+    if not 0 < self.max_seconds <= MAX_FILE_SECONDS:
+      raise ConfigError('max_seconds', self.max_seconds, 'must be more than '
+                        f'0 and at most {MAX_FILE_SECONDS:g} (a recording '
+                        'and its features are held in memory whole)')
+    if self.min_seconds > self.max_seconds:
+      raise ConfigError('min_seconds', self.min_seconds, 'must not exceed '
+                        f'--max_seconds={self.max_seconds:g}')
+
   def _validate_manifest(self):
     text = ','.join(f'{s}={f}' if s else f for s, f in self.manifest)
     if not self.manifest:
@@ -535,7 +597,9 @@ class PipelineConfig:
       except (ValueError, IndexError) as e:
         raise ConfigError('manifest_path_column', self.manifest_path_column,
                           f'is not a template of {{column}} names ({e})')
-    reserved = set(BASE_KEYS) | set(self.features)
+    reserved = set(BASE_KEYS) | set(self.features) | (
+        {NUM_SAMPLES_KEY, NUM_FRAMES_KEY} if self.example_unit == 'file'
+        else set())
     for column in self.manifest_extra_columns:
       if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', column):
         raise ConfigError('manifest_extra_columns', column, 'a feature name '

@@ -71,7 +71,9 @@ class DatasetOptions:
       raise DatasetError(f'{where}: the dataset holds no examples, so it has '
                          'no sample rate to featurize at')
     self.specs = metadata_lib.schema_of(metadata).as_dict()
-    own = set(schema_lib.BASE_KEYS) | set(self.config.manifest_extra_columns)
+    own = (set(schema_lib.BASE_KEYS) |
+           set(self.config.manifest_extra_columns) |
+           {s.length_key for s in self.specs.values() if s.variable})
     self.extras = tuple(k for k in sorted(self.specs)
                         if k not in own and k not in self.config.features)
 
@@ -100,6 +102,8 @@ class DatasetOptions:
       if spec is None:  # a dataset without examples states no schema
         continue
       dtype, shape = str(value.dtype), tuple(value.shape[1:])
+      if spec.variable:  # --example_unit file: its own length
+        shape = (spec.shape[0],) + shape[1:]
       if (dtype, shape) != (spec.dtype, spec.shape):
         raise FeaturizerError(
             f'feature {name!r}: computed {dtype}{list(shape)} per window, '
@@ -266,6 +270,17 @@ class Featurizer:
     config, rate = self.config, self.sample_rate
     frames, num_windows = file_windows(info, config, rate)
     plan = FilePlan(info, '', '', rate, frames, num_windows)
+    if config.example_unit == 'file':
+      # The whole recording is the one example, as the run made it.
+      signal = window_features.read_file_signal(plan, config, files)
+      if not np.isfinite(signal).all():
+        raise FeaturizerError(
+            f'{where}: holds NaN or Inf samples; the dataset has no example '
+            'of such a recording')
+      out = self._extractor.compute(signal[np.newaxis], rate)
+      result = {name: out[name] for name in self.features}
+      self._dataset.check_specs(result)
+      return result
     per_chunk = windows_per_chunk(plan, config.hop_len)
     step = window_features.compute_windows(config.win_len)
     parts = {name: [] for name in self.features}

@@ -46,7 +46,7 @@ from transforms import split_lists
 from transforms import stats as stats_lib
 from transforms import sweep_writer
 from transforms import wav_io
-from transforms.extract import FeatureExtractor
+from transforms.extract import FeatureExtractor, length_columns
 from transforms.features import ExtraFeatures
 
 
@@ -191,10 +191,11 @@ class PlanLayout(beam.PTransform):
   each block's first window, from per-block counts (one entry per block and
   split, not per file)."""
 
-  def __init__(self, config: PipelineConfig, example_bytes: int):
+  def __init__(self, config: PipelineConfig,
+               example_size: layout_lib.ExampleSize):
     super().__init__()
     self.config = config
-    self.example_bytes = example_bytes
+    self.example_size = example_size
 
   def expand(self, block_windows):
     c = self.config
@@ -205,7 +206,8 @@ class PlanLayout(beam.PTransform):
                 layout_lib.compute_layouts, num_shards=c.num_shards,
                 max_examples_per_shard=c.max_examples_per_shard,
                 max_shard_bytes=c.max_shard_bytes,
-                example_bytes=self.example_bytes))
+                example_bytes=self.example_size.fixed,
+                frame_bytes=self.example_size.per_frame))
 
 
 class WriteShards(beam.PTransform):
@@ -420,11 +422,11 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   """
   check_input(config)
   _check_extra_features(config, extra_features)
-  example_bytes = estimate_example_bytes(config, extra_features)
+  example_size = estimate_example_size(config, extra_features)
   dask_partitions = _check_runner_and_sink(p, config)
   shared = _list_probe_and_plan(p, config, dask_partitions, base)
   planned, class_names = shared['planned'], shared['class_names']
-  layouts = _plan_layout(shared, config, example_bytes)
+  layouts = _plan_layout(shared, config, example_size)
   if config.sink == 'write_to_tfrecord':
     written = ((planned['stored'], class_names, planned['rate'])
                | 'EncodeAndWriteToTFRecord' >> EncodeAndWriteToTFRecord(
@@ -449,14 +451,14 @@ def build_sweep_pipeline(p: beam.Pipeline, config: PipelineConfig,
   every variant is final."""
   check_input(config)
   run_ids = dict(run_ids or {name: None for name in variant_configs})
-  example_bytes = {}
+  example_size = {}
   for name, variant in variant_configs.items():
     _check_extra_features(variant, extra_features)
-    example_bytes[name] = estimate_example_bytes(variant, extra_features)
+    example_size[name] = estimate_example_size(variant, extra_features)
   dask_partitions = _check_runner_and_sink(p, config)
   shared = _list_probe_and_plan(p, config, dask_partitions, base)
   planned, class_names = shared['planned'], shared['class_names']
-  layouts = {name: _plan_layout(shared, variant, example_bytes[name],
+  layouts = {name: _plan_layout(shared, variant, example_size[name],
                                 f'[{name}]')
              for name, variant in variant_configs.items()}
   if config.sink == 'write_to_tfrecord':
@@ -534,14 +536,14 @@ def _list_probe_and_plan(p, config, dask_partitions, base=None) -> dict:
           'class_names': class_names, 'planned': planned}
 
 
-def _plan_layout(shared, config, example_bytes, suffix=''):
+def _plan_layout(shared, config, example_size, suffix=''):
   """The dataset's layouts, recorded for the progress display."""
   return (shared['planned']['windows']
-          | f'PlanLayout{suffix}' >> PlanLayout(config, example_bytes)
+          | f'PlanLayout{suffix}' >> PlanLayout(config, example_size)
           | f'RecordPlan{suffix}' >> beam.Map(
               progress.write_plan, dataset_dir=config.dataset_dir,
               files_seen=beam.pvalue.AsSingleton(shared['files_seen']),
-              example_bytes=example_bytes))
+              example_size=example_size))
 
 
 def _summarize_and_finalize(shared, written, config, layouts,
@@ -573,8 +575,11 @@ def _dask_partitions(p: beam.Pipeline) -> Optional[int]:
   return p.options.get_all_options().get('npartitions')
 
 
-def _silent_example(config: PipelineConfig, extra_features=None) -> dict:
-  """The columns of one example made from a silent window.
+def _silent_example(config: PipelineConfig, extra_features=None,
+                    frames: Optional[int] = None):
+  """(columns of one example made from a silent window, {feature: its
+  length key} of the variable-length ones). `frames`: the window's
+  length under --example_unit file (a recording's).
 
   Runs the extra feature functions once, so a broken one fails here.
   """
@@ -582,7 +587,11 @@ def _silent_example(config: PipelineConfig, extra_features=None) -> dict:
   # Sizes and dtypes do not depend on the rate; --fmax must fit under its
   # Nyquist frequency (the dataset's own rate is checked when known).
   rate = config.sample_rate or max(16000, int(2 * (config.fmax or 0)) + 2)
-  arrays = extractor.compute(np.zeros((1, config.win_len)), rate)
+  arrays = extractor.compute(np.zeros((1, frames or config.win_len)), rate)
+  lengths = {}
+  if config.example_unit == 'file':
+    length_values, lengths = length_columns(arrays)
+    arrays.update(length_values)
   columns = {schema_lib.CLASS_KEY: ['x' * 16], 'filepath': ['x' * 120],
              'index': [0], 'num_classes': [0], schema_lib.LABEL_KEY: [0],
              'win_start_idx': [0], **arrays}
@@ -592,20 +601,41 @@ def _silent_example(config: PipelineConfig, extra_features=None) -> dict:
     for name in config.manifest_extra_columns:
       columns[name] = ([0] if found.extra_types[name] == manifest_lib.INT64
                        else ['x' * found.extra_widths[name]])
-  return columns
+  return columns, lengths
 
 
-def estimate_example_bytes(config: PipelineConfig,
-                           extra_features=None) -> int:
-  """Serialized size of one example, from a silent window (sizes only)."""
-  columns = _silent_example(config, extra_features)
-  return len(example_codec.encode_batch(columns, 1)[0]) + 16
+# --example_unit file: the lengths, in STFT hops, of the two silent
+# recordings whose sizes give an example's bytes per frame.
+_SIZE_HOPS = (100, 200)
+
+
+def estimate_example_size(config: PipelineConfig,
+                          extra_features=None) -> layout_lib.ExampleSize:
+  """Serialized size of one example, from silent windows (sizes only).
+
+  Under --example_unit file each example's size is estimated from its
+  recording's length: the sizes of two silent recordings give the bytes
+  per frame and the fixed part, so shards are sized by the length of
+  the files they will hold, not by an average."""
+  def size(frames=None):
+    columns, _ = _silent_example(config, extra_features, frames)
+    return len(example_codec.encode_batch(columns, 1)[0]) + 16
+
+  if config.example_unit == 'window':
+    return layout_lib.ExampleSize(size())
+  short, long = (config.n_fft + h * config.fft_hop for h in _SIZE_HOPS)
+  per_frame = (size(long) - size(short)) / (long - short)
+  return layout_lib.ExampleSize(
+      max(0, round(size(short) - per_frame * short)), per_frame)
 
 
 def expected_schema(config: PipelineConfig, extra_features=None):
   """The schema examples will have: what an empty dataset records, so that
   its readers still know every feature's dtype and shape."""
-  return example_codec.batch_schema(_silent_example(config, extra_features))
+  frames = (config.n_fft + config.fft_hop if config.example_unit == 'file'
+            else None)
+  columns, lengths = _silent_example(config, extra_features, frames)
+  return example_codec.batch_schema(columns).with_lengths(lengths)
 
 
 def check_input(config: PipelineConfig) -> None:
@@ -631,7 +661,8 @@ def check_input(config: PipelineConfig) -> None:
 
 def _check_extra_features(config, extra_features):
   reserved = (set(config.features) | set(schema_lib.BASE_KEYS) |
-              set(config.manifest_extra_columns))
+              set(config.manifest_extra_columns) |
+              {schema_lib.NUM_SAMPLES_KEY, schema_lib.NUM_FRAMES_KEY})
   for name, fn in (extra_features or {}).items():
     if name in reserved:
       raise ConfigError('features', name, 'an extra feature may not reuse a '

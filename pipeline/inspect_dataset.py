@@ -23,6 +23,7 @@ from pipeline.console import plural
 from pipeline import variants as variants_lib
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
+from pipeline.contract import schema as schema_lib
 from pipeline.contract import rejects as rejects_lib
 from pipeline.contract import dataset as dataset_lib
 from pipeline.output_folder import BEAM_FS, part_dirs, read_whole_metadata
@@ -127,6 +128,8 @@ def summary_text(output_dir: str, metadata: Dict) -> str:
             '', 'schema:']
   for key, spec in sorted(metadata_lib.schema_of(m).features):
     shape = 'scalar' if not spec.shape else f'shape {list(spec.shape)}'
+    if spec.variable:  # -1: of its own length in every example
+      shape += f', first dimension per example in {spec.length_key}'
     lines.append(f'  {key}: {spec.dtype} {shape} ({spec.encoding})')
   lines += ['', 'statistics (per split, over all values):']
   for name, s in sorted(m['splits'].items()):
@@ -325,7 +328,8 @@ def plot(output_dir: str, metadata: Dict, split: str, n: int,
   for row, element in zip(axes, shown):
     _plot_example(row[:3], element, config, rate)
     for ax, name in zip(row[3:], cepstra):
-      _plot_coefficients(ax, name, element[name], config, rate)
+      _plot_coefficients(ax, name, element[name], config, rate,
+                         example_seconds(element, config, rate))
   counts = metadata['splits'][split]['examples_per_class']
   bars = axes[-1][0]
   names = sorted(counts)
@@ -348,9 +352,17 @@ CEPSTRAL_FEATURES = {'mfcc': ('MFCC', 'coolwarm'),
                      'lpc': ('LPC a_1..a_p', 'coolwarm')}
 
 
-def _plot_coefficients(ax, name, values, config, rate):
+def example_seconds(element, config, rate) -> float:
+  """What an example spans: its window, or under --example_unit file
+  its recording's num_samples."""
+  if schema_lib.NUM_SAMPLES_KEY in element:
+    return int(element[schema_lib.NUM_SAMPLES_KEY]) / rate
+  return config['win_len'] / rate
+
+
+def _plot_coefficients(ax, name, values, config, rate, seconds):
+  del config
   title, cmap = CEPSTRAL_FEATURES[name]
-  seconds = config['win_len'] / rate
   limit = float(np.abs(values).max()) or 1.0
   ax.imshow(values.T, origin='lower', aspect='auto', cmap=cmap,
             vmin=-limit, vmax=limit,
@@ -362,8 +374,7 @@ def _plot_coefficients(ax, name, values, config, rate):
 
 def _plot_example(row, element, config, rate):
   signal = element.get('signal')
-  win_len = config['win_len']
-  seconds = win_len / rate
+  seconds = example_seconds(element, config, rate)
   samples = None if signal is None else audio.from_signal_dtype(signal)
   title = (f'{element.get("class", "") or "(no label)"} | '
            f'{os.path.basename(element.get("filepath", ""))} @ '

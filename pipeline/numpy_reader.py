@@ -66,6 +66,7 @@ class NumpyDataset:
      self.keys) = open_split(dataset_lib.variant_folder(output_dir, variant),
                              split, features, parts)
     self.split = split
+    self.variable = variable_keys(self.schema, self.keys)
     self.shards = self.metadata['splits'][split]['shards']
     self.batch_size = batch_size
     self.shuffle, self.seed = shuffle, seed
@@ -93,7 +94,8 @@ class NumpyDataset:
     if self.batch_size is None:
       return examples
     return batching.BatchBuffers().batches(examples, self.batch_size,
-                                           self.drop_remainder)
+                                           self.drop_remainder,
+                                           self.variable)
 
   def _examples(self, rng, copy: bool) -> Iterator[Dict]:
     order = list(range(len(self.shards)))
@@ -144,6 +146,12 @@ class NumpyDataset:
     if count != stop:
       raise DatasetError(f'shard {path} holds {count} records, '
                          f'metadata.json says {shard["num_examples"]}')
+
+
+def variable_keys(schema: schema_lib.Schema,
+                  keys: Sequence[str]) -> Tuple[str, ...]:
+  """The variable-length arrays among `keys`: what a batch pads."""
+  return tuple(k for k in keys if schema[k].variable)
 
 
 def record_ranges(counts: Sequence[int], start: int,

@@ -25,18 +25,23 @@ def plan_path(dataset_dir: str) -> str:
   return naming.join(naming.temp_dir(dataset_dir), PLAN_FILE)
 
 
-def write_plan(layouts, *, dataset_dir: str, files_seen, example_bytes: int):
+def write_plan(layouts, *, dataset_dir: str, files_seen, example_size):
   """Records the run's plan for the progress display; returns `layouts`.
   `files_seen`: (files listed, of which --exclude left out).
+  `example_size`: layout.ExampleSize, whose average over the planned
+  examples is the display's bytes per example.
 
   The same content on every attempt, so a retried step rewrites it safely.
   """
   files_seen, files_excluded = files_seen
+  examples = sum(s.total for s in layouts.values())
+  size = sum(example_size.total(s.total, s.frames) for s in layouts.values())
   plan = {'files_seen': files_seen, 'files_excluded': files_excluded,
           'files_planned': sum(s.num_files for s in layouts.values()),
-          'examples': sum(s.total for s in layouts.values()),
+          'examples': examples,
           'shards': sum(s.num_shards for s in layouts.values()),
-          'example_bytes': example_bytes}
+          'example_bytes': round(size / examples) if examples else
+                           example_size.fixed}
   with FileSystems.create(plan_path(dataset_dir)) as f:
     f.write(json.dumps(plan, sort_keys=True).encode('utf-8'))
   return layouts

@@ -101,6 +101,11 @@ def _checked_shard(path, num_examples, compression) -> tf.data.Dataset:
 
 
 def _parse_spec(spec: schema_lib.FeatureSpec) -> tf.io.FixedLenFeature:
+  if spec.encoding == schema_lib.FLOAT_LIST and spec.variable:
+    # Parsed a batch at a time, zero-padded to the batch's longest.
+    return tf.io.FixedLenSequenceFeature(spec.shape[1:], tf.float32,
+                                         allow_missing=True,
+                                         default_value=0.0)
   if spec.encoding == schema_lib.FLOAT_LIST:
     return tf.io.FixedLenFeature(spec.shape, tf.float32)
   storage = {schema_lib.RAW_BYTES: tf.string, schema_lib.BYTES_LIST: tf.string,
@@ -123,8 +128,17 @@ def _normalizers(metadata, normalize, split, keys_read, output_dir):
   return scale
 
 
-def _decoder(specs: Dict[str, schema_lib.FeatureSpec], scale=None):
+def _decoder(specs: Dict[str, schema_lib.FeatureSpec], scale=None,
+             all_specs=None):
+  """A batch of serialized records -> dict of batched tensors. A
+  variable-length array is zero-padded to the batch's longest and its
+  per-example lengths are added as `<key>_length` (from its stored length
+  key, parsed whether read or not)."""
+  all_specs = all_specs or specs
   parse_specs = {k: _parse_spec(s) for k, s in specs.items()}
+  for spec in specs.values():
+    if spec.variable:
+      parse_specs[spec.length_key] = _parse_spec(all_specs[spec.length_key])
   scale = scale or {}
 
   def decode(serialized):
@@ -133,17 +147,60 @@ def _decoder(specs: Dict[str, schema_lib.FeatureSpec], scale=None):
     for key, spec in specs.items():
       value = parsed[key]
       if spec.encoding == schema_lib.RAW_BYTES:
+        # Zero-padded to the longest too (fixed_length pads with zeros).
+        longest = tf.reduce_max(tf.strings.length(value)) if spec.variable \
+            else None
         value = tf.io.decode_raw(value, tf.as_dtype(spec.dtype),
-                                 little_endian=True)
-        value = tf.reshape(value, [-1, *spec.shape])
+                                 little_endian=True, fixed_length=longest)
+        value = tf.reshape(value, [tf.shape(serialized)[0], *spec.shape]
+                           if spec.variable else [-1, *spec.shape])
       if key in scale:
         mean, std = scale[key]
         value = (tf.cast(value, tf.float64) - mean) / std
         value = tf.cast(value, tf.float32)
+      if spec.variable:
+        lengths = parsed[spec.length_key]
+        if key in scale:  # padding stays 0 after normalizing
+          mask = tf.sequence_mask(lengths, tf.shape(value)[1])
+          mask = tf.reshape(mask, tf.concat(
+              [tf.shape(mask), tf.ones([len(spec.shape) - 1], tf.int32)],
+              0))
+          value = tf.where(mask, value, tf.zeros_like(value))
+        out[schema_lib.length_key_of(key)] = lengths
       out[key] = value
     return out
 
   return decode
+
+
+def _unpadded(specs: Dict[str, schema_lib.FeatureSpec]):
+  """One example of a padded batch, unbatched, cut to its own lengths:
+  the `<key>_length` entries go."""
+  def cut(element):
+    out = {}
+    for key, value in element.items():
+      spec = specs.get(key)
+      if spec is not None and spec.variable:
+        value = value[:element[schema_lib.length_key_of(key)]]
+      out[key] = value
+    return {k: v for k, v in out.items() if k in specs}
+  return cut
+
+
+def _bucket_key(schema, keys, bucket_key, input_key, output_dir):
+  """The variable-length feature whose length buckets examples."""
+  variable = [k for k in keys if schema[k].variable]
+  if bucket_key is None:
+    bucket_key = input_key if input_key in variable else (
+        variable[0] if variable else None)
+  if bucket_key is None or bucket_key not in variable:
+    raise DatasetError(
+        f'bucket_boundaries: {output_dir} has no variable-length feature '
+        f'{bucket_key!r} among those read ({sorted(keys)}) to bucket by '
+        '(it was written with --example_unit window?)' if bucket_key else
+        f'bucket_boundaries: no variable-length feature among those read '
+        f'({sorted(keys)}): examples of {output_dir} all have one length')
+  return bucket_key
 
 
 def replay_dataset(output_dir: str, split: str = 'train', *,
@@ -158,7 +215,9 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
                    statistics_split: str = 'train',
                    shuffle_buffer_size: int = _SHUFFLE_BUFFER,
                    parts: Optional[Sequence] = None,
-                   variant: Optional[str] = None) -> tf.data.Dataset:
+                   variant: Optional[str] = None,
+                   bucket_boundaries: Optional[Sequence[int]] = None,
+                   bucket_key: Optional[str] = None) -> tf.data.Dataset:
   """The examples of `split` as a tf.data.Dataset.
 
   Args:
@@ -177,6 +236,17 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
       parts.json, or numbers: 0 is the first); default all.
     variant: of a sweep written with --variants, the variant to read (its
       folder, OUT/<variant>, is the same dataset).
+    bucket_boundaries: with batch_size, of a dataset written with
+      --example_unit file: batch examples of similar length together
+      (tf.data's bucket_by_sequence_length), bucketed by the length of
+      `bucket_key` (default: the input key if it varies, else the first
+      variable-length feature read) at these boundaries, in its own units
+      (samples of a signal, frames of a spectrogram). Less padding; the
+      batches come in another order.
+
+  Variable-length arrays (--example_unit file) come whole per example;
+  batched, each is zero-padded to the longest of its batch and
+  `<key>_length` (int64) gives every example's own length.
   """
   output_dir, metadata = dataset_lib.open_dataset(
       dataset_lib.variant_folder(output_dir, variant, _GFILE), _GFILE, parts)
@@ -210,8 +280,31 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
     ds = ds.shuffle(shuffle_buffer_size, seed=seed)
   if repeat:
     ds = ds.repeat()
-  decode = _decoder({k: schema[k] for k in keys}, scale)
-  if batch_size is not None:
+  specs = {k: schema[k] for k in keys}
+  decode = _decoder(specs, scale, schema)
+  variable = any(spec.variable for spec in specs.values())
+  if bucket_boundaries is not None:
+    if batch_size is None:
+      raise DatasetError('bucket_boundaries needs a batch_size')
+    bucket_key = _bucket_key(schema, keys, bucket_key,
+                             input_key or metadata['input_key'], output_dir)
+    boundaries = [int(b) for b in bucket_boundaries]
+    if not boundaries or boundaries != sorted(set(boundaries)) or \
+        boundaries[0] <= 0:
+      raise DatasetError(f'bucket_boundaries={list(bucket_boundaries)}: '
+                         'give increasing positive lengths')
+    length_of = schema_lib.length_key_of(bucket_key)
+    with_lengths = {**specs, **{schema_lib.length_key_of(k): None
+                                for k, s in specs.items() if s.variable}}
+    ds = ds.batch(_PARSE_BATCH).map(
+        decode, num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=deterministic).unbatch().map(
+            _unpadded(with_lengths))
+    ds = ds.bucket_by_sequence_length(
+        lambda d: tf.cast(d[length_of], tf.int32), boundaries,
+        [batch_size] * (len(boundaries) + 1),
+        drop_remainder=drop_remainder)
+  elif batch_size is not None:
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=deterministic)
@@ -219,6 +312,8 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
     ds = ds.batch(_PARSE_BATCH).map(decode,
                                     num_parallel_calls=tf.data.AUTOTUNE,
                                     deterministic=deterministic).unbatch()
+    if variable:
+      ds = ds.map(_unpadded(specs))
     if not repeat:
       ds = ds.apply(tf.data.experimental.assert_cardinality(total))
   if as_supervised:

@@ -19,7 +19,7 @@ up, and a new pool drops those of workers that have exited.
 
 import os
 import secrets
-from typing import Dict, Iterable, Iterator
+from typing import Dict, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -52,8 +52,9 @@ class SharedBatchBuffers(batching.BatchBuffers):
       self._gone.append(number)
 
   def handed_over(self, examples: Iterable[Dict], size: int,
-                  drop_last: bool) -> Iterator['HandedOver']:
-    for batch in self.filled(examples, size, drop_last):
+                  drop_last: bool, variable: Sequence[str] = ()
+                  ) -> Iterator['HandedOver']:
+    for batch in self.filled(examples, size, drop_last, variable):
       first_time = batch.number not in self._sent
       self._sent.add(batch.number)
       gone, self._gone = self._gone, []
@@ -74,19 +75,21 @@ class HandedOver:
 
 
 def batched(pools: Dict, examples: Iterable[Dict], size: int,
-            drop_last: bool) -> Iterator:
+            drop_last: bool, variable: Sequence[str] = ()) -> Iterator:
   """Batches of `examples` for DataLoader to return, filled into this
   process's pool in `pools` (made on first use, each process its own: a
   worker forked after the training process read must not fill that
   one's): from a worker handed over in shared memory, in the training
-  process as tensors."""
+  process as tensors. `variable`: keys padded to the batch's longest,
+  with their `<key>_length` (batching.BatchBuffers.batches)."""
   shared = torch_data.get_worker_info() is not None
   where = (os.getpid(), shared)
   if where not in pools:
     pools[where] = SharedBatchBuffers() if shared else batching.BatchBuffers()
   if shared:
-    return pools[where].handed_over(examples, size, drop_last)
-  return map(tensors, pools[where].batches(examples, size, drop_last))
+    return pools[where].handed_over(examples, size, drop_last, variable)
+  return map(tensors, pools[where].batches(examples, size, drop_last,
+                                           variable))
 
 
 def tensors(arrays: Dict) -> Dict:

@@ -122,7 +122,7 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     if self.batch_size is None:
       return examples
     return torch_batches.batched(self._buffers, examples, self.batch_size,
-                                 self.drop_last)
+                                 self.drop_last, self._reader.variable)
 
   def _worker_range(self, worker: int, workers: int):
     """This worker's records, as positions in the rank's range; cut at
@@ -166,6 +166,30 @@ class WavbeamMapDataset(torch_data.Dataset):
     super().__init__()
     self.source = ArrayRecordSource(output_dir, split, features=features,
                                     variant=variant)
+    self.variable = numpy_reader.variable_keys(self.source.schema,
+                                               self.source.keys)
+
+  def collate(self, examples: List[Dict]) -> Dict:
+    """DataLoader's `collate_fn` for this dataset: `collate`, with its
+    variable-length arrays (--example_unit file) zero-padded to the
+    batch's longest and `<key>_length` added."""
+    return next(torch_batches.batched(_COLLATE_BUFFERS, examples,
+                                      len(examples), False, self.variable))
+
+  def lengths(self, key: Optional[str] = None) -> List[int]:
+    """Every example's length, in index order: of `key`, a
+    variable-length feature (default: the first read), from its stored
+    length key; for LengthGroupedBatchSampler. Reads the split once."""
+    key = key or (self.variable[0] if self.variable else None)
+    if key not in self.variable:
+      raise ValueError(f'{key!r} is not a variable-length feature of '
+                       f'{self.source.output_dir} among those read '
+                       f'({list(self.source.keys)})')
+    length_key = self.source.schema[key].length_key
+    reader = numpy_reader.NumpyDataset(self.source.output_dir,
+                                       self.source.split,
+                                       features=[length_key])
+    return [int(e[length_key]) for e in reader]
 
   def __len__(self) -> int:
     return len(self.source)
@@ -175,6 +199,64 @@ class WavbeamMapDataset(torch_data.Dataset):
 
   def __getitems__(self, indices):  # DataLoader fetches a batch at once
     return self.source.__getitems__(indices)
+
+
+class LengthGroupedBatchSampler(torch_data.Sampler):
+  """Batches of indices of examples of similar length, for
+  `DataLoader(data, batch_sampler=..., collate_fn=data.collate)`: less
+  padding than random batches of variable-length examples.
+
+  Each epoch the indices are shuffled (seeded by (seed, epoch)), cut into
+  groups of `batch_size * group_batches`, each group sorted by length and
+  cut into batches, and the batches shuffled: every example once per
+  epoch, lengths similar within a batch, batches in random order.
+  `lengths`: WavbeamMapDataset.lengths().
+  """
+
+  def __init__(self, lengths: Sequence[int], batch_size: int, *,
+               shuffle: bool = True, seed: int = 0, drop_last: bool = False,
+               group_batches: int = 50):
+    super().__init__()
+    if batch_size < 1 or group_batches < 1:
+      raise ValueError(f'batch_size={batch_size!r}, group_batches='
+                       f'{group_batches!r}: give positive numbers')
+    self.lengths = np.asarray(lengths, np.int64)
+    self.batch_size, self.drop_last = batch_size, drop_last
+    self.shuffle, self.seed = shuffle, seed
+    self.group = batch_size * group_batches
+    self.epoch = 0
+
+  def set_epoch(self, epoch: int) -> None:
+    self.epoch = epoch
+
+  def __len__(self) -> int:
+    n = len(self.lengths)
+    return n // self.batch_size if self.drop_last else -(-n //
+                                                         self.batch_size)
+
+  def __iter__(self):
+    rng = np.random.default_rng([self.seed, self.epoch])
+    order = (rng.permutation(len(self.lengths)) if self.shuffle
+             else np.arange(len(self.lengths)))
+    batches = []
+    for start in range(0, len(order), self.group):
+      group = order[start:start + self.group]
+      # Stable: equal lengths keep the shuffled order.
+      group = group[np.argsort(self.lengths[group], kind='stable')]
+      batches += [group[i:i + self.batch_size].tolist()
+                  for i in range(0, len(group), self.batch_size)]
+    # The groups' short batches (one a group at most) are put together
+    # and go last; with drop_last the short one left goes.
+    full = [b for b in batches if len(b) == self.batch_size]
+    short = [b for b in batches if len(b) < self.batch_size]
+    if self.shuffle:
+      rng.shuffle(full)
+    merged = [i for b in short for i in b]
+    short = [merged[i:i + self.batch_size]
+             for i in range(0, len(merged), self.batch_size)]
+    if self.drop_last:
+      short = [b for b in short if len(b) == self.batch_size]
+    return iter(full + short)
 
 
 def collate(examples: List[Dict]) -> Dict:

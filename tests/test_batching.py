@@ -111,3 +111,34 @@ def test_examples_that_do_not_stack_are_named(change, message):
   with pytest.raises(ValueError, match=message):
     list(buffers.batches(iter(some), 4, False))
   assert buffers.idle() == len(buffers)  # the failed batch's buffer is free
+
+
+def test_variable_length_arrays_are_padded_with_zeros_and_given_lengths():
+  buffers = batching.BatchBuffers()
+  lengths = [3, 7, 1, 5, 2]
+  found = [{'index': np.int64(i),
+            'signal': np.arange(n, dtype=np.int16) + 1,
+            'log_mel': np.full((n, 2), i + 1, np.float32)}
+           for i, n in enumerate(lengths)]
+  batches = list(buffers.batches(iter(found), 2, False,
+                                 variable=('signal', 'log_mel')))
+  assert [len(b['index']) for b in batches] == [2, 2, 1]
+  for batch, chunk in zip(batches, (lengths[0:2], lengths[2:4], lengths[4:])):
+    assert list(batch) == ['index', 'signal', 'log_mel', 'signal_length',
+                           'log_mel_length']
+    assert batch['signal_length'].tolist() == chunk
+    assert batch['signal_length'].dtype == np.int64
+    assert batch['signal'].shape == (len(chunk), max(chunk))
+    assert batch['log_mel'].shape == (len(chunk), max(chunk), 2)
+    for row, n in enumerate(chunk):
+      assert batch['signal'][row, :n].tolist() == list(range(1, n + 1))
+      assert not batch['signal'][row, n:].any()
+      assert not batch['log_mel'][row, n:].any()
+      assert batch['log_mel'][row, :n].min() > 0
+  dropped = list(buffers.batches(iter(found), 2, True, variable=('signal',
+                                                                 'log_mel')))
+  assert len(dropped) == 2
+  wrong = dict(found[1], log_mel=np.zeros((4, 3), np.float32))
+  with pytest.raises(ValueError, match="feature 'log_mel'"):
+    list(buffers.batches(iter([found[0], wrong]), 2, False,
+                         variable=('signal', 'log_mel')))

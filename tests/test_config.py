@@ -133,3 +133,40 @@ def test_a_silence_pattern_may_overlap_an_exclusion():
                           silence_from='noise/*',
                           exclude='noise/white_noise.wav')
   assert config.silence_from == ('noise/*',)
+
+
+def test_example_unit_file_refuses_what_does_not_apply():
+  """--example_unit file: the window options and fft name themselves when
+  given; --max_seconds and --min_seconds are checked, and only apply to
+  it."""
+  from pipeline.config import ConfigError, PipelineConfig
+
+  def config(**kw):
+    return PipelineConfig(input_dir='in', output_dir='out', **kw)
+
+  whole = config(example_unit='file', n_fft=4096)
+  assert whole.max_seconds == 60.0 and whole.min_seconds == 0.0
+  for option, value in (('win_len', 1024), ('hop_len', 100), ('pad', True),
+                        ('max_windows_per_signal', 3)):
+    with pytest.raises(ConfigError, match=rf'--{option}={value!r}: does not '
+                       'apply to --example_unit file'):
+      config(example_unit='file', **{option: value})
+  with pytest.raises(ConfigError, match='fft is one spectrum of a whole'):
+    config(example_unit='file', features='signal,fft')
+  with pytest.raises(ConfigError, match=r'--max_seconds=601.0: must be more '
+                     'than 0 and at most 600'):
+    config(example_unit='file', max_seconds=601.0)
+  with pytest.raises(ConfigError, match=r'--min_seconds=5.0: must not '
+                     'exceed --max_seconds=4'):
+    config(example_unit='file', max_seconds=4.0, min_seconds=5.0)
+  with pytest.raises(ConfigError, match=r'--min_seconds=-1.0: must be a '
+                     'number of seconds'):
+    config(example_unit='file', min_seconds=-1.0)
+  with pytest.raises(ConfigError, match=r'--max_seconds=10.0: applies to '
+                     '--example_unit file only'):
+    config(max_seconds=10.0)
+  with pytest.raises(ConfigError, match=r"--example_unit='clip': must be "
+                     'one of window, file'):
+    config(example_unit='clip')
+  stored = json.loads(json.dumps(whole.to_json()))
+  assert PipelineConfig.from_json(stored) == whole

@@ -136,3 +136,50 @@ def test_format_1_float_arrays_as_raw_bytes_still_decode():
         H.encode_example({'spectrogram': spectrogram}), legacy)
   with pytest.raises(schema_lib.SchemaError, match='encoding'):
     schema_lib.FeatureSpec('float64', (3,), schema_lib.FLOAT_LIST)
+
+
+def test_variable_length_arrays_round_trip_with_their_length():
+  """Examples of one schema with a variable first dimension: each
+  decodes to its own length, TensorFlow parses the same values, and a
+  length that disagrees with the array, or a partial row, is refused."""
+  schema = None
+  records, elements = [], []
+  for n in (0, 1, 5):
+    element = {'signal': np.arange(n * 3, dtype=np.int16) - 4,
+               'spectrogram': np.full((n, 4), n, np.float32),
+               'num_samples': n * 3, 'num_frames': n}
+    one = H.schema_of(element).with_lengths(
+        {'signal': 'num_samples', 'spectrogram': 'num_frames'})
+    schema = one if schema is None else schema.merge(one)
+    records.append(H.encode_example(element))
+    elements.append(element)
+  assert schema['signal'] == schema_lib.FeatureSpec(
+      'int16', (-1,), 'raw_bytes', 'num_samples')
+  again = schema_lib.Schema.from_json(schema.to_json())
+  assert again == schema
+  for record, element in zip(records, elements):
+    decoded = example_codec.decode_example(record, again)
+    for key in ('signal', 'spectrogram'):
+      assert decoded[key].dtype == element[key].dtype
+      assert decoded[key].shape == element[key].shape
+      assert np.array_equal(decoded[key], element[key])
+    parsed = tf.io.parse_single_example(record, {
+        'spectrogram': tf.io.FixedLenSequenceFeature(
+            [4], tf.float32, allow_missing=True)})
+    assert np.array_equal(parsed['spectrogram'].numpy(),
+                          element['spectrogram'])
+  lying = H.encode_example(dict(elements[2], num_frames=4))
+  with pytest.raises(schema_lib.SchemaError, match="'spectrogram': 5 rows, "
+                     "its length 'num_frames' says 4"):
+    example_codec.decode_example(lying, schema)
+  partial = H.encode_example(dict(elements[2],
+                                  spectrogram=np.zeros(18, np.float32)))
+  with pytest.raises(schema_lib.SchemaError, match=r"'spectrogram': 18 "
+                     r'float32 values, not a whole number of float32\[4\] '
+                     'rows'):
+    example_codec.decode_example(partial, schema)
+  with pytest.raises(schema_lib.SchemaError, match='needs the key of its '
+                     'length'):
+    schema_lib.FeatureSpec('float32', (-1, 4))
+  with pytest.raises(schema_lib.SchemaError, match='only the first may be'):
+    schema_lib.FeatureSpec('float32', (4, -1), length_key='n')

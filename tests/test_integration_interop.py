@@ -231,3 +231,10 @@ def test_keras_example_trains_one_epoch(dataset):
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert 'validation accuracy' in proc.stdout
+
+
+def test_bucketing_is_refused_for_windows_of_one_length(dataset):
+  out, _ = dataset
+  with pytest.raises(replay.DatasetError, match='no variable-length feature '
+                     'among those read'):
+    replay.replay_dataset(str(out), batch_size=4, bucket_boundaries=[10])

@@ -42,3 +42,23 @@ def test_layout_balances_shards_and_places_every_window_once():
   assert sizes.max() - sizes.min() <= 1
   # The long file is spread over every shard.
   assert {v[1] for k, v in placed.items() if k[0] == 1} == set(range(11))
+
+
+def test_shards_by_bytes_count_the_frames_of_variable_length_examples():
+  """--example_unit file: a split's size is its examples' fixed part plus
+  bytes per frame of its recordings, so long recordings take more
+  shards than as many short ones."""
+  from transforms import layout
+  size = layout.ExampleSize(fixed=1000, per_frame=2.0)
+  short = [('train', b, 1, 1, 1000) for b in range(10)]
+  long = [('train', b, 1, 1, 100000) for b in range(10)]
+  options = dict(max_shard_bytes=100000, example_bytes=size.fixed,
+                 frame_bytes=size.per_frame)
+  # 10 * (1000 + 2 * 1000) = 30 kB; 10 * (1000 + 2 * 100000) = 2.01 MB.
+  assert layout.compute_layouts(short, **options)['train'].num_shards == 1
+  found = layout.compute_layouts(long, **options)['train']
+  assert found.num_shards == 10  # 21 by bytes, at most one per example
+  assert found.frames == 10 * 100000
+  fewer = layout.compute_layouts(long[:1] + short[1:], **options)['train']
+  assert fewer.num_shards == 3   # 201000 + 9 * 3000 bytes
+  assert size.total(3, 10) == 3020.0

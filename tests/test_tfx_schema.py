@@ -31,3 +31,28 @@ def test_unlabelled_has_no_domains():
   features = {f.name: f for f in schema.feature}
   assert not features['target'].HasField('int_domain')
   assert not features['class'].HasField('string_domain')
+
+
+def test_a_variable_length_array_has_no_fixed_shape_and_names_its_length():
+  metadata = _metadata()
+  metadata['schema'] = dict(
+      metadata['schema'],
+      num_frames={'dtype': 'int64', 'shape': [], 'encoding': 'int64_list'},
+      num_samples={'dtype': 'int64', 'shape': [], 'encoding': 'int64_list'},
+      spectrogram={'dtype': 'float32', 'shape': [-1, 4],
+                   'encoding': 'float_list', 'length_key': 'num_frames'},
+      signal={'dtype': 'int16', 'shape': [-1], 'encoding': 'raw_bytes',
+              'length_key': 'num_samples'})
+  schema = schema_pb2.Schema()
+  text_format.Parse(tfx_schema.text(metadata), schema)
+  features = {f.name: f for f in schema.feature}
+  spectrogram = features['spectrogram']
+  assert not spectrogram.HasField('shape')
+  assert spectrogram.value_count.min == 4
+  assert list(spectrogram.annotation.tag) == [
+      'wavbeam.shape:-1,4', 'wavbeam.length_key:num_frames']
+  assert list(features['signal'].annotation.tag) == [
+      'wavbeam.dtype:int16', 'wavbeam.shape:-1',
+      'wavbeam.encoding:raw_bytes_little_endian',
+      'wavbeam.length_key:num_samples']
+  assert features['signal'].HasField('shape')  # one bytes value

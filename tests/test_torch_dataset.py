@@ -219,3 +219,25 @@ def test_no_tensorflow_and_no_beam(dataset):
                         capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert int(proc.stdout) == len(_reference(dataset))
+
+
+def test_length_grouped_batches_hold_every_index_once_with_less_spread():
+  from pipeline.torch_dataset import LengthGroupedBatchSampler
+  rng = np.random.default_rng(0)
+  lengths = rng.integers(16000, 240000, 203)
+  sampler = LengthGroupedBatchSampler(lengths, 8, seed=3, group_batches=5)
+  batches = list(sampler)
+  assert len(batches) == len(sampler) == 26
+  assert sorted(i for b in batches for i in b) == list(range(203))
+  assert sum(len(b) < 8 for b in batches) == 1
+  spread = np.mean([lengths[b].max() - lengths[b].min() for b in batches])
+  shuffled = rng.permutation(203)
+  random_spread = np.mean([np.ptp(lengths[shuffled[i:i + 8]])
+                           for i in range(0, 203, 8)])
+  assert spread < random_spread / 3
+  sampler.set_epoch(1)
+  assert list(sampler) != batches  # a new order each epoch
+  assert list(LengthGroupedBatchSampler(lengths, 8, seed=3,
+                                        group_batches=5)) == batches
+  dropped = list(LengthGroupedBatchSampler(lengths, 8, drop_last=True))
+  assert len(dropped) == 25 and all(len(b) == 8 for b in dropped)

@@ -151,6 +151,9 @@ def read_batches(config: PipelineConfig, split: str, refs):
   split) per window that cannot be used. Reading depends only on the
   window options, so one read serves every feature setting."""
   plans = {plan.info.index: plan for plan, _, _ in refs}
+  if config.example_unit == 'file':
+    yield from _read_files(config, split, [plan for plan, _, _ in refs])
+    return
   refs = [(plan.info.index, window) for plan, window, _ in refs]
   step = compute_windows(config.win_len)
   with wav_io.OpenFiles() as files:
@@ -163,6 +166,49 @@ def read_batches(config: PipelineConfig, split: str, refs):
       for part in range(0, len(kept_refs), step):
         yield WindowBatch(kept_refs[part:part + step],
                           windows[part:part + step], plans)
+
+
+def _read_files(config: PipelineConfig, split: str, plans):
+  """--example_unit file: a WindowBatch of one row, the whole recording
+  at the dataset's rate, per plan (recordings differ in length, so each
+  is computed alone), or a Rejection of the file."""
+  with wav_io.OpenFiles() as files:
+    for plan in plans:
+      try:
+        signal = window_features.read_file_signal(plan, config, files)
+      except file_reports.BadWav as e:
+        yield file_reports.Rejection(plan.info.path, str(e), 'read',
+                                     (0, plan.info.frames), split)
+        continue
+      if not np.isfinite(signal).all():
+        yield file_reports.Rejection(
+            plan.info.path, 'non-finite samples (NaN or Inf)', 'read',
+            (0, plan.info.frames), split)
+        continue
+      yield WindowBatch([(plan.info.index, 0)], signal[np.newaxis],
+                        {plan.info.index: plan})
+
+
+# --example_unit file: the arrays whose first dimension is the
+# recording's length, and the key that holds it.
+LENGTH_KEYS = {'signal': schema_lib.NUM_SAMPLES_KEY,
+               **{name: schema_lib.NUM_FRAMES_KEY
+                  for name in ('spectrogram', 'log_mel', 'mfcc', 'lpc')}}
+
+
+def length_columns(arrays: Mapping[str, np.ndarray]
+                   ) -> Tuple[Dict[str, List[int]], Dict[str, str]]:
+  """--example_unit file: ({length key: [length]}, {feature: its length
+  key}) of one example's arrays (a batch of one): the signal's length in
+  num_samples, the STFT features' in num_frames. A feature function of
+  your own keeps a fixed shape (one that varies with the recording is
+  refused when the schemas of two examples merge)."""
+  columns, lengths = {}, {}
+  for key, value in arrays.items():
+    if key in LENGTH_KEYS:
+      columns[LENGTH_KEYS[key]] = [int(value.shape[1])]
+      lengths[key] = LENGTH_KEYS[key]
+  return columns, lengths
 
 
 class ExampleMaker:
@@ -202,12 +248,18 @@ class ExampleMaker:
     stats.feature_ns += time.perf_counter_ns() - started
     stats.add_moments(arrays, shared)
     columns.update(arrays)
+    lengths = {}
+    if self.config.example_unit == 'file':
+      length_values, lengths = length_columns(arrays)
+      columns.update(length_values)
     # Scalar columns have fixed types: a batch's schema can only change
-    # with its arrays' dtypes or shapes.
-    signature = tuple((k, a.dtype.str, a.shape[1:])
+    # with its arrays' dtypes or shapes (of a variable-length array, the
+    # shape after its first dimension).
+    signature = tuple((k, a.dtype.str, a.shape[2 if k in lengths else 1:])
                       for k, a in sorted(arrays.items()))
     if signature != stats.schema_signature:
-      stats.schema = stats.schema.merge(example_codec.batch_schema(columns))
+      stats.schema = stats.schema.merge(
+          example_codec.batch_schema(columns).with_lengths(lengths))
       stats.schema_signature = signature
     for ref, record in zip(refs, example_codec.encode_batch(columns,
                                                             len(refs))):

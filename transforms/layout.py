@@ -29,6 +29,7 @@ class SplitLayout:
   # its first window in the split
   offsets: Dict[int, int]
   num_files: int = 0
+  frames: int = 0            # of its files, at the dataset's rate
 
   def shard_of(self, keys: np.ndarray) -> np.ndarray:
     return (keys.astype(np.int64) * self.num_shards) // self.total
@@ -42,8 +43,25 @@ class SplitLayout:
     return [-(-s * total // n) for s in range(n + 1)]
 
 
+@dataclasses.dataclass(frozen=True)
+class ExampleSize:
+  """Estimated serialized bytes of an example: `fixed`, plus `per_frame`
+  per frame of its recording for --example_unit file (its arrays grow
+  with the recording's length; 0 for windows, all of one size)."""
+  fixed: int
+  per_frame: float = 0.0
+
+  def total(self, examples: int, frames: int) -> float:
+    return examples * self.fixed + frames * self.per_frame
+
+
 def num_shards_for(total: int, *, num_shards=None, max_examples_per_shard=None,
-                   max_shard_bytes=None, example_bytes=1) -> int:
+                   max_shard_bytes=None, example_bytes=1, frame_bytes=0,
+                   frames=0) -> int:
+  """Shards for `total` examples. By bytes, the split's size is
+  estimated as example_bytes per example plus frame_bytes per frame of
+  its `frames` (the estimate of variable-length examples, whose size
+  grows with their recording's length)."""
   if total == 0:
     return 0
   if num_shards is not None:
@@ -51,37 +69,41 @@ def num_shards_for(total: int, *, num_shards=None, max_examples_per_shard=None,
   elif max_examples_per_shard is not None:
     n = math.ceil(total / max_examples_per_shard)
   else:
-    n = math.ceil(total * example_bytes / max_shard_bytes)
+    n = math.ceil((total * example_bytes + frames * frame_bytes) /
+                  max_shard_bytes)
   return max(1, min(n, total))
 
 
 def compute_layouts(entries: Iterable[Tuple], **shard_options
                     ) -> Dict[str, SplitLayout]:
-  """entries: (split, unit, windows[, files]) -> {split: SplitLayout}.
+  """entries: (split, unit, windows[, files[, frames]]) -> {split:
+  SplitLayout}.
 
   A unit is a file index, or a block of consecutive file indices (with its
-  number of files); units are numbered in input order, so a split's
-  windows are numbered by file index, then window, either way. Repeated
-  entries count once (see SplitByType on DaskRunner duplicates).
+  number of files, and their frames); units are numbered in input order,
+  so a split's windows are numbered by file index, then window, either
+  way. Repeated entries count once (see SplitByType on DaskRunner
+  duplicates).
   """
-  unique: Dict[Tuple[str, int], Tuple[int, int]] = {}
-  for split, unit, n, *files in entries:
-    value = (n, files[0] if files else 1)
+  unique: Dict[Tuple[str, int], Tuple[int, int, int]] = {}
+  for split, unit, n, *rest in entries:
+    value = (n, rest[0] if rest else 1, rest[1] if len(rest) > 1 else 0)
     if unique.setdefault((split, unit), value) != value:
       raise ValueError(f'unit {unit} planned with {unique[(split, unit)]} '
-                       f'and {value} (windows, files)')
+                       f'and {value} (windows, files, frames)')
   by_split: Dict[str, list] = {}
-  for (split, unit), (n, files) in unique.items():
-    by_split.setdefault(split, []).append((unit, n, files))
+  for (split, unit), (n, files, frames) in unique.items():
+    by_split.setdefault(split, []).append((unit, n, files, frames))
   layouts = {}
   for split, units in sorted(by_split.items()):
     offsets, total = {}, 0
-    for unit, n, _ in sorted(units):
+    for unit, n, _, _ in sorted(units):
       offsets[unit] = total
       total += n
-    layouts[split] = SplitLayout(split, total,
-                                 num_shards_for(total, **shard_options),
-                                 offsets, sum(f for _, _, f in units))
+    layouts[split] = SplitLayout(
+        split, total, num_shards_for(
+            total, frames=sum(u[3] for u in units), **shard_options),
+        offsets, sum(u[2] for u in units), sum(u[3] for u in units))
   return layouts
 
 

@@ -65,10 +65,18 @@ class PlannedBlock:
       out[p.split] = out.get(p.split, 0) + 1
     return out
 
-  def counts(self) -> Tuple[Tuple[str, int, int, int], ...]:
-    """(split, block, windows, files) per split: the layout's entries."""
-    files = self.files_by_split()
-    return tuple((split, self.block, windows, files[split])
+  def frames_by_split(self) -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    for p in self.plans:
+      out[p.split] = out.get(p.split, 0) + p.frames
+    return out
+
+  def counts(self) -> Tuple[Tuple[str, int, int, int, int], ...]:
+    """(split, block, windows, files, frames) per split: the layout's
+    entries (frames at the dataset's rate size the examples of
+    --example_unit file)."""
+    files, frames = self.files_by_split(), self.frames_by_split()
+    return tuple((split, self.block, windows, files[split], frames[split])
                  for split, windows in sorted(self.windows_by_split().items()))
 
   def silence_windows(self) -> Tuple[Tuple[int, int], ...]:
@@ -82,16 +90,16 @@ class PlannedBlock:
 
 @dataclasses.dataclass(frozen=True)
 class BlockWindows:
-  """A block's planned windows: (split, block, windows, files) per split,
-  the layout's entries; and (file index, windows) of its --silence_from
-  recordings, for --silence_windows."""
+  """A block's planned windows: (split, block, windows, files, frames)
+  per split, the layout's entries; and (file index, windows) of its
+  --silence_from recordings, for --silence_windows."""
   block: int
-  counts: Tuple[Tuple[str, int, int, int], ...]
+  counts: Tuple[Tuple[str, int, int, int, int], ...]
   silence: Tuple[Tuple[int, int], ...] = ()
 
   @property
   def num_windows(self) -> int:
-    return sum(n for _, _, n, _ in self.counts)
+    return sum(entry[2] for entry in self.counts)
 
 
 def plan_block(block: int, infos: Iterable[WavInfo], config: PipelineConfig,
@@ -169,6 +177,8 @@ def file_windows(info: WavInfo, config: PipelineConfig,
   """(frames at the dataset's rate, windows kept) of a recording; raises
   BadWav when it is too short for a window."""
   frames = audio.resampled_length(info.frames, info.sample_rate, dataset_rate)
+  if config.example_unit == 'file':
+    return frames, file_example(frames, config, dataset_rate)
   n = audio.window_count(frames, config.win_len, config.hop_len, config.pad)
   if n == 0:
     raise BadWav(f'too short: {frames} frames at {dataset_rate} Hz, a window '
@@ -176,6 +186,28 @@ def file_windows(info: WavInfo, config: PipelineConfig,
   if config.max_windows_per_signal is not None:
     n = min(n, config.max_windows_per_signal)
   return frames, n
+
+
+def file_example(frames: int, config: PipelineConfig,
+                 dataset_rate: int) -> int:
+  """1, the one example of a whole recording (--example_unit file);
+  raises BadWav when its length is outside --min_seconds and
+  --max_seconds, or too short for one STFT frame."""
+  seconds = frames / dataset_rate
+  if frames > config.max_seconds * dataset_rate:
+    raise BadWav(f'too long: {seconds:.3f} s ({frames} frames at '
+                 f'{dataset_rate} Hz), over --max_seconds='
+                 f'{config.max_seconds:g}')
+  if frames < config.min_seconds * dataset_rate:
+    raise BadWav(f'too short: {seconds:.3f} s ({frames} frames at '
+                 f'{dataset_rate} Hz), under --min_seconds='
+                 f'{config.min_seconds:g}')
+  if frames == 0:
+    raise BadWav('empty: no frames to make an example of')
+  if config.uses_stft and frames < config.n_fft:
+    raise BadWav(f'too short: {frames} frames at {dataset_rate} Hz, one '
+                 f'STFT frame needs --n_fft={config.n_fft}')
+  return 1
 
 
 def limit_windows(counts: Iterable[Tuple[int, int]],

@@ -135,6 +135,26 @@ def read_chunk_windows(chunk: Chunk, config: PipelineConfig,
   return audio.slice_windows(mono, starts, config.win_len)
 
 
+def read_file_signal(plan, config: PipelineConfig,
+                     files: Files) -> np.ndarray:
+  """A whole recording (--example_unit file) at the dataset's rate,
+  channels mixed, (plan.frames,) float64: the one window of its example.
+  Raises file_reports.BadWav for unreadable audio; non-finite samples stay
+  in."""
+  info = plan.info
+  try:
+    block = files.read_range(info.path, 0, info.frames, info)
+  except file_reports.BadWav:
+    raise
+  except file_reports.INPUT_ERRORS as e:
+    raise file_reports.unreadable(e) from e
+  mono = audio.mix_channels(block, config.channels)
+  if info.sample_rate != plan.sample_rate:
+    mono = audio.resample_range(mono, 0, info.frames, info.sample_rate,
+                                plan.sample_rate, 0, plan.frames)
+  return np.ascontiguousarray(mono, np.float64)
+
+
 # Windows read together. The grouping decides where reads seek, and a
 # compressed stream (MP3 content named .wav) decodes differently after a
 # seek, so it stays fixed: the hostile-input test checks those bytes.

@@ -154,7 +154,8 @@ def encode_batch(columns: Mapping[str, Any], n: int) -> List[bytes]:
 def decode_raw(data: bytes, spec: schema_lib.FeatureSpec) -> np.ndarray:
   """Inverse of the raw-bytes encoding, for numpy readers."""
   dtype = np.dtype(spec.dtype).newbyteorder('<')
-  return np.frombuffer(data, dtype=dtype).reshape(spec.shape)
+  values = np.frombuffer(data, dtype=dtype)
+  return values.reshape(_shape(spec, values.size))
 
 
 
@@ -255,11 +256,8 @@ def decode_example(data: bytes, schema: schema_lib.Schema,
       if spec.encoding == schema_lib.BYTES_LIST:
         out[key] = bytes(items[0]).decode('utf-8')
         continue
-      size = np.dtype(spec.dtype).itemsize * int(np.prod(spec.shape))
-      if len(items[0]) != size:
-        raise schema_lib.SchemaError(
-            f'feature {key!r}: {len(items[0])} bytes, {spec.dtype}'
-            f'{list(spec.shape)} needs {size}')
+      _check_size(key, spec, len(items[0]), np.dtype(spec.dtype).itemsize,
+                  'bytes')
       # bytearray copies: writable arrays (PyTorch warns on read-only ones).
       out[key] = decode_raw(bytearray(items[0]) if copy else items[0], spec)
     elif spec.encoding == schema_lib.INT64_LIST:
@@ -273,14 +271,39 @@ def decode_example(data: bytes, schema: schema_lib.Schema,
         raw = bytearray(items[0]) if copy else items[0]
       else:
         raw = bytearray().join(items)
-      size = 4 * int(np.prod(spec.shape))
-      if len(raw) != size:
-        raise schema_lib.SchemaError(
-            f'feature {key!r}: {len(raw) // 4} float32 values, '
-            f'{list(spec.shape)} needs {size // 4}')
-      values = np.frombuffer(raw, '<f4').reshape(spec.shape)
+      _check_size(key, spec, len(raw) // 4, 1, 'float32 values')
+      values = np.frombuffer(raw, '<f4').reshape(_shape(spec, len(raw) // 4))
       out[key] = values[()] if spec.shape == () else values
+  for key, spec in specs.items():
+    if spec.variable and len(out[key]) != out[spec.length_key]:
+      raise schema_lib.SchemaError(
+          f'feature {key!r}: {len(out[key])} rows, its length '
+          f'{spec.length_key!r} says {out[spec.length_key]}')
   return out
+
+
+def _check_size(key, spec, stored, itemsize, unit):
+  """SchemaError unless `stored` (bytes or values) fits the spec: all
+  of its values, or a whole number of rows of a variable-length array."""
+  row = itemsize * spec.row_size
+  if spec.variable:
+    if row and stored % row == 0:
+      return
+    raise schema_lib.SchemaError(
+        f'feature {key!r}: {stored} {unit}, not a whole number of '
+        f'{spec.dtype}{list(spec.shape[1:])} rows of {row}')
+  if stored != row:
+    dtype = '' if unit == 'float32 values' else spec.dtype
+    raise schema_lib.SchemaError(
+        f'feature {key!r}: {stored} {unit}, {dtype}{list(spec.shape)} '
+        f'needs {row}')
+
+
+def _shape(spec: schema_lib.FeatureSpec, values: int):
+  """The concrete shape of `values` values of `spec`."""
+  if spec.variable:
+    return (values // spec.row_size,) + spec.shape[1:]
+  return spec.shape
 
 
 _KINDS = {1: 'bytes_list', 2: 'float_list', 3: 'int64_list'}

@@ -161,6 +161,11 @@ class _Checker:
       schema = schema_lib.Schema.from_json(self.get(obj, 'schema', dict))
     except (KeyError, TypeError, ValueError) as e:
       self.fail('schema', f'malformed ({e})')
+    for key, spec in schema.features:
+      if spec.variable and schema.as_dict().get(
+          spec.length_key) != schema_lib.FeatureSpec('int64', ()):
+        self.fail(f'schema.{key}.length_key', f'{spec.length_key!r} is not '
+                  'an int64 scalar of the schema')
     for key in ('input_key', 'label_key'):
       value = self.get(obj, key, str)
       if schema.features and value not in schema.keys():
@@ -304,7 +309,9 @@ def _min_example_bytes(schema: schema_lib.Schema) -> int:
   arrays' data alone."""
   total = 0
   for _, spec in schema.features:
-    if spec.encoding in (schema_lib.RAW_BYTES, schema_lib.FLOAT_LIST):
+    # A variable-length array can hold no rows.
+    if spec.encoding in (schema_lib.RAW_BYTES,
+                         schema_lib.FLOAT_LIST) and not spec.variable:
       size = _ITEMSIZE.get(spec.dtype, 1)
       for d in spec.shape:
         size *= d

@@ -25,6 +25,17 @@ CLASS_KEY = 'class'
 LABEL_KEY = 'target'
 BASE_KEYS = (CLASS_KEY, 'filepath', 'index', 'num_classes', LABEL_KEY,
              'win_start_idx')
+# A first dimension that differs between examples (--example_unit file:
+# one example per recording). As TFDS writes an unknown dimension.
+VARIABLE = -1
+# The int64 keys that hold, per example, the first dimension of the
+# variable-length arrays: samples of the signal, STFT frames of the
+# features computed from them.
+NUM_SAMPLES_KEY = 'num_samples'
+NUM_FRAMES_KEY = 'num_frames'
+# What a reader adds to a batch of variable-length arrays, per feature:
+# each example's own length before padding to the longest in the batch.
+LENGTH_SUFFIX = '_length'
 
 STRING = 'string'
 NUMERIC_DTYPES = (
@@ -76,11 +87,20 @@ class FeatureSpec:
   dtype: str
   shape: Tuple[int, ...]
   encoding: str = ''
+  # Of a variable-length array (first dimension VARIABLE): the int64 key
+  # of the same example that holds its length.
+  length_key: str = ''
 
   def __post_init__(self):
     object.__setattr__(self, 'shape', tuple(int(d) for d in self.shape))
-    if any(d < 0 for d in self.shape):
-      raise SchemaError(f'negative dimension in shape {self.shape}')
+    if any(d < 0 for d in self.shape[1:]) or (
+        self.shape and self.shape[0] < VARIABLE):
+      raise SchemaError(f'negative dimension in shape {self.shape} (only '
+                        f'the first may be {VARIABLE}, variable)')
+    if self.variable != bool(self.length_key):
+      raise SchemaError(f'shape {self.shape} with length key '
+                        f'{self.length_key!r}: a variable first dimension '
+                        'needs the key of its length, and only it')
     allowed = _encodings_allowed(self.dtype, self.shape)  # checks dtype
     if not self.encoding:
       object.__setattr__(self, 'encoding', allowed[0])
@@ -89,14 +109,31 @@ class FeatureSpec:
           f'encoding {self.encoding!r} does not match dtype {self.dtype} '
           f'and shape {self.shape} (expected {allowed[0]!r})')
 
+  @property
+  def variable(self) -> bool:
+    """Whether the first dimension differs between examples."""
+    return bool(self.shape) and self.shape[0] == VARIABLE
+
+  @property
+  def row_size(self) -> int:
+    """Values per step of the first dimension (all values, fixed)."""
+    size = 1
+    for d in self.shape[1 if self.variable else 0:]:
+      size *= d
+    return size
+
   def to_json(self) -> dict:
-    return {'dtype': self.dtype, 'shape': list(self.shape),
-            'encoding': self.encoding}
+    out = {'dtype': self.dtype, 'shape': list(self.shape),
+           'encoding': self.encoding}
+    if self.length_key:
+      out['length_key'] = self.length_key
+    return out
 
   @classmethod
   def from_json(cls, obj: Mapping) -> 'FeatureSpec':
     return cls(dtype=obj['dtype'], shape=tuple(obj['shape']),
-               encoding=obj.get('encoding', ''))
+               encoding=obj.get('encoding', ''),
+               length_key=obj.get('length_key', ''))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +171,26 @@ class Schema:
             f'{_describe(self[key])} vs {_describe(spec)}')
     return self
 
+  def variable_keys(self) -> Tuple[str, ...]:
+    """The variable-length arrays, in key order."""
+    return tuple(k for k, spec in self.features if spec.variable)
+
+  def with_lengths(self, lengths: Mapping[str, str]) -> 'Schema':
+    """This schema with the arrays in `lengths` ({key: length key})
+    made variable in their first dimension: what one example's concrete
+    shapes say of a dataset whose examples differ in length."""
+    specs = self.as_dict()
+    for key, length_key in lengths.items():
+      spec = specs[key]
+      if not spec.shape:
+        raise SchemaError(f'feature {key!r} is a scalar: it has no length')
+      if specs.get(length_key) != FeatureSpec('int64', ()):
+        raise SchemaError(f'feature {key!r}: its length key '
+                          f'{length_key!r} is not an int64 scalar')
+      specs[key] = FeatureSpec(spec.dtype, (VARIABLE,) + spec.shape[1:],
+                               spec.encoding, length_key)
+    return Schema.of(specs)
+
   def to_json(self) -> dict:
     return {key: spec.to_json() for key, spec in self.features}
 
@@ -144,3 +201,8 @@ class Schema:
 
 def _describe(spec: FeatureSpec) -> str:
   return f'{spec.dtype}{list(spec.shape)}'
+
+
+def length_key_of(key: str) -> str:
+  """The key a batch holds `key`'s per-example lengths under."""
+  return key + LENGTH_SUFFIX

@@ -82,8 +82,10 @@ def files(metadata: Mapping) -> Tuple[List[Tuple[str, str]], List[str]]:
       # as_data_source picks the random-access copy when there is one.
       **({'alternativeFileFormats': [naming.ARRAY_RECORD]}
          if metadata_lib.has_array_record(metadata) else {}),
-      'description': ('Windows of WAV recordings written by wavbeam; see '
-                      'metadata.json.'),
+      'description': (
+          ('Whole recordings' if metadata.get('config', {}).get(
+              'example_unit') == 'file' else 'Windows of WAV recordings') +
+          ' written by wavbeam; see metadata.json.'),
       'splits': splits,
   }
   if num_classes > 0:

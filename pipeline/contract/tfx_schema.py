@@ -5,7 +5,11 @@ numbers; `class` has a string domain of the class names and `target` an
 int domain of their indices. Raw-bytes arrays (integer and float64) are
 BYTES features: the schema cannot state their decoded dtype and shape, so
 annotations carry them (tags `wavbeam.dtype:int32`, `wavbeam.shape:32768`,
-`wavbeam.encoding:raw_bytes_little_endian`). Built as the Schema proto and
+`wavbeam.encoding:raw_bytes_little_endian`). A variable-length array
+(--example_unit file) has no fixed shape: a FLOAT one is a list of at
+least one row, and both carry `wavbeam.shape:-1,...` and
+`wavbeam.length_key:KEY`, the int64 feature that holds its length.
+Built as the Schema proto and
 printed by protobuf's text_format, which escapes any feature key; the
 tensorflow-metadata package is protobuf only (no TensorFlow).
 """
@@ -40,8 +44,13 @@ def proto(metadata: Mapping) -> schema_pb2.Schema:
       feature.string_domain.name = CLASS_KEY
       feature.string_domain.value.extend(metadata['classes'])
     feature.presence.min_fraction = 1.0
-    feature.shape.SetInParent()  # a scalar, or one value per example
-    if spec.encoding == schema_lib.FLOAT_LIST:
+    if spec.encoding == schema_lib.FLOAT_LIST and spec.variable:
+      # No fixed shape: TFXIO reads it as a variable-length (ragged)
+      # list; a whole number of rows of the fixed dimensions.
+      feature.value_count.min = spec.row_size
+    else:
+      feature.shape.SetInParent()  # a scalar, or one value per example
+    if spec.encoding == schema_lib.FLOAT_LIST and not spec.variable:
       for size in spec.shape:
         feature.shape.dim.add(size=size)
     if spec.encoding == schema_lib.RAW_BYTES:
@@ -49,6 +58,12 @@ def proto(metadata: Mapping) -> schema_pb2.Schema:
           f'wavbeam.dtype:{spec.dtype}',
           f'wavbeam.shape:{",".join(map(str, spec.shape))}',
           'wavbeam.encoding:raw_bytes_little_endian'])
+    elif spec.variable:
+      feature.annotation.tag.append(
+          f'wavbeam.shape:{",".join(map(str, spec.shape))}')
+    if spec.variable:
+      # -1: the first dimension is this example's `length_key`.
+      feature.annotation.tag.append(f'wavbeam.length_key:{spec.length_key}')
   return out
 
 
