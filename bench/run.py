@@ -50,9 +50,9 @@ DEFAULT_CORPORA = '1h,4h,clips3s,clips1s'
 
 
 def writers(corpus, out, win_len=32768, audio_format='wav'):
-  base = [PY, '-m', 'pipeline.run', '--input_dir', corpus, '--output_dir',
-          out, '--overwrite', '--win_len', str(win_len), '--audio_formats',
-          audio_format]
+  whole = [PY, '-m', 'pipeline.run', '--input_dir', corpus, '--output_dir',
+           out, '--overwrite', '--audio_formats', audio_format]
+  base = whole + ['--win_len', str(win_len)]
   baseline = [PY, '-m', 'bench.baseline_numpy', corpus, out, '--win_len',
               str(win_len), '--audio_format', audio_format]
   return {
@@ -61,6 +61,8 @@ def writers(corpus, out, win_len=32768, audio_format='wav'):
       'wavbeam_threads': base + ['--direct_num_workers=2',
                                  '--direct_running_mode=multi_threading'],
       'wavbeam_noshuffle': base + ['--no_shuffle'],
+      # One example per recording (corpora of clips: a clip is one window).
+      'wavbeam_file': whole + ['--example_unit', 'file'],
       'wavbeam_2proc': base + ['--direct_num_workers=2',
                                '--direct_running_mode=multi_processing'],
       # The specified shape: Beam's WriteToTFRecord, runner-chosen shards.
