@@ -771,12 +771,18 @@ class _Pairs(list):
   """A JSON object's (key, value) pairs, in order."""
 
 
-def _label_pairs(pairs):
+def unique_pairs(pairs):
+  """A JSON object's pairs (json's object_pairs_hook); ValueError naming
+  the keys given twice, which json.loads would silently keep the last of."""
   keys = [k for k, _ in pairs]
   repeated = sorted({k for k in keys if keys.count(k) > 1})
   if repeated:
     raise ValueError(f'{repeated} given twice')
-  return _Pairs(pairs)
+  return pairs
+
+
+def _label_pairs(pairs):
+  return _Pairs(unique_pairs(pairs))
 
 
 def _parse_splits(text: str) -> Tuple[Tuple[str, float], ...]:

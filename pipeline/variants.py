@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Tuple
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.config import ConfigError, PipelineConfig
+from pipeline.config import ConfigError, PipelineConfig, unique_pairs
 from pipeline.contract import naming
 
 OPTION = 'variants'
@@ -71,11 +71,7 @@ def read(path: str) -> Dict[str, Dict[str, object]]:
 
 
 def _no_repeats(pairs):
-  keys = [k for k, _ in pairs]
-  repeated = sorted({k for k in keys if keys.count(k) > 1})
-  if repeated:
-    raise ValueError(f'{repeated} given twice')
-  return dict(pairs)
+  return dict(unique_pairs(pairs))
 
 
 def configs(config: PipelineConfig) -> Dict[str, PipelineConfig]:

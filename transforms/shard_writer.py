@@ -62,18 +62,24 @@ class WriteShard(beam.DoFn):
                                     self._state(), self.run_id, keyed_refs,
                                     class_names)
     for item in items:
-      if isinstance(item, ShardStats):
-        counters.counter(counters.SHARDS_WRITTEN).inc()
-        counters.counter(counters.EXAMPLES_WRITTEN).inc(item.num_examples)
-        counters.counter(counters.BYTES_WRITTEN).inc(item.num_bytes)
-      elif isinstance(item, wav_io.Rejection):
-        counters.counter(counters.WINDOWS_REJECTED).inc()
+      count_written(item)
       yield item
 
   def _state(self) -> bytes:
     if self._pickled is None:
       self._pickled = pickler.dumps((self.config, self.extra_features))
     return self._pickled
+
+
+def count_written(item) -> None:
+  """Beam's counters for one result of a shard task: they exist only in a
+  worker, so the DoFn counts what its shard work returned."""
+  if isinstance(item, ShardStats):
+    counters.counter(counters.SHARDS_WRITTEN).inc()
+    counters.counter(counters.EXAMPLES_WRITTEN).inc(item.num_examples)
+    counters.counter(counters.BYTES_WRITTEN).inc(item.num_bytes)
+  elif isinstance(item, wav_io.Rejection):
+    counters.counter(counters.WINDOWS_REJECTED).inc()
 
 
 _makers = {}  # in a forked worker: pickled (config, features) -> maker

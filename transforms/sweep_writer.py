@@ -29,15 +29,13 @@ from pipeline.config import PipelineConfig
 from pipeline.contract import naming
 from pipeline.contract import tfrecord
 from transforms import allocator
-from transforms import counters
 from transforms import forked_workers
 from transforms import planning
 from transforms import run_marker
 from transforms import wav_io
 from transforms.extract import ExampleMaker, read_batches
 from transforms.layout import SplitLayout
-from transforms.shard_writer import ShardFile, shard_order
-from transforms.shards import ShardStats
+from transforms.shard_writer import ShardFile, count_written, shard_order
 from transforms.stats import ExampleStats
 
 # {variant: {split: SplitLayout}}
@@ -224,7 +222,7 @@ class WriteSegment(beam.DoFn):
                                   self._pickled, self.run_ids, split, keys,
                                   segment_targets, refs, class_names)
     for variant, item in items:
-      _count(item)
+      count_written(item)
       yield variant, item
 
 
@@ -243,15 +241,6 @@ def _write_segment_there(state: bytes, *args) -> list:
     allocator.keep_freed_memory()
     _forked_makers[state] = _makers_for(*pickler.loads(state))
   return write_segment(_forked_makers[state], *args)
-
-
-def _count(item) -> None:
-  if isinstance(item, ShardStats):
-    counters.counter(counters.SHARDS_WRITTEN).inc()
-    counters.counter(counters.EXAMPLES_WRITTEN).inc(item.num_examples)
-    counters.counter(counters.BYTES_WRITTEN).inc(item.num_bytes)
-  elif isinstance(item, wav_io.Rejection):
-    counters.counter(counters.WINDOWS_REJECTED).inc()
 
 
 def piece_key(variant_item):
@@ -303,7 +292,7 @@ class AssembleShard(beam.DoFn):
       for piece in ordered:
         out.copy_framed(piece.path, piece.record_sizes)
         stats.merge(piece.stats)
-    _count(out.stats)
+    count_written(out.stats)
     yield variant, out.stats
     yield variant, stats
 
