@@ -27,16 +27,20 @@ COMPRESSIONS = ('none', 'gzip')
 SPECTROGRAM_SCALES = ('linear', 'log')
 SINKS = ('shards', 'write_to_tfrecord')
 SPLIT_SOURCES = ('hash', 'subdir')
-EXAMPLE_UNITS = ('window', 'file')
-# What --example_unit file does not use: the window options, and fft (one
-# spectrum of a whole recording has a length of its own per recording,
-# with bins of different widths, so it is no feature to batch).
+EXAMPLE_UNITS = ('window', 'file', 'segment')
+# The units whose examples differ in length (a recording's, a segment's).
+VARIABLE_UNITS = ('file', 'segment')
+# What --example_unit file and segment leave out: the window options, and
+# fft (one spectrum of a whole recording has a length of its own per
+# recording, with bins of different widths, so it is no feature to batch).
 WINDOW_ONLY_OPTIONS = ('win_len', 'hop_len', 'pad', 'max_windows_per_signal')
 WINDOW_ONLY_FEATURES = ('fft',)
 # --example_unit file holds a whole recording, and its features, in memory
 # at once: 60 s of 48 kHz audio is 23 MB as float64 and its 257-bin
 # spectrogram 29 MB; the cap can be raised up to MAX_FILE_SECONDS.
 DEFAULT_MAX_SECONDS = 60.0
+# The supervision fields stored when --manifest_extra_columns names none.
+LHOTSE_DEFAULT_FIELDS = ('id', 'text', 'speaker', 'language')
 MAX_FILE_SECONDS = 600.0
 # File extensions read, of what libsndfile decodes. Lossy files are
 # decoded whole (transforms/wav_io.WHOLE_DECODE_SUBTYPES).
@@ -122,18 +126,22 @@ class PipelineConfig:
       'keep at most this many windows of each file (default: all)',
       default=None)
   example_unit: str = _opt(
-      'what one example is: window (a --win_len window of a recording, cut '
-      'every --hop_len) or file (a whole recording after channel mixing '
-      'and resampling: variable-length arrays stored with their length; '
-      '--win_len, --hop_len, --pad, --max_windows_per_signal and the fft '
-      'feature do not apply)', default='window', choices=EXAMPLE_UNITS)
+      'what one example is: window (a --win_len window of a recording, or '
+      'of each of its segments, cut every --hop_len), file (a whole '
+      'recording after channel mixing and resampling) or segment (one '
+      'time-stamped span of a recording, from --manifest_start_column or '
+      '--lhotse_supervisions); file and segment store variable-length '
+      'arrays with their length, and --win_len, --hop_len, --pad, '
+      '--max_windows_per_signal and the fft feature do not apply to them',
+      default='window', choices=EXAMPLE_UNITS)
   max_seconds: float = _opt(
-      f'--example_unit file: reject (rejects.jsonl) recordings longer than '
-      f'this, at most {MAX_FILE_SECONDS:g}; a recording and its features are '
-      'held in memory whole', default=DEFAULT_MAX_SECONDS)
+      f'--example_unit file or segment: reject (rejects.jsonl) recordings '
+      f'or segments longer than this, at most {MAX_FILE_SECONDS:g}; an '
+      'example and its features are held in memory whole',
+      default=DEFAULT_MAX_SECONDS)
   min_seconds: float = _opt(
-      '--example_unit file: reject (rejects.jsonl) recordings shorter than '
-      'this', default=0.0)
+      '--example_unit file or segment: reject (rejects.jsonl) recordings or '
+      'segments shorter than this', default=0.0)
   num_elems: Optional[int] = _opt(
       'stop after this many examples, taken in file order (default: all)',
       default=None)
@@ -210,6 +218,37 @@ class PipelineConfig:
       'comma-separated manifest columns stored in every example of their '
       'recording: int64 when every value is an integer, else a string '
       '(e.g. sentence,client_id)', default=())
+  manifest_start_column: Optional[str] = _opt(
+      "the manifest's column holding where a segment starts, in seconds: "
+      'each row is then one time-stamped segment of its recording (rows '
+      'may share a recording, and segments may overlap), with its own '
+      'label and extra columns; give --manifest_end_column or '
+      '--manifest_duration_column too', default=None)
+  manifest_end_column: Optional[str] = _opt(
+      "the manifest's column holding where a segment ends, in seconds",
+      default=None)
+  manifest_duration_column: Optional[str] = _opt(
+      "the manifest's column holding a segment's duration, in seconds",
+      default=None)
+  split_by: Optional[str] = _opt(
+      'assign splits by a stable hash of this manifest column (or Lhotse '
+      'supervision field) instead of the path, with the fractions of '
+      '--splits, so that no value (a speaker, e.g. client_id) is in two '
+      'splits; the segments of one recording must share their value',
+      default=None)
+  lhotse_recordings: Optional[str] = _opt(
+      "read the recordings from a Lhotse RecordingSet manifest (the "
+      "recipes' recordings.jsonl.gz): each recording's source file (a path "
+      'relative to input_dir, or absolute), sampling rate and channels, '
+      'instead of --manifest (default: none)', default=None)
+  lhotse_supervisions: Optional[str] = _opt(
+      "the Lhotse SupervisionSet of --lhotse_recordings (supervisions."
+      "jsonl.gz): each supervision is a segment of its recording's channel "
+      'with its start, duration and fields; --manifest_extra_columns picks '
+      'the fields stored (id, recording_id, text, speaker, language, '
+      'gender, or a custom key; default id,text,speaker,language) and '
+      '--manifest_label_column may name one as the class (default: none)',
+      default=None)
   fold_splits: Tuple[Tuple[str, Tuple[str, ...]], ...] = _opt(
       'splits made of the folds in --manifest_split_column, e.g. '
       '"train=1,2,3;validation=4;test=5" (default: none)', default=())
@@ -300,6 +339,9 @@ class PipelineConfig:
                          _split_list(self.manifest_extra_columns))
     object.__setattr__(self, 'manifest_extra_columns',
                        tuple(self.manifest_extra_columns))
+    if self.lhotse_supervisions and not self.manifest_extra_columns:
+      object.__setattr__(self, 'manifest_extra_columns',
+                         LHOTSE_DEFAULT_FIELDS)
     if isinstance(self.fold_splits, str):
       object.__setattr__(self, 'fold_splits',
                          _parse_fold_splits(self.fold_splits))
@@ -511,25 +553,36 @@ class PipelineConfig:
           or not 0 <= value < float('inf')):
         raise ConfigError(name, value, 'must be a number of seconds, at '
                           'least 0')
-    if self.example_unit == 'window':
+    unit = self.example_unit
+    if unit == 'segment' and not self.has_segments:
+      raise ConfigError('example_unit', unit, 'needs segments: a manifest '
+                        'with --manifest_start_column, or '
+                        '--lhotse_supervisions')
+    if unit == 'file' and self.has_segments:
+      raise ConfigError('example_unit', unit, 'makes one example of a '
+                        'whole recording, and the manifest gives segments '
+                        f'({self._segments_option()}): use --example_unit '
+                        'segment, or window for windows cut inside them')
+    if unit == 'window':
       for name in ('max_seconds', 'min_seconds'):
         if getattr(self, name) != defaults[name]:
           raise ConfigError(name, getattr(self, name), 'applies to '
-                            '--example_unit file only (windows have '
-                            '--win_len samples)')
+                            '--example_unit file or segment only (windows '
+                            'have --win_len samples)')
       return
+    what = 'a whole recording' if unit == 'file' else 'a whole segment'
     for name in WINDOW_ONLY_OPTIONS:
       value = getattr(self, name)
       default = self.win_len if name == 'hop_len' else defaults[name]
       if value != default:
-        raise ConfigError(name, value, 'does not apply to --example_unit '
-                          'file (an example is a whole recording); leave it '
-                          'out, or use --example_unit window')
+        raise ConfigError(name, value, f'does not apply to --example_unit '
+                          f'{unit} (an example is {what}); leave it out, or '
+                          'use --example_unit window')
     for name in WINDOW_ONLY_FEATURES:
       if name in self.features:
         raise ConfigError('features', ','.join(self.features), f'{name} is '
                           'one spectrum of a whole window, with a length of '
-                          'its own per recording under --example_unit file; '
+                          f'its own per example under --example_unit {unit}; '
                           'use spectrogram')
     if not 0 < self.max_seconds <= MAX_FILE_SECONDS:
       raise ConfigError('max_seconds', self.max_seconds, 'must be more than '
@@ -539,14 +592,83 @@ class PipelineConfig:
       raise ConfigError('min_seconds', self.min_seconds, 'must not exceed '
                         f'--max_seconds={self.max_seconds:g}')
 
-  def _validate_manifest(self):
-    text = ','.join(f'{s}={f}' if s else f for s, f in self.manifest)
+  @property
+  def has_segments(self) -> bool:
+    """The manifest gives time-stamped segments of its recordings."""
+    return bool(self.manifest_start_column or self.lhotse_supervisions)
+
+  def _segments_option(self) -> str:
+    return (f'--manifest_start_column={self.manifest_start_column}'
+            if self.manifest_start_column else
+            f'--lhotse_supervisions={self.lhotse_supervisions}')
+
+  def _validate_segments(self):
+    if self.lhotse_supervisions and not self.lhotse_recordings:
+      raise ConfigError('lhotse_supervisions', self.lhotse_supervisions,
+                        'needs --lhotse_recordings (the recordings its '
+                        'supervisions belong to)')
+    if self.lhotse_recordings:
+      if self.manifest:
+        raise ConfigError('lhotse_recordings', self.lhotse_recordings,
+                          'give --lhotse_recordings or --manifest, not both')
+      for name in ('manifest_split_column', 'fold_splits',
+                   'manifest_audio_extension', 'manifest_start_column',
+                   'manifest_end_column', 'manifest_duration_column'):
+        if getattr(self, name):
+          raise ConfigError(name, getattr(self, name), 'is a --manifest '
+                            'option; a Lhotse manifest gives its own '
+                            'paths and times')
+      if self.manifest_path_column != 'path':
+        raise ConfigError('manifest_path_column', self.manifest_path_column,
+                          'is a --manifest option; a Lhotse recording '
+                          'names its own source')
     if not self.manifest:
-      for name in ('manifest_label_column', 'manifest_split_column',
-                   'manifest_extra_columns', 'fold_splits',
-                   'manifest_audio_extension'):
+      for name in ('manifest_start_column', 'manifest_end_column',
+                   'manifest_duration_column'):
         if getattr(self, name):
           raise ConfigError(name, getattr(self, name), 'needs --manifest')
+    columns = [getattr(self, name) for name in (
+        'manifest_end_column', 'manifest_duration_column')]
+    if self.manifest_start_column:
+      if all(columns) or not any(columns):
+        raise ConfigError('manifest_start_column',
+                          self.manifest_start_column, 'needs one of '
+                          '--manifest_end_column and '
+                          '--manifest_duration_column')
+    elif any(columns):
+      name = ('manifest_end_column' if columns[0]
+              else 'manifest_duration_column')
+      raise ConfigError(name, getattr(self, name),
+                        'needs --manifest_start_column')
+    if self.split_by is not None:
+      if not self.manifest and not self.lhotse_recordings:
+        raise ConfigError('split_by', self.split_by, 'needs --manifest or '
+                          '--lhotse_recordings (it names a column)')
+      if (self.manifest_split_column or any(s for s, _ in self.manifest) or
+          self.split_lists or self.split_from != 'hash'):
+        raise ConfigError('split_by', self.split_by, 'assigns the splits '
+                          'by --splits fractions: leave out '
+                          '--manifest_split_column, SPLIT=FILE manifests, '
+                          '--split_lists and --split_from')
+      if not self.split_by.strip():
+        raise ConfigError('split_by', self.split_by, 'name a column')
+
+  def _validate_manifest(self):
+    self._validate_segments()
+    text = ','.join(f'{s}={f}' if s else f for s, f in self.manifest)
+    if not self.manifest:
+      names = ['manifest_split_column', 'fold_splits',
+               'manifest_audio_extension']
+      if not self.lhotse_supervisions:
+        names[:0] = ['manifest_label_column', 'manifest_extra_columns']
+      for name in names:
+        if getattr(self, name):
+          raise ConfigError(name, getattr(self, name), 'needs --manifest' + (
+              ' or --lhotse_supervisions' if name in (
+                  'manifest_label_column', 'manifest_extra_columns') else ''))
+      if self.lhotse_supervisions:
+        self._check_label_source()
+        self._check_extra_columns()
       return
     file_splits = [s for s, _ in self.manifest if s]
     if file_splits and len(file_splits) != len(self.manifest):
@@ -566,10 +688,7 @@ class PipelineConfig:
         raise ConfigError('manifest', text, 'the manifest gives the splits: '
                           'leave out --splits, --split_from and '
                           '--split_lists')
-    if self.manifest_label_column and self.label_from != 'subdir':
-      raise ConfigError('label_from', self.label_from, 'the manifest gives '
-                        'the labels (--manifest_label_column): leave out '
-                        '--label_from')
+    self._check_label_source()
     folds_text = _fold_splits_text(self.fold_splits)
     names = [n for n, _ in self.fold_splits]
     if len(set(names)) != len(names):
@@ -597,8 +716,24 @@ class PipelineConfig:
       except (ValueError, IndexError) as e:
         raise ConfigError('manifest_path_column', self.manifest_path_column,
                           f'is not a template of {{column}} names ({e})')
+    self._check_extra_columns()
+    if (self.sink == 'write_to_tfrecord' and self.manifest_split_column and
+        not self.fold_splits):
+      raise ConfigError('sink', self.sink, 'needs the split names before '
+                        'the run, which --manifest_split_column='
+                        f'{self.manifest_split_column} leaves to the rows: '
+                        'map its values with --fold_splits, or use --sink '
+                        'shards')
+
+  def _check_label_source(self):
+    if self.manifest_label_column and self.label_from != 'subdir':
+      raise ConfigError('label_from', self.label_from, 'the manifest gives '
+                        'the labels (--manifest_label_column): leave out '
+                        '--label_from')
+
+  def _check_extra_columns(self):
     reserved = set(BASE_KEYS) | set(self.features) | (
-        {NUM_SAMPLES_KEY, NUM_FRAMES_KEY} if self.example_unit == 'file'
+        {NUM_SAMPLES_KEY, NUM_FRAMES_KEY} if self.variable_length
         else set())
     for column in self.manifest_extra_columns:
       if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', column):
@@ -612,13 +747,11 @@ class PipelineConfig:
       raise ConfigError('manifest_extra_columns',
                         ','.join(self.manifest_extra_columns),
                         'lists a column twice')
-    if (self.sink == 'write_to_tfrecord' and self.manifest_split_column and
-        not self.fold_splits):
-      raise ConfigError('sink', self.sink, 'needs the split names before '
-                        'the run, which --manifest_split_column='
-                        f'{self.manifest_split_column} leaves to the rows: '
-                        'map its values with --fold_splits, or use --sink '
-                        'shards')
+
+  @property
+  def variable_length(self) -> bool:
+    """Examples differ in length: whole recordings or segments."""
+    return self.example_unit in VARIABLE_UNITS
 
   @property
   def uses_stft(self) -> bool:

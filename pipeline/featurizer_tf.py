@@ -47,11 +47,11 @@ class TfFeaturizer(tf.Module):
           'a function of your own, which has no TensorFlow form here: '
           'leave it out with features=')
     self.config = c = dataset.config
-    if c.example_unit == 'file':
+    if c.variable_length:
       raise FeaturizerError(
           f'the dataset at {dataset.dir} was written with --example_unit '
-          'file, which the TensorFlow featurizer does not reproduce (it '
-          'cuts windows); use pipeline.featurizer.featurizer')
+          f'{c.example_unit}, which the TensorFlow featurizer does not '
+          'reproduce (it cuts windows); use pipeline.featurizer.featurizer')
     self._rate = dataset.sample_rate
     self.sample_rate = tf.Variable(self._rate, dtype=tf.int64,
                                    trainable=False, name='sample_rate')

@@ -589,7 +589,7 @@ def _silent_example(config: PipelineConfig, extra_features=None,
   rate = config.sample_rate or max(16000, int(2 * (config.fmax or 0)) + 2)
   arrays = extractor.compute(np.zeros((1, frames or config.win_len)), rate)
   lengths = {}
-  if config.example_unit == 'file':
+  if config.variable_length:
     length_values, lengths = length_columns(arrays)
     arrays.update(length_values)
   columns = {schema_lib.CLASS_KEY: ['x' * 16], 'filepath': ['x' * 120],
@@ -621,7 +621,7 @@ def estimate_example_size(config: PipelineConfig,
     columns, _ = _silent_example(config, extra_features, frames)
     return len(example_codec.encode_batch(columns, 1)[0]) + 16
 
-  if config.example_unit == 'window':
+  if not config.variable_length:
     return layout_lib.ExampleSize(size())
   short, long = (config.n_fft + h * config.fft_hop for h in _SIZE_HOPS)
   per_frame = (size(long) - size(short)) / (long - short)
@@ -632,7 +632,7 @@ def estimate_example_size(config: PipelineConfig,
 def expected_schema(config: PipelineConfig, extra_features=None):
   """The schema examples will have: what an empty dataset records, so that
   its readers still know every feature's dtype and shape."""
-  frames = (config.n_fft + config.fft_hop if config.example_unit == 'file'
+  frames = (config.n_fft + config.fft_hop if config.variable_length
             else None)
   columns, lengths = _silent_example(config, extra_features, frames)
   return example_codec.batch_schema(columns).with_lengths(lengths)
@@ -646,10 +646,17 @@ def check_input(config: PipelineConfig) -> None:
     raise ConfigError('input_dir', config.input_dir, str(e)) from e
   if not exists:
     raise ConfigError('input_dir', config.input_dir, 'does not exist')
-  if config.manifest:
-    if not manifest_lib.read(config).entries:  # and it parses
-      raise ConfigError('manifest', manifest_lib.manifest_text(
-          config.manifest), 'has no rows')
+  if manifest_lib.has_manifest(config):
+    found = manifest_lib.read(config)  # it parses
+    if not found.entries:
+      raise ConfigError(
+          'manifest' if config.manifest else 'lhotse_recordings',
+          found.text, 'has no rows')
+    if config.has_segments and not any(e.segments
+                                       for e in found.entries.values()):
+      raise ConfigError(
+          'manifest' if config.manifest else 'lhotse_supervisions',
+          found.text, 'gives no segment')
   elif not wav_io.count_audio_files(config.input_dir, config.audio_formats,
                                     1):
     raise ConfigError('input_dir', config.input_dir, 'holds no '

@@ -163,10 +163,57 @@ def test_example_unit_file_refuses_what_does_not_apply():
                      'number of seconds'):
     config(example_unit='file', min_seconds=-1.0)
   with pytest.raises(ConfigError, match=r'--max_seconds=10.0: applies to '
-                     '--example_unit file only'):
+                     '--example_unit file or segment only'):
     config(max_seconds=10.0)
   with pytest.raises(ConfigError, match=r"--example_unit='clip': must be "
-                     'one of window, file'):
+                     'one of window, file, segment'):
     config(example_unit='clip')
   stored = json.loads(json.dumps(whole.to_json()))
   assert PipelineConfig.from_json(stored) == whole
+
+
+@pytest.mark.parametrize('options, message', [
+    ({'example_unit': 'segment'}, '--example_unit=.segment.: needs segments'),
+    ({'manifest_start_column': 's'}, '--manifest_start_column=.s.: needs '
+     '--manifest'),
+    ({'manifest': 'm.csv', 'manifest_start_column': 's'}, 'needs one of '
+     '--manifest_end_column and --manifest_duration_column'),
+    ({'manifest': 'm.csv', 'manifest_start_column': 's',
+      'manifest_end_column': 'e', 'manifest_duration_column': 'd'},
+     'needs one of'),
+    ({'manifest': 'm.csv', 'manifest_end_column': 'e'},
+     '--manifest_end_column=.e.: needs --manifest_start_column'),
+    ({'manifest': 'm.csv', 'manifest_start_column': 's',
+      'manifest_end_column': 'e', 'example_unit': 'file'},
+     '--example_unit=.file.: makes one example of a whole recording'),
+    ({'split_by': 'speaker'}, '--split_by=.speaker.: needs --manifest'),
+    ({'manifest': 'm.csv', 'split_by': 'speaker',
+      'manifest_split_column': 'split'}, '--split_by=.speaker.: assigns'),
+    ({'lhotse_supervisions': 's.jsonl'}, 'needs --lhotse_recordings'),
+    ({'lhotse_recordings': 'r.jsonl', 'manifest': 'm.csv'},
+     'give --lhotse_recordings or --manifest, not both'),
+    ({'lhotse_recordings': 'r.jsonl', 'fold_splits': 'a=1'},
+     '--fold_splits=.*is a --manifest option'),
+    ({'lhotse_recordings': 'r.jsonl', 'manifest_label_column': 'speaker'},
+     'needs --manifest or --lhotse_supervisions'),
+    ({'example_unit': 'segment', 'lhotse_recordings': 'r.jsonl',
+      'lhotse_supervisions': 's.jsonl', 'win_len': 100},
+     'does not apply to --example_unit segment'),
+])
+def test_segment_options_are_refused_where_they_cannot_apply(options,
+                                                             message):
+  from pipeline.config import ConfigError, PipelineConfig
+  with pytest.raises(ConfigError, match=message):
+    PipelineConfig(input_dir='in', output_dir='out', **options)
+
+
+def test_lhotse_supervisions_store_their_usual_fields_by_default():
+  from pipeline.config import PipelineConfig
+  config = PipelineConfig(input_dir='in', output_dir='out',
+                          lhotse_recordings='r.jsonl.gz',
+                          lhotse_supervisions='s.jsonl.gz',
+                          example_unit='segment')
+  assert config.manifest_extra_columns == ('id', 'text', 'speaker',
+                                           'language')
+  assert config.has_segments and config.variable_length
+  assert PipelineConfig.from_json(config.to_json()) == config

@@ -40,6 +40,16 @@ def mix_channels(block: np.ndarray, policy: str) -> np.ndarray:
   raise ValueError(f'unknown channel policy {policy!r}')
 
 
+def one_channel(block: np.ndarray, policy: str,
+                channel=None) -> np.ndarray:
+  """(frames, channels) float64 -> (frames,): the `channel` given (a
+  segment's own, as a Lhotse supervision names it), else mixed by
+  `policy`."""
+  if channel is not None:
+    return block[:, channel]
+  return mix_channels(block, policy)
+
+
 def slice_windows(samples: np.ndarray, starts: np.ndarray,
                   win_len: int) -> np.ndarray:
   """Windows of `samples` at `starts` (relative), zero-padded past the end.

@@ -25,7 +25,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import naming
 from transforms import run_marker
-from transforms.file_reports import NOTE, Rejection
+from transforms.file_reports import NOTE, SEGMENT, Rejection
 
 FOLDER = 'rejects'
 
@@ -35,9 +35,10 @@ class BlockRejects:
   """One block's rejections, in a file of its own: what the summary keeps."""
   block: int
   path: str
-  files_rejected: int   # distinct files, notes aside
+  files_rejected: int   # distinct files, notes and segments aside
   rejections: int
   notes: int
+  segments_rejected: int = 0
 
 
 def line(rejection: Rejection) -> str:
@@ -71,8 +72,10 @@ def write(dataset_dir: str, block: int,
     for _, text in _keyed(rejections):
       f.write(text.encode('utf-8'))
   rejects = [r for r in rejections if not r.is_note]
-  return BlockRejects(block, path, len({r.path for r in rejects}),
-                    len(rejects), len(rejections) - len(rejects))
+  segments = sum(r.stage == SEGMENT for r in rejects)
+  return BlockRejects(block, path,
+                      len({r.path for r in rejects if r.stage != SEGMENT}),
+                      len(rejects), len(rejections) - len(rejects), segments)
 
 
 def _block_lines(part: BlockRejects) -> Iterator[Tuple[tuple, str]]:

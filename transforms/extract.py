@@ -81,14 +81,13 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
     plan = plans[index]
     limit = windows_per_chunk(plan, config.hop_len)
     same_rate = plan.info.sample_rate == plan.sample_rate
-    for first, count in _runs(sorted(windows), limit):
+    for first, count, chunk in _chunks(plan, sorted(windows), limit):
       if count == 1 and same_rate and files is not None:
         # The shuffled case: one window, read straight into its row.
         row = where[(index, first)]
-        if _read_one(files, plan, first, config, out[row], rejections):
+        if _read_one(files, chunk, config, out[row], rejections):
           good[row] = True
         continue
-      chunk = Chunk(plan, first, count)
       try:
         block = read_chunk_windows(chunk, config, files)
       except file_reports.BadWav as e:
@@ -103,7 +102,8 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
           out[row] = block[i]
           good[row] = True
         else:
-          one = Chunk(plan, first + i, 1)
+          one = dataclasses.replace(chunk, first_window=chunk.first_window
+                                    + i, num_windows=1)
           rejections.append(file_reports.Rejection(
               plan.info.path, 'non-finite samples (NaN or Inf)', 'read',
               chunk_input_range(one, config.win_len, config.hop_len)))
@@ -111,12 +111,25 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
   return (out if good.all() else out[good]), kept, rejections
 
 
-def _read_one(files: wav_io.OpenFiles, plan: FilePlan, window: int,
-              config: PipelineConfig, row: np.ndarray,
+def _chunks(plan: FilePlan, windows: Sequence[int], limit: int):
+  """(first window, count, Chunk) of each run of consecutive windows of a
+  recording, within one of its spans when it has them."""
+  for first, count in _runs(windows, limit):
+    while count:
+      span, k = plan.locate(first)
+      n = count if span is None else min(count, span.num_windows - k)
+      yield first, n, Chunk(plan, k, n, span)
+      first, count = first + n, count - n
+
+
+def _read_one(files: wav_io.OpenFiles, chunk: Chunk, config: PipelineConfig,
+              row: np.ndarray,
               rejections: List[file_reports.Rejection]) -> bool:
-  """Window `window` of an unresampled file into `row`; False if rejected."""
-  start = window * config.hop_len
-  n = min(config.win_len, plan.frames - start)
+  """The one window of a chunk of an unresampled file into `row`; False
+  if rejected."""
+  plan = chunk.plan
+  start = chunk.origin + chunk.first_window * config.hop_len
+  n = min(config.win_len, chunk.limit - start)
   frames = (start, start + n)
   try:
     block = files.read_range(plan.info.path, start, n, plan.info)
@@ -128,7 +141,7 @@ def _read_one(files: wav_io.OpenFiles, plan: FilePlan, window: int,
     rejections.append(file_reports.Rejection(
         plan.info.path, str(file_reports.unreadable(e)), 'read', frames))
     return False
-  row[:n] = audio.mix_channels(block, config.channels)
+  row[:n] = audio.one_channel(block, config.channels, chunk.channel)
   row[n:] = 0.0
   if not np.isfinite(row[:n]).all():
     rejections.append(file_reports.Rejection(
@@ -151,8 +164,9 @@ def read_batches(config: PipelineConfig, split: str, refs):
   split) per window that cannot be used. Reading depends only on the
   window options, so one read serves every feature setting."""
   plans = {plan.info.index: plan for plan, _, _ in refs}
-  if config.example_unit == 'file':
-    yield from _read_files(config, split, [plan for plan, _, _ in refs])
+  if config.variable_length:
+    yield from _read_files(config, split,
+                           [(plan, window) for plan, window, _ in refs])
     return
   refs = [(plan.info.index, window) for plan, window, _ in refs]
   step = compute_windows(config.win_len)
@@ -168,25 +182,37 @@ def read_batches(config: PipelineConfig, split: str, refs):
                           windows[part:part + step], plans)
 
 
-def _read_files(config: PipelineConfig, split: str, plans):
-  """--example_unit file: a WindowBatch of one row, the whole recording
-  at the dataset's rate, per plan (recordings differ in length, so each
-  is computed alone), or a Rejection of the file."""
+def _read_files(config: PipelineConfig, split: str, refs):
+  """--example_unit file or segment: a WindowBatch of one row per ref
+  (plan, example), the whole recording or the span at the dataset's rate
+  (examples differ in length, so each is computed alone), or a Rejection
+  of it."""
   with wav_io.OpenFiles() as files:
-    for plan in plans:
+    for plan, window in refs:
+      span, _ = plan.locate(window)
+      frames = ((0, plan.info.frames) if span is None else
+                _input_frames(plan, span.start, span.stop))
       try:
-        signal = window_features.read_file_signal(plan, config, files)
+        signal = window_features.read_file_signal(plan, config, files, span)
       except file_reports.BadWav as e:
         yield file_reports.Rejection(plan.info.path, str(e), 'read',
-                                     (0, plan.info.frames), split)
+                                     frames, split)
         continue
       if not np.isfinite(signal).all():
         yield file_reports.Rejection(
             plan.info.path, 'non-finite samples (NaN or Inf)', 'read',
-            (0, plan.info.frames), split)
+            frames, split)
         continue
-      yield WindowBatch([(plan.info.index, 0)], signal[np.newaxis],
+      yield WindowBatch([(plan.info.index, window)], signal[np.newaxis],
                         {plan.info.index: plan})
+
+
+def _input_frames(plan: FilePlan, start: int, stop: int) -> Tuple[int, int]:
+  """The file's frames [start, stop) at the dataset's rate come from."""
+  if plan.info.sample_rate == plan.sample_rate:
+    return start, stop
+  return audio.resample_input_range(plan.info.frames, plan.info.sample_rate,
+                                    plan.sample_rate, start, stop)
 
 
 # --example_unit file: the arrays whose first dimension is the
@@ -249,7 +275,7 @@ class ExampleMaker:
     stats.add_moments(arrays, shared)
     columns.update(arrays)
     lengths = {}
-    if self.config.example_unit == 'file':
+    if self.config.variable_length:
       length_values, lengths = length_columns(arrays)
       columns.update(length_values)
     # Scalar columns have fixed types: a batch's schema can only change
@@ -261,22 +287,28 @@ class ExampleMaker:
       stats.schema = stats.schema.merge(
           example_codec.batch_schema(columns).with_lengths(lengths))
       stats.schema_signature = signature
-    for ref, record in zip(refs, example_codec.encode_batch(columns,
-                                                            len(refs))):
-      stats.add(plans[ref[0]].label, len(record))
+    for label, record in zip(columns[schema_lib.CLASS_KEY],
+                             example_codec.encode_batch(columns, len(refs))):
+      stats.add(label, len(record))
       yield record
 
   def _columns(self, refs, plans, class_names):
     rows = [plans[index] for index, _ in refs]
-    extras = {name: [dict(p.extras)[name] for p in rows]
+    # What each example is: its recording's, or its segment's.
+    located = [p.locate(w) for p, (_, w) in zip(rows, refs)]
+    owners = [p if span is None else span
+              for p, (span, _) in zip(rows, located)]
+    extras = {name: [dict(o.extras)[name] for o in owners]
               for name in self.config.manifest_extra_columns}
+    hop = 0 if self.config.variable_length else self.config.hop_len
     return {
         **extras,
-        schema_lib.CLASS_KEY: [p.label for p in rows],
+        schema_lib.CLASS_KEY: [o.label for o in owners],
         'filepath': [p.info.path for p in rows],
         'index': [p.info.index for p in rows],
         'num_classes': [len(class_names)] * len(rows),
-        schema_lib.LABEL_KEY: [class_names.index(p.label) if p.label
-                               else labels.NO_LABEL_TARGET for p in rows],
-        'win_start_idx': [w * self.config.hop_len for _, w in refs],
+        schema_lib.LABEL_KEY: [class_names.index(o.label) if o.label
+                               else labels.NO_LABEL_TARGET for o in owners],
+        'win_start_idx': [(0 if span is None else span.start) + k * hop
+                          for span, k in located],
     }

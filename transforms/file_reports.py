@@ -50,13 +50,16 @@ def head_crc(head: bytes) -> int:
 
 NOTE = 'note'  # a Rejection stage: the file is used, with a remark
 # EXCLUDED, a Rejection stage too: --exclude left the file out.
+# A Rejection stage: one segment of a file is left out when planned (its
+# frame range says which), the file's others are used.
+SEGMENT = 'segment'
 
 
 @dataclasses.dataclass(frozen=True)
 class Rejection:
   path: str
   reason: str
-  stage: str                  # list, probe, plan, read, note, exclude
+  stage: str     # list, probe, plan, segment, read, note, exclude
   frame_range: Optional[Tuple[int, int]] = None  # set when part of a file
   split: str = ''   # for windows rejected when read: the file's split
 

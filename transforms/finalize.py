@@ -178,6 +178,9 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
               'files_rejected': files_rejected,
               'files_excluded': files_excluded,
               'rejections': num_rejections, 'notes': num_notes,
+              **({'segments_rejected': sum(p.segments_rejected
+                                           for p in parts)}
+                 if config.has_segments else {}),
               'examples': examples},
       compression=config.compression,
       shards_written=metadata_lib.shards_written_entry(

@@ -45,12 +45,14 @@ def is_silence(path: str, config) -> bool:
       config.silence_from) is not None
 
 
-def corpus_label(path: str, config, entry=None) -> str:
-  """The class the corpus gives a listed file, before --label_map: its
-  manifest row's (a manifest.Entry) with --manifest_label_column, else
-  label_of its path, below the split folder if there is one."""
+def corpus_label(path: str, config, entry=None, segment=None) -> str:
+  """The class the corpus gives a listed file (or one of its segments),
+  before --label_map: its manifest row's (a manifest.Entry, or its
+  manifest.Segment) with --manifest_label_column, else label_of its
+  path, below the split folder if there is one."""
   if config.manifest_label_column:
-    return entry.label if entry is not None else ''
+    row = segment if segment is not None else entry
+    return (row.label or '') if row is not None else ''
   rel = splits.relative_path(path, config.input_dir)
   if config.split_from == 'subdir':
     rel = rel.partition('/')[2]
@@ -106,8 +108,10 @@ def classes_of_block(block, config) -> List[Tuple[Optional[str], str]]:
     if is_silence(path, config):
       found.add((None, config.silence_label))
     else:
-      label = corpus_label(path, config, entry)
-      found.add((label, renamed(label, config.label_map)))
+      for segment in (entry.segments if entry is not None and
+                      entry.segments else (None,)):
+        label = corpus_label(path, config, entry, segment)
+        found.add((label, renamed(label, config.label_map)))
   return sorted(found, key=lambda pair: (pair[0] or '', pair[1]))
 
 

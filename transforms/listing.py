@@ -120,7 +120,7 @@ def _listed_paths(config: PipelineConfig):
         missing[path] = (f'listed in {where} of --split_lists, but there is '
                          f'no such file under input_dir (of {formats})')
     return sorted(listed | set(missing)), None, missing
-  if not config.manifest:
+  if not manifest_lib.has_manifest(config):
     return paths, None, {}
   found = manifest_lib.read(config)
   listed = set(paths)
@@ -148,7 +148,8 @@ def list_input(config: PipelineConfig, base=None):
   else:
     every, refused = list(base.paths), dict(base.refused)
     excluded = dict(base.excluded)
-    entries = manifest_lib.read(config).entries if config.manifest else None
+    entries = (manifest_lib.read(config).entries
+               if manifest_lib.has_manifest(config) else None)
   entries = _with_split_lists(config, every, entries)
   blocks, unusable = index_blocks(every, entries, refused, excluded)
   return len(every), len(excluded), blocks, unusable

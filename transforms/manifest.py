@@ -8,13 +8,19 @@ Entry that travels with its file through the listing (listing.index_blocks),
 so no worker holds the whole manifest: the launcher reads it once to check
 it, the listing task once to deal its rows.
 
+With --manifest_start_column, a row is one time-stamped segment of its
+recording instead (a Segment): rows may share a recording, its segments
+may overlap, and each keeps its own label and extra columns.
+
 A malformed manifest fails before anything runs, with its line number.
 """
 
 import csv
 import dataclasses
+import decimal
 import functools
 import io
+import math
 import os
 import posixpath
 import re
@@ -27,11 +33,39 @@ from pipeline.contract import json_lines
 from pipeline.contract import naming
 from pipeline.config import ConfigError, PipelineConfig, check_split_name
 from transforms import filesystem
+from transforms import splits as splits_lib
 
 OPTION = 'manifest'
 INT64 = 'int64'
 STRING = 'string'
 _INT = re.compile(r'-?\d{1,19}')
+
+
+def seconds_to_frames(seconds: float, rate: int) -> int:
+  """Frames in `seconds` at `rate`, rounded half up after 8 decimals (as
+  Lhotse counts samples, so that a supervision's span is the same here)."""
+  return int(decimal.Decimal(round(seconds * rate, 8)).quantize(
+      0, rounding=decimal.ROUND_HALF_UP))
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+  """A time-stamped span of a recording, as a manifest row (or a Lhotse
+  supervision) gives it: start and one of end and duration, in seconds."""
+  line: int                   # where, for messages
+  start: float
+  end: Optional[float] = None
+  duration: Optional[float] = None
+  label: Optional[str] = None   # None: the recording's class
+  extras: Tuple[Tuple[str, Union[str, int]], ...] = ()
+  channel: Optional[int] = None  # None: --channels decides
+
+  def frames(self, rate: int) -> Tuple[int, int]:
+    """[start, stop) in frames at `rate`."""
+    start = seconds_to_frames(self.start, rate)
+    if self.end is not None:
+      return start, seconds_to_frames(self.end, rate)
+    return start, start + seconds_to_frames(self.duration, rate)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +75,11 @@ class Entry:
   split: Optional[str]        # None: --splits or --split_lists decide
   label: Optional[str]        # None: --label_from decides
   extras: Tuple[Tuple[str, Union[str, int]], ...] = ()
+  # With segments: every segment of the recording, in manifest order.
+  segments: Tuple[Segment, ...] = ()
+  channels: Optional[int] = None  # what the manifest says the file holds
+  sample_rate: Optional[int] = None  # (a Lhotse recording), checked
+  num_samples: Optional[int] = None  # against the file when probed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,16 +203,64 @@ def fold_split(config: PipelineConfig, value: str) -> Optional[str]:
   return None
 
 
+def _seconds(row, column, number, where, positive=False) -> float:
+  text = row[column].strip()
+  try:
+    value = float(text)
+  except ValueError:
+    value = math.nan
+  if not math.isfinite(value) or value < 0 or (positive and value == 0):
+    raise ConfigError(OPTION, where, f'line {number}: {column}={text!r} is '
+                      f'not a number of seconds{" above" if positive else ","}'
+                      f'{" 0" if positive else " at least 0"}')
+  return value
+
+
+def _segment(config: PipelineConfig, row, number, where) -> Segment:
+  start = _seconds(row, config.manifest_start_column, number, where)
+  if config.manifest_end_column:
+    end = _seconds(row, config.manifest_end_column, number, where)
+    if end <= start:
+      raise ConfigError(OPTION, where, f'line {number}: '
+                        f'{config.manifest_end_column}={end:g} is not after '
+                        f'{config.manifest_start_column}={start:g}')
+    return Segment(number, start, end=end)
+  return Segment(number, start, duration=_seconds(
+      row, config.manifest_duration_column, number, where, positive=True))
+
+
+def split_of_value(config: PipelineConfig, value: str) -> str:
+  """--split_by: the split of a column's value, by a stable hash of it
+  with the fractions of --splits."""
+  return splits_lib.split_by_hash(value, config.splits)
+
+
+def one_per_recording(option, where, firsts, recording, what, value,
+                      number):
+  """ConfigError unless `value` (of `what`, on line `number`) is the one
+  the recording's first segment had (kept in `firsts`)."""
+  first, line = firsts.setdefault(recording, (value, number))
+  if first != value:
+    raise ConfigError(option, where, f'line {number}: {recording} has '
+                      f'{what} {value!r} here and {first!r} on line {line}; '
+                      'the segments of one recording go to one split')
+
+
 def _read(config: PipelineConfig) -> Manifest:
   entries: Dict[str, Entry] = {}
   seen_at: Dict[str, Tuple[str, str]] = {}
   extras_raw: List[Tuple[str, int, Dict[str, str]]] = []
+  segments = bool(config.manifest_start_column)
+  firsts: Dict[str, Tuple[str, int]] = {}
   for file_split, location in config.manifest:
     kind = file_format(location)
     where = location
     columns_needed = [*path_columns(config.manifest_path_column),
                       config.manifest_label_column,
                       config.manifest_split_column,
+                      config.manifest_start_column,
+                      config.manifest_end_column,
+                      config.manifest_duration_column, config.split_by,
                       *config.manifest_extra_columns]
     for number, row in parse_rows(_read_text(location), kind, where):
       missing = [c for c in columns_needed if c and c not in row]
@@ -187,12 +274,14 @@ def _read(config: PipelineConfig) -> Manifest:
                           f'{config.manifest_path_column!r}')
       listed = row_location(config.input_dir, path)
       key = same_file_key(listed)
-      if key in seen_at:
+      if key in seen_at and not segments:
         place, other = seen_at[key]
         raise ConfigError(OPTION, where, f'{path} is listed twice: {place} '
                           f'and line {number}'
                           f'{"" if other == listed else f" (both are {key})"}')
-      seen_at[key] = (f'{where} line {number}', listed)
+      # A recording's rows may spell its path differently: one entry.
+      listed = seen_at.setdefault(key, (f'{where} line {number}',
+                                        listed))[1]
       split = file_split or None
       if config.manifest_split_column:
         value = row[config.manifest_split_column].strip()
@@ -202,28 +291,63 @@ def _read(config: PipelineConfig) -> Manifest:
                             f'{config.manifest_split_column}={value!r} is '
                             'in no split of --fold_splits')
         check_split_name(OPTION, where, split, f'line {number}: ')
+      if config.split_by:
+        split = split_of_value(config, row[config.split_by].strip())
       label = None
       if config.manifest_label_column:
         label = row[config.manifest_label_column].strip()
-      entries[listed] = Entry(number, split, label)
+      if not segments:
+        entries[listed] = Entry(number, split, label)
+      else:
+        entry = entries.get(listed)
+        if config.split_by:
+          one_per_recording(OPTION, where, firsts, path, config.split_by,
+                            row[config.split_by].strip(), number)
+        else:
+          one_per_recording(OPTION, where, firsts, path, 'split', split,
+                            number)
+        segment = dataclasses.replace(_segment(config, row, number, where),
+                                      label=label)
+        entries[listed] = (Entry(number, split, None, (), (segment,))
+                           if entry is None else dataclasses.replace(
+                               entry, segments=entry.segments + (segment,)))
       if config.manifest_extra_columns:
         extras_raw.append((listed, number, {
             c: row[c] for c in config.manifest_extra_columns}))
-  types = {c: _column_type([r[c] for _, _, r in extras_raw])
-           for c in config.manifest_extra_columns}
-  widths = {c: 1 for c in config.manifest_extra_columns}
-  for listed, number, raw in extras_raw:
-    values = []
-    for column in config.manifest_extra_columns:
+  types, widths, values = typed_extras(config.manifest_extra_columns,
+                                       [raw for _, _, raw in extras_raw])
+  by_line = {}
+  for (listed, number, _), extras in zip(extras_raw, values):
+    by_line[(listed, number)] = extras
+  for listed, entry in list(entries.items()):
+    if entry.segments:
+      entries[listed] = dataclasses.replace(entry, segments=tuple(
+          dataclasses.replace(g, extras=by_line.get((listed, g.line), ()))
+          for g in entry.segments))
+    elif config.manifest_extra_columns:
+      entries[listed] = dataclasses.replace(
+          entry, extras=by_line[(listed, entry.line)])
+  return Manifest(entries, types, widths, manifest_text(config.manifest))
+
+
+def typed_extras(columns, rows: List[Dict[str, str]]):
+  """({column: int64 or string}, {column: longest value in bytes},
+  [((column, typed value), ...) per row]) of the extra columns' raw
+  values."""
+  types = {c: _column_type([r[c] for r in rows]) for c in columns}
+  widths = {c: 1 for c in columns}
+  values = []
+  for raw in rows:
+    row = []
+    for column in columns:
       value = raw[column]
       if types[column] == INT64:
-        values.append((column, int(value)))
+        row.append((column, int(value)))
       else:
-        values.append((column, value))
+        row.append((column, value))
         widths[column] = max(widths[column], len(value.encode('utf-8')))
-    entries[listed] = dataclasses.replace(entries[listed],
-                                          extras=tuple(values))
-  return Manifest(entries, types, widths, manifest_text(config.manifest))
+    values.append(tuple(row))
+  return types, widths, values
 
 
 def _column_type(values: List[str]) -> str:
@@ -246,9 +370,17 @@ def read(config: PipelineConfig) -> Manifest:
   return _read_once(config, _versions(config))
 
 
+def has_manifest(config: PipelineConfig) -> bool:
+  """The run's recordings come from a manifest (--manifest or Lhotse's)."""
+  return bool(config.manifest or config.lhotse_recordings)
+
+
 @functools.lru_cache(maxsize=2)
 def _read_once(config: PipelineConfig, versions) -> Manifest:
   del versions  # part of the cache key only
+  if config.lhotse_recordings:
+    from transforms import lhotse_manifest  # pylint: disable=import-outside-toplevel
+    return lhotse_manifest.read(config)
   return _read(config)
 
 
@@ -256,7 +388,10 @@ def _versions(config: PipelineConfig) -> tuple:
   """(size, modification time) of each manifest file; None for one that
   cannot be looked at (reading it says why)."""
   versions = []
-  for _, location in config.manifest:
+  locations = [location for _, location in config.manifest] + [
+      location for location in (config.lhotse_recordings,
+                                config.lhotse_supervisions) if location]
+  for location in locations:
     try:
       meta = filesystem.metadata(location)
       versions.append((meta.size_in_bytes, meta.last_updated_in_seconds))

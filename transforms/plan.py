@@ -5,6 +5,7 @@ a long recording is shared by several workers and memory per worker is
 bounded whatever the file length.
 """
 
+import bisect
 import dataclasses
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -20,6 +21,20 @@ CHUNK_SAMPLES = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
+class Span:
+  """A time-stamped segment of a recording, planned: frames [start, stop)
+  at the dataset's rate, the examples cut from it (one under
+  --example_unit segment, its windows under window), and its own class,
+  extra columns and channel (None: --channels mixes them)."""
+  start: int
+  stop: int
+  num_windows: int
+  label: str
+  extras: Tuple[Tuple[str, object], ...] = ()
+  channel: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class FilePlan:
   info: WavInfo
   split: str
@@ -30,6 +45,26 @@ class FilePlan:
   # --manifest_extra_columns: (column, value) stored in every example.
   extras: Tuple[Tuple[str, object], ...] = ()
   silence: bool = False   # a --silence_from recording
+  # With segments: the recording's usable ones, its windows numbered
+  # through them in order; each one's first window.
+  spans: Tuple[Span, ...] = ()
+  span_firsts: Tuple[int, ...] = ()
+
+  def locate(self, window: int) -> Tuple[Optional[Span], int]:
+    """(the span holding example `window`, its place in the span); (None,
+    window) for a recording without segments."""
+    if not self.spans:
+      return None, window
+    i = bisect.bisect_right(self.span_firsts, window) - 1
+    return self.spans[i], window - self.span_firsts[i]
+
+  @property
+  def example_frames(self) -> int:
+    """Frames its examples hold at most, as sized shards estimate them:
+    its segments' under --example_unit segment, else the recording's."""
+    if self.spans and len(self.spans) == self.num_windows:
+      return sum(s.stop - s.start for s in self.spans)
+    return self.frames
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +103,7 @@ class PlannedBlock:
   def frames_by_split(self) -> Dict[str, int]:
     out: Dict[str, int] = {}
     for p in self.plans:
-      out[p.split] = out.get(p.split, 0) + p.frames
+      out[p.split] = out.get(p.split, 0) + p.example_frames
     return out
 
   def counts(self) -> Tuple[Tuple[str, int, int, int, int], ...]:
@@ -103,18 +138,23 @@ class BlockWindows:
 
 
 def plan_block(block: int, infos: Iterable[WavInfo], config: PipelineConfig,
-               dataset_rate: int, entries=None
+               dataset_rate: int, entries=None, segments_rejected=None
                ) -> Tuple[PlannedBlock, List[Tuple[str, str]]]:
   """(PlannedBlock of the files that become windows, [(path, reason)] for
-  the others). `entries`: the files' manifest rows, by index."""
+  the others). `entries`: the files' manifest rows, by index;
+  `segments_rejected`: a list that gets (path, reason, frame range) of
+  each segment of a planned file that cannot be used."""
   plans, rejected = [], []
   entries = entries or {}
   for info in infos:
+    segments = []
     try:
       plans.append(plan_file(info, config, dataset_rate,
-                             entries.get(info.index)))
+                             entries.get(info.index), segments))
     except BadWav as e:
       rejected.append((info.path, str(e)))
+    if segments_rejected is not None:
+      segments_rejected.extend(segments)
   return PlannedBlock(block, tuple(plans)), rejected
 
 
@@ -127,8 +167,23 @@ def block_size(num_files: int) -> int:
 @dataclasses.dataclass(frozen=True)
 class Chunk:
   plan: FilePlan
-  first_window: int
+  first_window: int   # of the recording, or of `span` when given
   num_windows: int
+  span: Optional[Span] = None
+
+  @property
+  def origin(self) -> int:
+    """Where window 0 starts: the recording's start, or the span's."""
+    return self.span.start if self.span is not None else 0
+
+  @property
+  def limit(self) -> int:
+    """Where the audio its windows may hold ends (zeros follow)."""
+    return self.span.stop if self.span is not None else self.plan.frames
+
+  @property
+  def channel(self) -> Optional[int]:
+    return self.span.channel if self.span is not None else None
 
 
 def most_common_rate(rate_counts: Dict[int, int]) -> int:
@@ -139,9 +194,12 @@ def most_common_rate(rate_counts: Dict[int, int]) -> int:
 
 
 def plan_file(info: WavInfo, config: PipelineConfig, dataset_rate: int,
-              entry=None) -> FilePlan:
+              entry=None, segments_rejected=None) -> FilePlan:
   """Checks a probed file against the dataset's rules, with its manifest
-  row (a manifest.Entry) when the run has one; raises BadWav."""
+  row (a manifest.Entry) when the run has one; raises BadWav. With
+  segments, a segment that cannot be used is appended to
+  `segments_rejected` as (path, reason, frame range in the file), and the
+  file is rejected when none can."""
   rel_path = splits.relative_path(info.path, config.input_dir)
   if entry is not None and entry.split is not None:
     split = entry.split
@@ -157,19 +215,105 @@ def plan_file(info: WavInfo, config: PipelineConfig, dataset_rate: int,
   silence = labels.is_silence(info.path, config)
   label = (config.silence_label if silence else labels.renamed(
       labels.corpus_label(info.path, config, entry), config.label_map))
-  if config.manifest_label_column and not label:
+  per_segment = config.has_segments and config.manifest_label_column
+  if config.manifest_label_column and not label and not per_segment:
     raise BadWav(f'no label: the manifest row (line {entry.line}) has an '
                  f'empty {config.manifest_label_column!r}')
-  if config.label_from != 'none' and not label:
+  if config.label_from != 'none' and not label and not per_segment:
     raise BadWav(f'no label: --label_from={config.label_from} finds no class '
                  'in this path')
   if config.sample_rate is None and info.sample_rate != dataset_rate:
     raise BadWav(f'sample rate {info.sample_rate} Hz differs from the '
                  f"dataset's {dataset_rate} Hz (pass --sample_rate to "
                  'resample instead)')
+  if entry is not None and entry.sample_rate is not None:
+    check_manifest_file(info, entry)
+  if config.has_segments:
+    frames = audio.resampled_length(info.frames, info.sample_rate,
+                                    dataset_rate)
+    spans = plan_spans(info, config, dataset_rate, entry, frames, silence,
+                       segments_rejected)
+    firsts, n = [], 0
+    for span in spans:
+      firsts.append(n)
+      n += span.num_windows
+    return FilePlan(info, split, label, dataset_rate, frames, n, (),
+                    silence, spans, tuple(firsts))
   frames, n = file_windows(info, config, dataset_rate)
   return FilePlan(info, split, label, dataset_rate, frames, n,
                   entry.extras if entry is not None else (), silence)
+
+
+def check_manifest_file(info: WavInfo, entry) -> None:
+  """BadWav when the file is not the one a Lhotse recording describes."""
+  said = (entry.sample_rate, entry.num_samples, entry.channels)
+  found = (info.sample_rate, info.frames, info.channels)
+  if said != found:
+    raise BadWav(f'the manifest (line {entry.line}) describes it as '
+                 f'{said[1]} frames of {said[2]} channel(s) at {said[0]} Hz, '
+                 f'the file holds {found[1]} of {found[2]} at {found[0]} Hz')
+
+
+def plan_spans(info: WavInfo, config: PipelineConfig, dataset_rate: int,
+               entry, frames: int, silence: bool,
+               rejected: Optional[list]) -> Tuple[Span, ...]:
+  """The usable segments of a recording, as Spans; each other segment is
+  appended to `rejected` with its reason. BadWav when none is usable."""
+  if entry is None or not entry.segments:
+    raise BadWav('no segment: the manifest gives none for this recording')
+  spans = []
+  rejected = [] if rejected is None else rejected
+  seconds = frames / dataset_rate
+  for segment in entry.segments:
+    start, stop = segment.frames(dataset_rate)
+    own = segment.frames(info.sample_rate)
+    try:
+      if stop > frames:
+        raise BadWav(f'segment of line {segment.line} ends at '
+                     f'{stop / dataset_rate:.6f} s, after the recording '
+                     f'({seconds:.6f} s)')
+      if stop <= start:
+        raise BadWav(f'segment of line {segment.line} holds no frame at '
+                     f'{dataset_rate} Hz')
+      if segment.channel is not None and segment.channel >= info.channels:
+        raise BadWav(f'segment of line {segment.line} is on channel '
+                     f'{segment.channel}, and the file has '
+                     f'{info.channels}')
+      label = (config.silence_label if silence else labels.renamed(
+          labels.corpus_label(info.path, config, entry, segment),
+          config.label_map))
+      if config.manifest_label_column and not label:
+        raise BadWav(f'no label: the segment of line {segment.line} has an '
+                     f'empty {config.manifest_label_column!r}')
+      if config.example_unit == 'segment':
+        try:
+          n = file_example(stop - start, config, dataset_rate)
+        except BadWav as e:
+          raise BadWav(f'segment of line {segment.line} {e}') from e
+      else:
+        n = segment_windows(stop - start, config, dataset_rate, segment)
+    except BadWav as e:
+      rejected.append((info.path, str(e), own))
+      continue
+    spans.append(Span(start, stop, n, label, segment.extras,
+                      segment.channel))
+  if not spans:
+    raise BadWav(f'no usable segment: all {len(entry.segments)} are '
+                 'rejected, each with its reason')
+  return tuple(spans)
+
+
+def segment_windows(frames: int, config: PipelineConfig, dataset_rate: int,
+                    segment) -> int:
+  """Windows cut inside a segment of `frames`; BadWav when too short."""
+  n = audio.window_count(frames, config.win_len, config.hop_len, config.pad)
+  if n == 0:
+    raise BadWav(f'segment of line {segment.line} too short: {frames} '
+                 f'frames at {dataset_rate} Hz, a window needs '
+                 f'{config.win_len}')
+  if config.max_windows_per_signal is not None:
+    n = min(n, config.max_windows_per_signal)
+  return n
 
 
 def file_windows(info: WavInfo, config: PipelineConfig,
@@ -190,8 +334,8 @@ def file_windows(info: WavInfo, config: PipelineConfig,
 
 def file_example(frames: int, config: PipelineConfig,
                  dataset_rate: int) -> int:
-  """1, the one example of a whole recording (--example_unit file);
-  raises BadWav when its length is outside --min_seconds and
+  """1, the one example of a whole recording (--example_unit file) or
+  segment; raises BadWav when its length is outside --min_seconds and
   --max_seconds, or too short for one STFT frame."""
   seconds = frames / dataset_rate
   if frames > config.max_seconds * dataset_rate:
@@ -309,8 +453,8 @@ def chunk_input_range(chunk: Chunk, win_len: int,
                       hop_len: int) -> Tuple[int, int]:
   """Input frames [start, stop) a chunk needs, resampling context included."""
   plan = chunk.plan
-  out_start = chunk.first_window * hop_len
-  out_stop = min(plan.frames,
+  out_start = chunk.origin + chunk.first_window * hop_len
+  out_stop = min(chunk.limit, chunk.origin +
                  (chunk.first_window + chunk.num_windows - 1) * hop_len +
                  win_len)
   rate_in, rate_out = plan.info.sample_rate, plan.sample_rate

@@ -10,6 +10,7 @@ import apache_beam as beam
 from pipeline.config import PipelineConfig
 from transforms import block_store
 from transforms import counters
+from transforms import file_reports
 from transforms import layout as layout_lib
 from transforms import plan as plan_lib
 from transforms import block_rejects
@@ -28,10 +29,13 @@ class PlanBlock(beam.DoFn):
 
   def process(self, stored, dataset_rate):
     infos, probe_rejections, entries = block_store.read_all(stored.path)
+    segments = []
     planned, rejected = plan_lib.plan_block(stored.block, infos, self.config,
-                                            dataset_rate, entries)
+                                            dataset_rate, entries, segments)
     rejections = probe_rejections + tuple(
-        wav_io.Rejection(path, reason, 'plan') for path, reason in rejected)
+        wav_io.Rejection(path, reason, 'plan') for path, reason in rejected
+    ) + tuple(wav_io.Rejection(path, reason, file_reports.SEGMENT, frames)
+              for path, reason, frames in segments)
     if rejections:
       yield block_rejects.write(self.config.dataset_dir, stored.block,
                                rejections)

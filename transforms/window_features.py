@@ -123,10 +123,10 @@ def read_chunk_windows(chunk: Chunk, config: PipelineConfig,
     raise
   except file_reports.INPUT_ERRORS as e:
     raise file_reports.unreadable(e) from e
-  mono = audio.mix_channels(block, config.channels)
-  out_start = chunk.first_window * config.hop_len
+  mono = audio.one_channel(block, config.channels, chunk.channel)
+  out_start = chunk.origin + chunk.first_window * config.hop_len
   if plan.info.sample_rate != plan.sample_rate:
-    out_stop = min(plan.frames, out_start +
+    out_stop = min(chunk.limit, out_start +
                    (chunk.num_windows - 1) * config.hop_len + config.win_len)
     mono = audio.resample_range(mono, start, plan.info.frames,
                                 plan.info.sample_rate, plan.sample_rate,
@@ -135,23 +135,30 @@ def read_chunk_windows(chunk: Chunk, config: PipelineConfig,
   return audio.slice_windows(mono, starts, config.win_len)
 
 
-def read_file_signal(plan, config: PipelineConfig,
-                     files: Files) -> np.ndarray:
-  """A whole recording (--example_unit file) at the dataset's rate,
-  channels mixed, (plan.frames,) float64: the one window of its example.
+def read_file_signal(plan, config: PipelineConfig, files: Files,
+                     span=None) -> np.ndarray:
+  """A whole recording (--example_unit file), or one span of it
+  (--example_unit segment: a plan.Span), at the dataset's rate, channels
+  mixed or the span's one taken, float64: the one window of its example.
   Raises file_reports.BadWav for unreadable audio; non-finite samples stay
   in."""
   info = plan.info
+  start, stop = (0, plan.frames) if span is None else (span.start, span.stop)
+  first, last = start, stop
+  if info.sample_rate != plan.sample_rate:
+    first, last = audio.resample_input_range(
+        info.frames, info.sample_rate, plan.sample_rate, start, stop)
   try:
-    block = files.read_range(info.path, 0, info.frames, info)
+    block = files.read_range(info.path, first, last - first, info)
   except file_reports.BadWav:
     raise
   except file_reports.INPUT_ERRORS as e:
     raise file_reports.unreadable(e) from e
-  mono = audio.mix_channels(block, config.channels)
+  mono = audio.one_channel(block, config.channels,
+                           None if span is None else span.channel)
   if info.sample_rate != plan.sample_rate:
-    mono = audio.resample_range(mono, 0, info.frames, info.sample_rate,
-                                plan.sample_rate, 0, plan.frames)
+    mono = audio.resample_range(mono, first, info.frames, info.sample_rate,
+                                plan.sample_rate, start, stop - start)
   return np.ascontiguousarray(mono, np.float64)
 
 

@@ -83,8 +83,9 @@ def files(metadata: Mapping) -> Tuple[List[Tuple[str, str]], List[str]]:
       **({'alternativeFileFormats': [naming.ARRAY_RECORD]}
          if metadata_lib.has_array_record(metadata) else {}),
       'description': (
-          ('Whole recordings' if metadata.get('config', {}).get(
-              'example_unit') == 'file' else 'Windows of WAV recordings') +
+          {'file': 'Whole recordings', 'segment': 'Segments of recordings'}.get(
+              metadata.get('config', {}).get('example_unit'),
+              'Windows of WAV recordings') +
           ' written by wavbeam; see metadata.json.'),
       'splits': splits,
   }

@@ -1,0 +1,242 @@
+"""Time-stamped segments from a manifest end to end: --example_unit
+segment (one example per segment, cut sample-accurately, overlaps
+allowed), windows cut inside segments, --split_by, and the rejections of
+segments that cannot be used, each checked against slicing an
+independent decode of the whole file."""
+
+import csv
+import decimal
+import json
+import os
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from pipeline import numpy_reader
+from pipeline import replay
+from pipeline import run as run_lib
+from pipeline import verify
+from pipeline.config import ConfigError
+from transforms import audio
+from tests import helpers as H
+
+RATE = 16000
+SPEAKERS = ('ann', 'bob', 'cy', 'dee', 'eve', 'fay')
+
+
+def frames(seconds, rate=RATE):
+  """Seconds to frames, rounded half up (the manifest's rule)."""
+  return int(decimal.Decimal(round(seconds * rate, 8)).quantize(
+      0, rounding=decimal.ROUND_HALF_UP))
+
+
+def _corpus(d):
+  """Six recordings of 3-5 s, one stereo at 22.05 kHz; a CSV of segments:
+  several per recording, overlapping, with a transcript and speaker
+  each, one speaker per recording; three that cannot be used."""
+  rows = []
+  for i in range(6):
+    n = RATE * (3 + i % 3)
+    if i == 5:
+      H.write_wav(str(d / 'in' / f'r{i}.wav'), H.noise(66150, 2, seed=i),
+                  rate=22050)
+    else:
+      H.write_wav(str(d / 'in' / f'r{i}.wav'), H.noise(n, seed=i))
+    for j in range(4):
+      start = round(0.37 * j + 0.1 * i, 4)
+      end = round(start + 0.55 + 0.21 * j, 4)  # segments overlap
+      rows.append({'path': f'r{i}.wav', 'start': start, 'end': end,
+                   'sentence': f'words {i} {j}', 'client_id': SPEAKERS[i],
+                   'label': ('yes', 'no')[j % 2]})
+  rows.append({'path': 'r0.wav', 'start': 2.9, 'end': 3.5,  # past the end
+               'sentence': 'late', 'client_id': 'ann', 'label': 'yes'})
+  rows.append({'path': 'r1.wav', 'start': 1.0, 'end': 1.00001,  # no frame
+               'sentence': 'none', 'client_id': 'bob', 'label': 'no'})
+  rows.append({'path': 'r2.wav', 'start': 0.5, 'end': 0.51,  # too short
+               'sentence': 'short', 'client_id': 'cy', 'label': 'no'})
+  with open(d / 'segments.csv', 'w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+  return rows
+
+
+def _options(d, *extra):
+  return ['--input_dir', str(d / 'in'), '--manifest', str(d / 'segments.csv'),
+          '--manifest_start_column', 'start', '--manifest_end_column', 'end',
+          '--manifest_label_column', 'label',
+          '--manifest_extra_columns', 'sentence,client_id',
+          '--sample_rate', str(RATE), *extra, '--runner=FnApiRunner']
+
+
+def _source(path):
+  """The whole recording at RATE, float64, decoded independently."""
+  data, rate = sf.read(path, dtype='float64', always_2d=True)
+  mono = data.mean(axis=1)
+  if rate != RATE:
+    n = audio.resampled_length(len(mono), rate, RATE)
+    mono = audio.resample_range(mono, 0, len(mono), rate, RATE, 0, n)
+  return mono
+
+
+def _examples(out, split='train'):
+  return list(numpy_reader.numpy_dataset(str(out), split))
+
+
+@pytest.fixture(scope='module')
+def segments(tmp_path_factory):
+  d = tmp_path_factory.mktemp('segments')
+  rows = _corpus(d)
+  run_lib.run(['--output_dir', str(d / 'out'), *_options(
+      d, '--example_unit', 'segment', '--signal_dtype', 'float32',
+      '--features', 'signal,log_mel', '--min_seconds', '0.1')])
+  meta = json.loads((d / 'out' / 'metadata.json').read_text())
+  return d, rows, meta
+
+
+def test_every_segment_is_its_slice_of_the_recording(segments):
+  d, rows, meta = segments
+  got = _examples(d / 'out')
+  usable = rows[:24]
+  assert meta['counts']['examples'] == len(got) == len(usable)
+  by_key = {(os.path.basename(str(e['filepath'])), int(e['win_start_idx']),
+             int(e['num_samples'])): e for e in got}
+  sources = {}
+  for row in usable:
+    path = str(d / 'in' / row['path'])
+    mono = sources.setdefault(path, _source(path))
+    start, stop = frames(row['start']), frames(row['end'])
+    e = by_key.pop((row['path'], start, stop - start))
+    expected = mono[start:stop].astype(np.float32)
+    assert np.array_equal(e['signal'], expected), row
+    assert e['sentence'] == row['sentence']
+    assert e['client_id'] == row['client_id']
+    assert e['class'] == row['label']
+  assert not by_key
+
+
+def test_pcm_segments_equal_the_files_own_samples(segments):
+  """Without resampling or mixing, the stored float32 is the PCM sample
+  itself: bit-exact against soundfile's own read of the range."""
+  d, rows, _ = segments
+  got = {(os.path.basename(str(e['filepath'])), int(e['win_start_idx'])): e
+         for e in _examples(d / 'out')}
+  for row in rows[:20]:
+    start, stop = frames(row['start']), frames(row['end'])
+    data, _ = sf.read(str(d / 'in' / row['path']), start=start, stop=stop,
+                      dtype='float32')
+    assert np.array_equal(got[(row['path'], start)]['signal'], data)
+
+
+def test_unusable_segments_are_rejected_with_their_reason(segments):
+  d, _, meta = segments
+  rejects = [json.loads(line) for line in
+             (d / 'out' / 'rejects.jsonl').read_text().splitlines()]
+  assert [(os.path.basename(r['path']), r['stage']) for r in rejects] == [
+      ('r0.wav', 'segment'), ('r1.wav', 'segment'), ('r2.wav', 'segment')]
+  reasons = [r['reason'] for r in rejects]
+  assert 'after the recording' in reasons[0]
+  assert 'holds no frame' in reasons[1]
+  assert 'under --min_seconds' in reasons[2]
+  assert rejects[0]['frames'] == [frames(2.9), frames(3.5)]
+  counts = meta['counts']
+  assert counts['segments_rejected'] == 3
+  assert counts['files_ok'] == 6 and counts['files_rejected'] == 0
+  assert counts['rejections'] == 3
+
+
+def test_schema_and_readers_handle_segment_lengths(segments):
+  d, _, meta = segments
+  assert meta['schema']['signal']['shape'] == [-1]
+  assert meta['schema']['log_mel']['length_key'] == 'num_frames'
+  assert verify.main([str(d / 'out')]) == 0
+  single = {(str(e['filepath']), int(e['win_start_idx'])): e
+            for e in _examples(d / 'out')}
+  seen = 0
+  for batch in replay.replay_dataset(str(d / 'out'), batch_size=5):
+    lengths = batch['signal_length'].numpy()
+    assert batch['signal'].shape[1] == lengths.max()
+    for row, path in enumerate(batch['filepath'].numpy()):
+      e = single[(path.decode(), int(batch['win_start_idx'][row]))]
+      n = len(e['signal'])
+      assert lengths[row] == n
+      assert np.array_equal(batch['signal'][row, :n], e['signal'])
+      seen += 1
+  assert seen == meta['counts']['examples']
+
+
+def test_windows_inside_segments_carry_the_segments_fields(tmp_path):
+  rows = _corpus(tmp_path)
+  win, hop = 4000, 2000
+  run_lib.run(['--output_dir', str(tmp_path / 'out'), *_options(
+      tmp_path, '--win_len', str(win), '--hop_len', str(hop),
+      '--features', 'signal', '--signal_dtype', 'float32')])
+  got = _examples(tmp_path / 'out')
+  expected = {}
+  for row in rows[:24]:
+    start, stop = frames(row['start']), frames(row['end'])
+    n = audio.window_count(stop - start, win, hop, False)
+    for k in range(n):
+      expected.setdefault((row['path'], start + k * hop), []).append(row)
+  assert len(got) == sum(len(v) for v in expected.values())
+  sources = {}
+  for e in got:
+    path = str(e['filepath'])
+    name = os.path.basename(path)
+    candidates = expected[(name, int(e['win_start_idx']))]
+    row = next(r for r in candidates
+               if r['sentence'] == e['sentence'])
+    candidates.remove(row)
+    mono = sources.setdefault(path, _source(path))
+    s = int(e['win_start_idx'])
+    assert np.array_equal(e['signal'], mono[s:s + win].astype(np.float32))
+    assert e['class'] == row['label']
+    # A window ends inside its segment.
+    assert s + win <= frames(row['end'])
+  meta = json.loads((tmp_path / 'out' / 'metadata.json').read_text())
+  # The 0.01 s segment is too short for a window; the others as above.
+  assert meta['counts']['segments_rejected'] == 3
+
+
+def test_split_by_keeps_every_speaker_in_one_split(tmp_path):
+  _corpus(tmp_path)
+  run_lib.run(['--output_dir', str(tmp_path / 'out'), *_options(
+      tmp_path, '--example_unit', 'segment', '--features', 'signal',
+      '--splits', 'train=0.5,test=0.5', '--split_by', 'client_id')])
+  speakers = {}
+  for split in ('train', 'test'):
+    for e in _examples(tmp_path / 'out', split):
+      speakers.setdefault(e['client_id'], set()).add(split)
+  assert len(speakers) == 6
+  assert all(len(s) == 1 for s in speakers.values())
+  assert {s for v in speakers.values() for s in v} == {'train', 'test'}
+
+
+def test_segments_of_one_recording_must_share_the_split_value(tmp_path):
+  (tmp_path / 'in').mkdir()
+  H.write_wav(str(tmp_path / 'in' / 'a.wav'), H.noise(RATE))
+  (tmp_path / 'segments.csv').write_text(
+      'path,start,end,sentence,client_id,label\n'
+      'a.wav,0,0.5,x,ann,yes\na.wav,0.5,1,y,bob,yes\n')
+  with pytest.raises(ConfigError, match='one split'):
+    run_lib.run(['--output_dir', str(tmp_path / 'out'), *_options(
+        tmp_path, '--example_unit', 'segment', '--split_by', 'client_id',
+        '--splits', 'train=0.5,test=0.5')])
+  assert not (tmp_path / 'out').exists()
+
+
+@pytest.mark.parametrize('cell, message', [
+    ('-1', 'not a number of seconds'), ('x', 'not a number of seconds'),
+    ('0.7', 'is not after')])
+def test_bad_times_fail_before_any_work_naming_the_line(tmp_path, cell,
+                                                        message):
+  (tmp_path / 'in').mkdir()
+  H.write_wav(str(tmp_path / 'in' / 'a.wav'), H.noise(RATE))
+  (tmp_path / 'segments.csv').write_text(
+      'path,start,end,sentence,client_id,label\n'
+      'a.wav,0,0.5,x,ann,yes\n'
+      f'a.wav,{cell},0.6,y,ann,yes\n')
+  with pytest.raises(ConfigError, match=f'line 3.*{message}'):
+    run_lib.run(['--output_dir', str(tmp_path / 'out'), *_options(
+        tmp_path, '--example_unit', 'segment')])
