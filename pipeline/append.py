@@ -33,6 +33,7 @@ from pipeline.config import ConfigError, PipelineConfig
 from transforms import filesystem
 from transforms import finalize
 from transforms import listing
+from transforms import manifest as manifest_lib
 from transforms import sources
 from transforms import splits
 from transforms import wav_io
@@ -115,11 +116,11 @@ def check_same_options(config: PipelineConfig, stored: dict) -> None:
                         'options it was written with')
 
 
-def seen_files(part_dirs: List[str]) -> Tuple[Dict[str, Tuple[int, int]],
-                                              Set[str]]:
-  """({path relative to input_dir: (size, head CRC)} of the files the
-  parts read, {path as listed} of those they rejected whole or excluded)."""
-  identities: Dict[str, Tuple[int, int]] = {}
+def seen_files(part_dirs: List[str]) -> Tuple[Dict[str, tuple], Set[str]]:
+  """({path relative to input_dir: (size, head CRC, segments digest or
+  None)} of the files the parts read, {path as listed} of those they
+  rejected whole or excluded)."""
+  identities: Dict[str, tuple] = {}
   rejected: Set[str] = set()
   for d in part_dirs:
     path = naming.join(d, sources.FILE_NAME)
@@ -128,7 +129,8 @@ def seen_files(part_dirs: List[str]) -> Tuple[Dict[str, Tuple[int, int]],
                         '(it was written by an earlier wavbeam): rebuild it '
                         'with --overwrite to append to it')
     for entry in sources.parse(output_folder.BEAM_FS.read_text(path), path):
-      identities[entry['path']] = (entry['size'], entry['head_crc32c'])
+      identities[entry['path']] = (entry['size'], entry['head_crc32c'],
+                                   entry['segments'])
     path = naming.join(d, rejects_lib.FILE_NAME)
     if FileSystems.exists(path):
       rejected.update(
@@ -152,7 +154,8 @@ def identity(path: str) -> Tuple[int, int]:
 def plan(config: PipelineConfig, part_dirs: List[str], metas: List[dict]
          ) -> Tuple[AppendBase, AppendOutcome]:
   identities, rejected = seen_files(part_dirs)
-  every, _, refused, excluded = listing.input_paths(config)
+  every, entries, refused, excluded = listing.input_paths(config)
+  entries = entries or {}
   new, changed, unchanged, uncounted = [], [], 0, []
   for path in every:
     if path in excluded:
@@ -165,7 +168,12 @@ def plan(config: PipelineConfig, part_dirs: List[str], metas: List[dict]
     known = identities.get(rel)
     if known is not None:
       now = identity(path)
-      if now == known:
+      segments = manifest_lib.segments_digest(entries.get(path))
+      if now == known[:2] and segments != known[2]:
+        changed.append((path, 'its segments in the manifest changed since '
+                        'it was added to the dataset: not read again; '
+                        'rebuild with --overwrite to cut them anew'))
+      elif now == known[:2]:
         unchanged += 1
       else:
         changed.append((path, f'changed since it was added to the dataset '

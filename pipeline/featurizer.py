@@ -270,7 +270,7 @@ class Featurizer:
     config, rate = self.config, self.sample_rate
     frames, num_windows = file_windows(info, config, rate)
     plan = FilePlan(info, '', '', rate, frames, num_windows)
-    if config.example_unit == 'file':
+    if config.variable_length:
       # The whole recording is the one example, as the run made it.
       signal = window_features.read_file_signal(plan, config, files)
       if not np.isfinite(signal).all():

@@ -59,6 +59,26 @@ def _manifest_flags(corpus, out):
                   '--manifest_extra_columns', 'fold,recorder']
 
 
+def _segment_flags(corpus, out):
+  """A segment manifest: two overlapping segments per recording (one
+  ends after its file), with a transcript each; a split per recorder."""
+  rows = ['path,start,end,recorder,text']
+  for i in range(12):
+    path = f'{("owl", "wren", "kite")[i % 3]}/{i}.wav'
+    rows += [f'{path},0.01,0.15,r{i % 4},first {i}',
+             f'{path},0.1,{0.5 if i == 5 else 0.18},r{i % 4},second {i}']
+  rows.append('owl/broken.wav,0,0.1,r0,none')
+  (corpus / 'segments.csv').write_text('\n'.join(rows) + '\n')
+  return ['--input_dir', str(corpus / 'in'), '--output_dir', str(out),
+          '--manifest', str(corpus / 'segments.csv'),
+          '--manifest_start_column', 'start', '--manifest_end_column', 'end',
+          '--manifest_extra_columns', 'text', '--example_unit', 'segment',
+          '--split_by', 'recorder', '--splits', 'train=0.5,test=0.5',
+          '--sample_rate', '16000', '--max_examples_per_shard', '5',
+          '--features', 'signal,log_mel', '--n_fft', '256', '--fft_hop',
+          '128']
+
+
 def _flags(corpus, out):
   return ['--input_dir', str(corpus / 'in'), '--output_dir', str(out),
           '--win_len', '1024', '--hop_len', '768', '--pad',
@@ -114,6 +134,15 @@ def test_dask_cluster_writes_the_same_dataset(corpus, local_run):
             '--dask_npartitions=2']
     _run_cli(_flags(corpus, out) + dask)
     _run_cli(_manifest_flags(corpus, corpus / 'dask_manifest') + dask)
+    _run_cli(_segment_flags(corpus, corpus / 'dask_segments') + dask)
+  # Segments too: cut from their recordings, a split per recorder.
+  _run_cli(_segment_flags(corpus, corpus / 'local_segments'))
+  assert _digests(corpus / 'dask_segments') == _digests(
+      corpus / 'local_segments')
+  segments_meta = _metadata(corpus / 'dask_segments')
+  assert segments_meta == _metadata(corpus / 'local_segments')
+  assert segments_meta['counts']['segments_rejected'] == 1
+  assert segments_meta['counts']['examples'] == 23
   # A manifest run too: labels, folds and extra columns, the same bytes.
   _run_cli(_manifest_flags(corpus, corpus / 'local_manifest'))
   assert _digests(corpus / 'dask_manifest') == _digests(
@@ -155,6 +184,13 @@ def test_portable_runner_on_a_job_service_writes_the_same_dataset(
     sink_out = corpus / 'portable_sink'
     _run_cli(_flags(corpus, sink_out) + portable +
              ['--sink', 'write_to_tfrecord'])
+    _run_cli(_segment_flags(corpus, corpus / 'portable_segments') + portable)
+  if not os.path.exists(corpus / 'local_segments'):
+    _run_cli(_segment_flags(corpus, corpus / 'local_segments'))
+  assert _digests(corpus / 'portable_segments') == _digests(
+      corpus / 'local_segments')
+  assert _metadata(corpus / 'portable_segments') == _metadata(
+      corpus / 'local_segments')
   assert _digests(out) == _digests(local_run)
   assert _metadata(out) == _metadata(local_run)
   # The specified shape on the same service: the same examples.

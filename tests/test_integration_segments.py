@@ -240,3 +240,70 @@ def test_bad_times_fail_before_any_work_naming_the_line(tmp_path, cell,
   with pytest.raises(ConfigError, match=f'line 3.*{message}'):
     run_lib.run(['--output_dir', str(tmp_path / 'out'), *_options(
         tmp_path, '--example_unit', 'segment')])
+
+
+def _by_segment(out, **kw):
+  return {(os.path.basename(str(e['filepath'])), int(e['win_start_idx']),
+           e['sentence']): e for e in numpy_reader.numpy_dataset(str(out),
+                                                                 **kw)}
+
+
+SEGMENT_OPTIONS = ('--example_unit', 'segment', '--signal_dtype', 'float32',
+                   '--features', 'signal,log_mel', '--min_seconds', '0.1')
+
+
+def test_the_sink_array_record_and_a_sweep_hold_the_same_segments(
+    segments):
+  d, _, _ = segments
+  ours = _by_segment(d / 'out')
+  run_lib.run(['--output_dir', str(d / 'sink'), *_options(
+      d, *SEGMENT_OPTIONS, '--sink', 'write_to_tfrecord')])
+  run_lib.run(['--output_dir', str(d / 'ar'), *_options(
+      d, *SEGMENT_OPTIONS, '--array_record', '--max_shard_bytes', '60000')])
+  (d / 'sweep.toml').write_text('[coarse]\nn_mels = 32\n[fine]\n'
+                                'n_mels = 80\n')
+  run_lib.run(['--output_dir', str(d / 'sweep'), *_options(
+      d, *SEGMENT_OPTIONS, '--variants', str(d / 'sweep.toml'))])
+  for out, kw in ((d / 'sink', {}), (d / 'ar', {}),
+                  (d / 'sweep', {'variant': 'coarse'}),
+                  (d / 'sweep', {'variant': 'fine'})):
+    got = _by_segment(out, **kw)
+    assert sorted(got) == sorted(ours), out
+    for key, e in got.items():
+      assert np.array_equal(e['signal'], ours[key]['signal'])
+      assert e['class'] == ours[key]['class']
+      if not kw:
+        assert np.array_equal(e['log_mel'], ours[key]['log_mel'])
+      else:
+        assert e['log_mel'].shape[1] == {'coarse': 32,
+                                         'fine': 80}[kw['variant']]
+  assert verify.main([str(d / 'ar')]) == 0
+  assert verify.main([str(d / 'sweep')]) == 0
+  from pipeline import array_record_source
+  source = array_record_source.ArrayRecordSource(str(d / 'ar'), 'train')
+  assert len(source) == len(ours)
+
+
+def test_append_adds_new_recordings_and_reports_changed_segments(tmp_path):
+  rows = _corpus(tmp_path)
+  out = tmp_path / 'out'
+  run_lib.run(['--output_dir', str(out), *_options(tmp_path,
+                                                   *SEGMENT_OPTIONS)])
+  before = _by_segment(out)
+  H.write_wav(str(tmp_path / 'in' / 'r6.wav'), H.noise(RATE * 2, seed=6))
+  added = [{'path': 'r6.wav', 'start': 0.2, 'end': 1.1, 'sentence': 'new',
+            'client_id': 'gus', 'label': 'yes'},
+           {'path': 'r3.wav', 'start': 2.0, 'end': 2.5,  # a recording held
+            'sentence': 'later', 'client_id': 'dee', 'label': 'no'}]
+  with open(tmp_path / 'segments.csv', 'a', newline='') as f:
+    csv.DictWriter(f, fieldnames=list(rows[0])).writerows(added)
+  run_lib.run(['--output_dir', str(out), '--append', *_options(
+      tmp_path, *SEGMENT_OPTIONS)])
+  after = _by_segment(out)
+  assert set(after) - set(before) == {('r6.wav', frames(0.2), 'new')}
+  assert verify.main([str(out)]) == 0
+  part = json.loads((out / 'part-00001' / 'metadata.json').read_text())
+  assert part['counts']['files_rejected'] == 1
+  rejects = (out / 'part-00001' / 'rejects.jsonl').read_text()
+  assert 'r3.wav' in rejects and 'its segments in the manifest changed' in (
+      rejects)

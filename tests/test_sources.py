@@ -15,7 +15,14 @@ def test_a_line_is_sorted_json_and_parses_back(path):
                              'head_crc32c': 2**32 - 1},
                             sort_keys=True) + '\n'
   assert list(sources.parse(text, 'x')) == [
-      {'path': path, 'size': 123, 'head_crc32c': 2**32 - 1}]
+      {'path': path, 'size': 123, 'head_crc32c': 2**32 - 1,
+       'segments': None}]
+  with_segments = sources.line(path, 123, 7, segments=2**32 - 2)
+  assert with_segments == json.dumps({'path': path, 'size': 123,
+                                      'head_crc32c': 7,
+                                      'segments': 2**32 - 2},
+                                     sort_keys=True) + '\n'
+  assert list(sources.parse(with_segments, 'x'))[0]['segments'] == 2**32 - 2
 
 
 def test_a_bad_line_names_its_number():

@@ -69,6 +69,14 @@ def read_rows(path: str) -> Tuple[tuple, ...]:
   return _load(path)[0]
 
 
+def read_rows_and_entries(path: str) -> Tuple[Tuple[tuple, ...],
+                                              Dict[int, object]]:
+  """A block's probes as stored (read_rows) and its files' manifest rows
+  ({index: manifest.Entry})."""
+  rows, _, entries = _load(path)
+  return rows, entries
+
+
 def read(path: str) -> Tuple[WavInfo, ...]:
   """A block's probes; OutputChanged when its file is gone (the output's
   temp folder was removed while the job ran)."""

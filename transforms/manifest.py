@@ -20,6 +20,7 @@ import dataclasses
 import decimal
 import functools
 import io
+import json
 import math
 import os
 import posixpath
@@ -28,6 +29,7 @@ import string
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from apache_beam.io.filesystems import FileSystems
+import google_crc32c
 
 from pipeline.contract import json_lines
 from pipeline.contract import naming
@@ -80,6 +82,18 @@ class Entry:
   channels: Optional[int] = None  # what the manifest says the file holds
   sample_rate: Optional[int] = None  # (a Lhotse recording), checked
   num_samples: Optional[int] = None  # against the file when probed
+
+
+def segments_digest(entry: Optional[Entry]) -> Optional[int]:
+  """A CRC32C of what the manifest says of a recording's segments (times,
+  channels, labels and columns; not the line numbers), None without
+  segments: what --append compares to tell a recording given other
+  segments since it was added."""
+  if entry is None or not entry.segments:
+    return None
+  said = [[g.start, g.end, g.duration, g.label, g.channel,
+           [list(pair) for pair in g.extras]] for g in entry.segments]
+  return google_crc32c.value(json.dumps(said).encode('utf-8'))
 
 
 @dataclasses.dataclass(frozen=True)
