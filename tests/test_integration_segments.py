@@ -307,3 +307,55 @@ def test_append_adds_new_recordings_and_reports_changed_segments(tmp_path):
   rejects = (out / 'part-00001' / 'rejects.jsonl').read_text()
   assert 'r3.wav' in rejects and 'its segments in the manifest changed' in (
       rejects)
+
+
+def test_a_long_recording_with_thousands_of_segments_sends_one_each(
+    tmp_path):
+  """A 20-minute recording of 2,400 half-second segments: each window's
+  reference carries its own segment only (what a shard task receives
+  stays small), and every segment is cut exactly."""
+  import pickle
+  from transforms import plan as plan_lib
+  from transforms import layout as layout_lib
+  from transforms import manifest as manifest_lib
+  from transforms.file_reports import WavInfo
+  rate, n = 8000, 2400
+  H.write_wav(str(tmp_path / 'in' / 'long.wav'),
+              H.noise(rate * n // 2, seed=3), rate=rate)
+  with open(tmp_path / 'segments.csv', 'w') as f:
+    f.write('path,start,duration,sentence,client_id,label\n')
+    for i in range(n):
+      f.write(f'long.wav,{i * 0.5},0.5,s{i},ann,{("yes", "no")[i % 2]}\n')
+  options = ['--input_dir', str(tmp_path / 'in'),
+             '--manifest', str(tmp_path / 'segments.csv'),
+             '--manifest_start_column', 'start',
+             '--manifest_duration_column', 'duration',
+             '--manifest_label_column', 'label',
+             '--manifest_extra_columns', 'sentence,client_id',
+             '--example_unit', 'segment', '--features', 'signal',
+             '--signal_dtype', 'int16', '--runner=FnApiRunner']
+  from pipeline import config as config_lib
+  config = config_lib.parse_known_args(['--output_dir', str(tmp_path / 'x'),
+                                        *options])[0]
+  entry = manifest_lib.read(config).entries[str(tmp_path / 'in' /
+                                                 'long.wav')]
+  info = WavInfo(0, str(tmp_path / 'in' / 'long.wav'), rate * n // 2, rate,
+                 1, 'PCM_16', 44, 2, 0, 0)
+  plan = plan_lib.plan_file(info, config, rate, entry)
+  assert len(plan.spans) == n
+  layouts = layout_lib.compute_layouts([('train', 0, n)], num_shards=4)
+  refs = list(layout_lib.block_refs(0, [plan], layouts, True, 0))
+  assert len(refs) == n
+  whole = len(pickle.dumps(plan))
+  for _, (own, window, _) in refs[:50]:
+    assert len(own.spans) == 1
+    assert own.locate(window)[0] == plan.locate(window)[0]
+    assert len(pickle.dumps(own)) * 100 < whole
+  run_lib.run(['--output_dir', str(tmp_path / 'out'), *options])
+  samples, _ = sf.read(str(tmp_path / 'in' / 'long.wav'), dtype='int16')
+  got = _examples(tmp_path / 'out')
+  assert len(got) == n
+  for e in got:
+    start = int(e['win_start_idx'])
+    assert np.array_equal(e['signal'], samples[start:start + rate // 2])
+    assert e['sentence'] == f's{start // (rate // 2)}'

@@ -63,7 +63,7 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
                  files: Optional[wav_io.OpenFiles] = None
                  ) -> Tuple[np.ndarray, List[int],
                             List[file_reports.Rejection]]:
-  """Windows for (file index, window) refs, float64, in the order given.
+  """Windows for (plan key, window) refs, float64, in the order given.
 
   Consecutive windows of a file are read as one range (bounded by the chunk
   budget). Returns (windows of the usable refs, positions of those refs in
@@ -153,9 +153,9 @@ def _read_one(files: wav_io.OpenFiles, chunk: Chunk, config: PipelineConfig,
 @dataclasses.dataclass(frozen=True)
 class WindowBatch:
   """Windows read together, whose features are computed together."""
-  refs: List[Tuple[int, int]]      # (file index, window), in written order
+  refs: List[Tuple[tuple, int]]    # (plan key, window), in written order
   windows: np.ndarray              # (len(refs), win_len) float64
-  plans: Mapping[int, FilePlan]    # file index -> its plan
+  plans: Mapping[tuple, FilePlan]  # plan key -> its plan
 
 
 def read_batches(config: PipelineConfig, split: str, refs):
@@ -163,12 +163,12 @@ def read_batches(config: PipelineConfig, split: str, refs):
   of at most compute_windows() windows each, and a Rejection (with its
   split) per window that cannot be used. Reading depends only on the
   window options, so one read serves every feature setting."""
-  plans = {plan.info.index: plan for plan, _, _ in refs}
+  plans = {plan.key: plan for plan, _, _ in refs}
   if config.variable_length:
     yield from _read_files(config, split,
                            [(plan, window) for plan, window, _ in refs])
     return
-  refs = [(plan.info.index, window) for plan, window, _ in refs]
+  refs = [(plan.key, window) for plan, window, _ in refs]
   step = compute_windows(config.win_len)
   with wav_io.OpenFiles() as files:
     for start in range(0, len(refs), BATCH_WINDOWS):
@@ -203,8 +203,8 @@ def _read_files(config: PipelineConfig, split: str, refs):
             plan.info.path, 'non-finite samples (NaN or Inf)', 'read',
             frames, split)
         continue
-      yield WindowBatch([(plan.info.index, window)], signal[np.newaxis],
-                        {plan.info.index: plan})
+      yield WindowBatch([(plan.key, window)], signal[np.newaxis],
+                        {plan.key: plan})
 
 
 def _input_frames(plan: FilePlan, start: int, stop: int) -> Tuple[int, int]:

@@ -17,6 +17,8 @@ from typing import Dict, Iterable, List, Tuple
 
 import numpy as np
 
+from transforms.plan import window_plans
+
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -162,7 +164,7 @@ def block_refs(block: int, plans, layouts: Dict[str, SplitLayout],
     shards = layout.shard_of(keys).tolist()
     keys = keys.tolist()
     i = 0
-    for plan, n in zip(members, counts.tolist()):
-      for window in range(n):
-        yield (split, shards[i]), (plan, window, keys[i])
+    for plan in members:
+      for own, window in window_plans(plan):
+        yield (split, shards[i]), (own, window, keys[i])
         i += 1

@@ -59,6 +59,12 @@ class FilePlan:
     return self.spans[i], window - self.span_firsts[i]
 
   @property
+  def key(self) -> Tuple[int, int]:
+    """What tells its windows' plans apart in a task: the file index, and
+    the first window of the spans it carries (span_plans)."""
+    return self.info.index, self.span_firsts[0] if self.span_firsts else 0
+
+  @property
   def example_frames(self) -> int:
     """Frames its examples hold at most, as sized shards estimate them:
     its segments' under --example_unit segment, else the recording's."""
@@ -135,6 +141,22 @@ class BlockWindows:
   @property
   def num_windows(self) -> int:
     return sum(entry[2] for entry in self.counts)
+
+
+def window_plans(plan: FilePlan) -> Iterable[Tuple[FilePlan, int]]:
+  """(plan, window) for each of a recording's windows, in order. With
+  segments, each window's plan carries its one span only: a reference
+  travels with its plan, and a recording of thousands of segments would
+  otherwise send them all with every window."""
+  if not plan.spans:
+    for window in range(plan.num_windows):
+      yield plan, window
+    return
+  for span, first in zip(plan.spans, plan.span_firsts):
+    own = dataclasses.replace(plan, spans=(span,), span_firsts=(first,))
+    for window in range(first, first + span.num_windows):
+      if window < plan.num_windows:  # --num_elems may stop inside a span
+        yield own, window
 
 
 def plan_block(block: int, infos: Iterable[WavInfo], config: PipelineConfig,

@@ -14,6 +14,7 @@ from pipeline.config import PipelineConfig
 from transforms import allocator
 from transforms import counters
 from transforms import filesystem
+from transforms import plan as plan_lib
 from transforms import wav_io
 from transforms.extract import ExampleMaker, read_batches
 from transforms.planning import planned_block
@@ -39,7 +40,7 @@ def work_units(stored, config: PipelineConfig, dataset_rate: int,
   by_split = {}
   for plan in planned.plans:
     refs = by_split.setdefault(plan.split, [])
-    refs.extend((plan, w, len(refs)) for w in range(plan.num_windows))
+    refs.extend((own, w, len(refs)) for own, w in plan_lib.window_plans(plan))
   for split, refs in sorted(by_split.items()):
     for part, start in enumerate(range(0, len(refs), UNIT_WINDOWS)):
       yield ((split, stored.block * _UNIT_PARTS + part),
