@@ -437,3 +437,13 @@ def test_a_sweep_through_beams_sink_holds_what_separate_runs_hold(
       for entry in m['splits'].values():
         entry.pop('shards')
     assert meta == meta_alone, name
+  # Each variant's records are in the order Beam's sink wrote them: verify
+  # compares the sweep's windows, not their order.
+  lines = verify.verify(str(tmp_path / 'out')).splitlines()
+  assert [line.split(':')[0] for line in lines] == [
+      str(tmp_path / 'out' / name) for name in ('fine', 'mel')] + [
+          str(tmp_path / 'out')]
+  assert lines[-1].endswith('the same windows of the same recordings, '
+                            'split for split, each in its own order '
+                            '(--sink write_to_tfrecord writes in no global '
+                            'order)'), lines[-1]
