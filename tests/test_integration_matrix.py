@@ -16,18 +16,24 @@ The last axis, UNITS:
   part), each example's class checked against its recording;
 - variants: --variants, a sweep of two feature settings, every variant
   a dataset checked as above and the sweep checked by verify;
-- file+labels+variants: all three at once.
+- file+labels+variants: all three at once;
+- segment: --example_unit segment from a manifest of two overlapping
+  segments per recording (--manifest_start_column/--manifest_end_column),
+  one variable-length example each;
+- segment+windows: windows cut inside the same segments.
+Segments are rows of a manifest: with class folders or split lists they
+are refused, naming the options.
 
 window is crossed with every value of the other axes (FULL: 32 cells, 22
-of which write datasets). Crossing the four other values the same way
-would add 88 cells that write, of 8 to 20 s each (about 20 minutes), so
-they are crossed pairwise: PAIRWISE holds, for each of them, 4 cells that
-write, which between them meet every recipe, both sinks, both
---array_record values and both compressions (a cell of --manifest or
---array_record with Beam's sink would only be refused), chosen greedily so
-that each value meets the other axes' values in other company than the
-values before it. A refusal costs no run, so every refused cell of the
-full product is a test (REFUSED: 40 cells)."""
+of which write datasets). Crossing the other values the same way would
+add over a hundred cells that write, of 8 to 20 s each, so they are
+crossed pairwise: PAIRWISE holds, for each of them, 4 cells (3 for the
+segment units) that write, which between them meet every recipe they
+accept, both sinks, both --array_record values and both compressions (a
+cell of --manifest or --array_record with Beam's sink would only be
+refused), chosen greedily so that each value meets the other axes'
+values in other company than the values before it. A refusal costs no
+run, so every refused cell of the full product is a test (REFUSED)."""
 
 import csv
 import collections
@@ -52,7 +58,8 @@ pytestmark = pytest.mark.slow
 
 RECIPES = ('folders', 'manifest', 'fold_splits', 'split_lists')
 SINKS = ('shards', 'write_to_tfrecord')
-UNITS = ('window', 'file', 'labels', 'variants', 'file+labels+variants')
+UNITS = ('window', 'file', 'labels', 'variants', 'file+labels+variants',
+         'segment', 'segment+windows')
 FIRST, ADDED = 8, 3  # recordings before and after the new day
 WIN_LEN, N_FFT, FFT_HOP = 1024, 256, 128
 # --labels: long recordings of silence, the first two in the first run and
@@ -60,6 +67,10 @@ WIN_LEN, N_FFT, FFT_HOP = 1024, 256, 128
 # part; the renamed classes.
 NOISE = {'n0.wav': 5000, 'n1.wav': 9000, 'n2.wav': 3000}
 SILENCE_WINDOWS = {'window': 5, 'file': 1}
+# The segments of every recording in a manifest (start, end in seconds):
+# two that overlap, each of SEGMENT_FRAMES at 16 kHz.
+SEGMENTS = ((0.0, 0.07), (0.05, 0.12))
+SEGMENT_FRAMES = 1120
 # The two variants of a sweep: the run's features, and log-mel.
 VARIANTS = {'spec': {}, 'mel': {'features': 'signal,log_mel', 'n_mels': 16}}
 
@@ -103,8 +114,12 @@ def _corpus(root, recipe, count, unit='window'):
     return {'split_lists': 'test=test_list.txt'}
   with open(root / 'meta.csv', 'w', newline='') as f:
     writer = csv.writer(f)
-    writer.writerow(['path', 'label', 'split', 'fold'])
-    writer.writerows(rows)
+    if 'segment' in unit:
+      writer.writerow(['path', 'label', 'split', 'fold', 'start', 'end'])
+      writer.writerows(row + g for row in rows for g in SEGMENTS)
+    else:
+      writer.writerow(['path', 'label', 'split', 'fold'])
+      writer.writerows(rows)
   if recipe == 'manifest':
     return {'manifest': str(root / 'meta.csv'),
             'manifest_label_column': 'label',
@@ -125,8 +140,13 @@ def _unit_options(root, recipe, unit):
   options = {}
   if 'file' in unit:
     options['example_unit'] = 'file'
+  elif unit == 'segment':
+    options['example_unit'] = 'segment'
   else:
     options['win_len'] = str(WIN_LEN)
+  if 'segment' in unit:
+    options.update({'manifest_start_column': 'start',
+                    'manifest_end_column': 'end'})
   if 'labels' in unit:
     options.update({
         'exclude': 'junk/*', 'label_map': _label_map(recipe),
@@ -159,8 +179,11 @@ def _run(argv):
   return run_lib.run_config(config, beam_args)
 
 
-def _refusal(recipe, sink, array_record):
+def _refusal(recipe, sink, array_record, unit='window'):
   """The options that cannot go together, as config refuses them."""
+  if 'segment' in unit and recipe in ('folders', 'split_lists'):
+    # Segments are rows of a manifest.
+    return ('manifest_start_column', 'manifest')
   if recipe == 'manifest' and sink != 'shards':
     # Beam's sink names its files before the run; the split column's
     # values are known only when the rows are read.
@@ -184,7 +207,7 @@ def _pairwise():
   for unit in UNITS[1:]:
     cells = [(r, s, a, c, unit) for r, s, a, c in itertools.product(
         RECIPES, SINKS, (False, True), ('none', 'gzip'))
-             if not _refusal(r, s, a)]
+             if not _refusal(r, s, a, unit)]
     wanted = {p for cell in cells for p in enumerate(cell[:4])}
     while wanted:
       best = max(cells, key=lambda cell: (
@@ -203,19 +226,21 @@ PAIRWISE = _pairwise()
 REFUSED = [(*cell, unit) for unit in UNITS[1:]
            for cell in itertools.product(RECIPES, SINKS, (False, True),
                                          ('none', 'gzip'))
-           if _refusal(*cell[:3])]
+           if _refusal(*cell[:3], unit)]
 CELLS = FULL + PAIRWISE + REFUSED
 
 
 def test_the_pairwise_cells_meet_every_value_of_every_axis():
   for unit in UNITS[1:]:
     cells = [c for c in PAIRWISE if c[4] == unit]
-    assert {c[0] for c in cells} == set(RECIPES), unit
+    recipes = ({'manifest', 'fold_splits'} if 'segment' in unit
+               else set(RECIPES))
+    assert {c[0] for c in cells} == recipes, unit
     assert {c[1] for c in cells} == set(SINKS), unit
     assert {c[2] for c in cells} == {False, True}, unit
     assert {c[3] for c in cells} == {'none', 'gzip'}, unit
-    assert not any(_refusal(*c[:3]) for c in cells)
-  assert len(PAIRWISE) == 4 * (len(UNITS) - 1)
+    assert not any(_refusal(*c[:3], c[4]) for c in cells)
+  assert len(PAIRWISE) == sum(3 if 'segment' in u else 4 for u in UNITS[1:])
 
 
 @pytest.mark.parametrize('recipe,sink,array_record,compression,unit', CELLS)
@@ -225,7 +250,7 @@ def test_cell(tmp_path, recipe, sink, array_record, compression, unit):
   options.update(_unit_options(root, recipe, unit))
   out = tmp_path / 'out'
   argv = _argv(root, out, options, sink, array_record, compression)
-  refused = _refusal(recipe, sink, array_record)
+  refused = _refusal(recipe, sink, array_record, unit)
   if refused:
     for mode in ([], ['--append']):
       with pytest.raises(ConfigError) as e:
@@ -299,7 +324,8 @@ class _Expected:
 
   def __init__(self, recipe, unit):
     self.recipe, self.unit = recipe, unit
-    self.file = 'file' in unit
+    self.file = 'file' in unit or unit == 'segment'  # variable length
+    self.segments = 'segment' in unit
     self.labels = 'labels' in unit
 
   def recordings(self, count):
@@ -309,13 +335,16 @@ class _Expected:
   def length(self, rel):
     """Frames of a recording, from its path relative to input_dir."""
     folder, name = rel.split('/')
+    if self.segments:
+      return SEGMENT_FRAMES
     if folder == '_noise_':
       return NOISE[name]
     return _frames(int(name.split('.')[0]))
 
   def windows(self, rel):
     n = self.length(rel)
-    return 1 if self.file else (n - WIN_LEN) // WIN_LEN + 1
+    per_segment = 1 if self.file else (n - WIN_LEN) // WIN_LEN + 1
+    return per_segment * (len(SEGMENTS) if self.segments else 1)
 
   def silence(self, count):
     """Silence examples once the corpus holds `count` recordings: each
