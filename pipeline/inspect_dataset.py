@@ -105,6 +105,8 @@ def summary_text(output_dir: str, metadata: Dict) -> str:
   m, c = metadata, metadata['counts']
   excluded = (f'{c["files_excluded"]} excluded (--exclude), '
               if c.get('files_excluded') else '')
+  if 'segments_rejected' in c:
+    excluded += f'{plural(c["segments_rejected"], "segment")} rejected, '
   lines = [
       f'{output_dir}: wavbeam dataset {m["name"]!r} version {m["version"]} '
       f'(format {m["format"]} v{m["format_version"]}), written {m["created"]}',

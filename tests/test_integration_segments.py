@@ -144,6 +144,9 @@ def test_unusable_segments_are_rejected_with_their_reason(segments):
   assert counts['segments_rejected'] == 3
   assert counts['files_ok'] == 6 and counts['files_rejected'] == 0
   assert counts['rejections'] == 3
+  from pipeline import inspect_dataset
+  assert ('0 files rejected, 3 segments rejected, 3 rejection records' in
+          inspect_dataset.summary_text(str(d / 'out'), meta))
 
 
 def test_schema_and_readers_handle_segment_lengths(segments):
