@@ -61,6 +61,7 @@ class ArrayRecordSource:
     for n in counts:
       self._starts.append(self._starts[-1] + n)
     self._readers: Dict[int, object] = {}
+    self._decoder = example_codec.Decoder(self.schema, self.keys)
 
   def __len__(self) -> int:
     return self._starts[-1]
@@ -97,10 +98,9 @@ class ArrayRecordSource:
 
   def _decode(self, record: bytes, file: int, local: int) -> Dict:
     try:
-      example = example_codec.decode_example(record, self.schema)
+      return self._decoder(record)
     except schema_lib.SchemaError as e:
       raise DatasetError(f'{self.files[file]}: record {local}: {e}') from e
-    return {k: example[k] for k in self.keys}
 
   def _reader(self, file: int):
     if file not in self._readers:

@@ -282,6 +282,136 @@ def decode_example(data: bytes, schema: schema_lib.Schema,
   return out
 
 
+class _Fallback(Exception):
+  """A record not in the one layout encode_batch writes."""
+
+
+def _varint_at(buf, pos):
+  byte = buf[pos]
+  if byte < 0x80:
+    return byte, pos + 1
+  return _read_varint(buf, pos)
+
+
+class Decoder:
+  """decode_example restricted to `keys`, fast for the records
+  encode_batch writes: it walks the feature map once, compares key bytes,
+  and views each wanted array where it lies in the record; a record in
+  any other layout (another writer's) goes through decode_example, with
+  the same result and the same errors. `copy` as decode_example's."""
+
+  def __init__(self, schema: schema_lib.Schema, keys, copy: bool = True):
+    self.schema, self.copy = schema, copy
+    specs = schema.as_dict()
+    self.keys = tuple(keys)
+    needed = set(self.keys) | {specs[k].length_key for k in self.keys
+                               if specs[k].variable}
+    self._order = tuple(sorted(k.encode('utf-8') for k in specs))
+    self._lengths = tuple((k, specs[k].length_key) for k in self.keys
+                          if specs[k].variable)
+    # Length keys decoded for the check only, or another order: the
+    # result is made again with the keys asked for, in their order.
+    self._extra = tuple(sorted(needed)) != self.keys
+    self._wanted = {}
+    for key in sorted(needed):
+      spec = specs[key]
+      kind = {schema_lib.RAW_BYTES: 0x0a, schema_lib.BYTES_LIST: 0x0a,
+              schema_lib.FLOAT_LIST: 0x12,
+              schema_lib.INT64_LIST: 0x1a}[spec.encoding]
+      dtype = (np.dtype('<f4') if spec.encoding == schema_lib.FLOAT_LIST
+               else np.dtype(spec.dtype).newbyteorder('<')
+               if spec.encoding == schema_lib.RAW_BYTES else None)
+      self._wanted[key.encode('utf-8')] = (key, spec, kind, dtype,
+                                           spec.row_size)
+
+  def __call__(self, data: bytes) -> dict:
+    try:
+      return self._fast(data)
+    except (_Fallback, IndexError, ValueError, schema_lib.SchemaError):
+      example = decode_example(data, self.schema, self.copy)
+      return {k: example[k] for k in self.keys}
+
+  def _fast(self, buf: bytes) -> dict:
+    # Lengths below 128 are one byte: tested inline, the rest by
+    # _read_varint (every length here is a varint).
+    n = len(buf)
+    if not n or buf[0] != 0x0a:
+      raise _Fallback
+    size, pos = _varint_at(buf, 1)
+    if pos + size != n:
+      raise _Fallback
+    found = {}
+    wanted, order = self._wanted, self._order
+    for expected in order:
+      if buf[pos] != 0x0a:
+        raise _Fallback
+      size = buf[pos + 1]
+      if size < 0x80:
+        pos += 2
+      else:
+        size, pos = _read_varint(buf, pos + 1)
+      end = pos + size
+      size = buf[pos + 1]  # the key's length: keys are short
+      if buf[pos] != 0x0a or size >= 0x80:
+        raise _Fallback
+      pos += 2
+      if buf[pos:pos + size] != expected:
+        raise _Fallback
+      pos += size
+      if buf[pos] != 0x12:
+        raise _Fallback
+      target = wanted.get(expected)
+      if target is not None:
+        size, pos = _varint_at(buf, pos + 1)
+        if pos + size != end or buf[pos] != target[2]:
+          raise _Fallback
+        size, pos = _varint_at(buf, pos + 1)
+        if pos + size != end:
+          raise _Fallback
+        item = size > 0  # one item, field 1 (an empty packed list has none)
+        if item:
+          if buf[pos] != 0x0a:
+            raise _Fallback
+          size, pos = _varint_at(buf, pos + 1)
+          if pos + size != end:
+            raise _Fallback
+        found[expected] = (pos, end, item)
+      pos = end
+    if pos != n:
+      raise _Fallback
+    out = {}
+    for key_bytes, target in wanted.items():
+      key, spec, _, dtype = target[:4]
+      start, end, item = found[key_bytes]
+      encoding = spec.encoding
+      if not item and encoding != schema_lib.FLOAT_LIST:
+        raise _Fallback
+      if encoding == schema_lib.BYTES_LIST:
+        out[key] = buf[start:end].decode('utf-8')
+      elif encoding == schema_lib.INT64_LIST:
+        values = _int64s(buf[start:end])
+        if len(values) != 1:
+          raise _Fallback
+        out[key] = np.int64(values[0])
+      else:
+        count = (end - start) // dtype.itemsize
+        if count * dtype.itemsize != end - start:
+          raise _Fallback
+        row = target[4]
+        if (count % row if spec.variable and row else count != row):
+          raise _Fallback  # decode_example names the size it expected
+        values = np.frombuffer(buf, dtype, count, start)
+        if self.copy:
+          values = values.copy()
+        values = values.reshape(_shape(spec, count))
+        out[key] = (values[()] if encoding == schema_lib.FLOAT_LIST and
+                    spec.shape == () else values)
+    for key, length_key in self._lengths:
+      if len(out[key]) != out[length_key]:
+        raise _Fallback
+    return {k: out[k] for k in self.keys} if self._extra else out
+
+
 def _check_size(key, spec, stored, itemsize, unit):
   """SchemaError unless `stored` (bytes or values) fits the spec: all
   of its values, or a whole number of rows of a variable-length array."""

@@ -71,6 +71,52 @@ def skip_records(f: BinaryIO, count: int, where: str = '') -> None:
     f.seek(offset)
 
 
+_HEADER = struct.Struct('<QI')
+_FOOTER = struct.Struct('<I')
+
+
+def mapped_records(buf, where: str = '', first_index: int = 0,
+                   offset: int = 0, check_crc: bool = True
+                   ) -> Iterator[Tuple[int, bytes]]:
+  """read_records over a whole file in memory (an mmap): (offset, data)
+  from record `first_index` at byte `offset`, each data sliced once
+  (no reads, no seeks); CorruptRecord as read_records raises it."""
+  index, size = first_index, len(buf)
+  while offset < size:
+    if offset + 12 > size:
+      raise CorruptRecord(f'{where}: record {index} at byte {offset}: file '
+                          'ends inside the record header')
+    length, length_crc = _HEADER.unpack_from(buf, offset)
+    if check_crc and masked_crc(buf[offset:offset + 8]) != length_crc:
+      raise CorruptRecord(f'{where}: record {index} at byte {offset}: '
+                          'length CRC mismatch')
+    stop = offset + 12 + length
+    if stop + 4 > size:
+      raise CorruptRecord(f'{where}: record {index} at byte {offset}: file '
+                          'ends inside the record')
+    data = buf[offset + 12:stop]
+    if check_crc and masked_crc(data) != _FOOTER.unpack_from(buf, stop)[0]:
+      raise CorruptRecord(f'{where}: record {index} at byte {offset}: data '
+                          'CRC mismatch')
+    yield offset, data
+    index += 1
+    offset = stop + 4
+
+
+def mapped_skip(buf, count: int, where: str = '') -> int:
+  """skip_records over a file in memory: the offset of record `count`."""
+  offset, size = 0, len(buf)
+  for index in range(count):
+    if offset + 12 > size:
+      raise CorruptRecord(f'{where}: the file ends after {index} records')
+    length, length_crc = _HEADER.unpack_from(buf, offset)
+    if masked_crc(buf[offset:offset + 8]) != length_crc:
+      raise CorruptRecord(f'{where}: record {index} at byte {offset}: '
+                          'length CRC mismatch')
+    offset += 16 + length
+  return offset
+
+
 def read_records(f: BinaryIO, where: str = '', check_crc: bool = True,
                  first_index: int = 0) -> Iterator[Tuple[int, bytes]]:
   """Yields (offset, data); raises CorruptRecord naming record and offset.
