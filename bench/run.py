@@ -63,6 +63,9 @@ def writers(corpus, out, win_len=32768, audio_format='wav'):
       'wavbeam_noshuffle': base + ['--no_shuffle'],
       # One example per recording (corpora of clips: a clip is one window).
       'wavbeam_file': whole + ['--example_unit', 'file'],
+      # Its window counterpart on 3 s clips: each whole clip as one
+      # window, the same audio per example as wavbeam_file.
+      'wavbeam_win48k': whole + ['--win_len', '48000'],
       'wavbeam_2proc': base + ['--direct_num_workers=2',
                                '--direct_running_mode=multi_processing'],
       # The specified shape: Beam's WriteToTFRecord, runner-chosen shards.

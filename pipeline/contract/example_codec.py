@@ -7,6 +7,7 @@ and the bytes are deterministic: keys in sorted order, one copy of each array.
 TensorFlow's own parser is the independent check in the tests.
 """
 
+import functools
 import struct
 from typing import Any, List, Mapping
 
@@ -26,7 +27,13 @@ _KIND_TAG = {
 }
 
 
+# The varints of 0..127: one byte each, the most common case by far.
+_SMALL_VARINTS = [bytes((n,)) for n in range(0x80)]
+
+
 def _varint(n: int) -> bytes:
+  if 0 <= n < 0x80:
+    return _SMALL_VARINTS[n]
   if n < 0:
     n += 1 << 64  # int64 varints are two's complement, 10 bytes
   out = bytearray()
@@ -95,8 +102,27 @@ def _array_head(key: bytes, encoding: str, num_bytes: int) -> bytes:
 
 def _row_spec(column) -> schema_lib.FeatureSpec:
   if isinstance(column, np.ndarray):
-    return schema_lib.FeatureSpec(column.dtype.name, column.shape[1:])
-  return spec_of(column[0])
+    return _array_spec(column.dtype, column.shape[1:])
+  first = column[0]
+  if type(first) is str:  # not a subclass
+    return _STRING_SPEC
+  if type(first) is int and _INT64_MIN <= first <= _INT64_MAX:  # not bool
+    return _INT64_SPEC
+  return spec_of(first)
+
+
+@functools.lru_cache(maxsize=256)
+def _array_spec(dtype: np.dtype, row_shape) -> schema_lib.FeatureSpec:
+  """The spec of an array column's rows: one per dtype and shape, made
+  once (FeatureSpec checks the dtype and shape as it is built)."""
+  return schema_lib.FeatureSpec(dtype.name, row_shape)
+
+
+# What spec_of gives for a str and for an int that to_array stores as
+# an int64 (spec_of refuses one out of that range).
+_STRING_SPEC = schema_lib.FeatureSpec(schema_lib.STRING, ())
+_INT64_SPEC = schema_lib.FeatureSpec('int64', ())
+_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
 
 
 def batch_schema(columns: Mapping[str, Any]) -> schema_lib.Schema:
@@ -128,7 +154,9 @@ def encode_batch(columns: Mapping[str, Any], n: int) -> List[bytes]:
       writers.append((True, head, rows))
     else:
       values = [to_array(v) for v in column]
-      writers.append((False, key_bytes, encoding, values))
+      key_field = _LEN1 + _varint(len(key_bytes)) + key_bytes
+      writers.append((False, key_field, _KIND_TAG[encoding], encoding,
+                      values))
   records = []
   for i in range(n):
     parts = [b'']
@@ -141,9 +169,13 @@ def encode_batch(columns: Mapping[str, Any], n: int) -> List[bytes]:
         parts.append(row)
         size += len(head) + row.nbytes
       else:
-        _, key_bytes, encoding, values = w
+        # _entry_head(key, encoding, len(payload)) + payload, with the
+        # key's field made once per column.
+        _, key_field, kind_tag, encoding, values = w
         payload = _payload(values[i], encoding)
-        entry = _entry_head(key_bytes, encoding, len(payload)) + payload
+        kind = kind_tag + _varint(len(payload)) + payload
+        body = key_field + _LEN2 + _varint(len(kind)) + kind
+        entry = _LEN1 + _varint(len(body)) + body
         parts.append(entry)
         size += len(entry)
     parts[0] = _LEN1 + _varint(size)
