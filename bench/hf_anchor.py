@@ -18,6 +18,7 @@ of the others, as bench.readers reports its readers.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -58,6 +59,8 @@ def convert(dataset_dir: str) -> str:
       _examples, gen_kwargs={'dataset_dir': dataset_dir},
       features=_features(first), cache_dir=target + '_cache')
   data.save_to_disk(target)
+  del data
+  shutil.rmtree(target + '_cache', ignore_errors=True)  # a copy of it all
   return target
 
 
