@@ -149,7 +149,7 @@ def test_common_voice(tmp_path):
   out = H.run_documented_command('Common Voice', tmp_path)
   meta, splits = examples_by_split(
       out, ['filepath', 'sentence', 'client_id', 'up_votes', 'class',
-            'signal'])
+            'signal', 'num_samples'])
   expected = {}
   for tsv, split in (('train', 'train'), ('dev', 'validation'),
                      ('test', 'test')):
@@ -166,12 +166,16 @@ def test_common_voice(tmp_path):
       assert split == want_split
       assert e['sentence'] == row[2] and e['client_id'] == row[0]
       assert int(e['up_votes']) == int(row[3]) and e['class'] == ''
-      # the MP3 decoded whole, resampled to 16 kHz, bit for bit
+      # the MP3 decoded whole, resampled to 16 kHz, bit for bit: the
+      # recording's one example (--example_unit file)
       _, windows = H.reference_windows(
           os.path.join(tmp_path, e['filepath']), config, 16000)
-      assert np.array_equal(
-          e['signal'], audio.to_signal_dtype(windows, 'int32')[0])
-  assert got == {name: 1 for name in expected}  # one window per clip
+      whole = audio.to_signal_dtype(windows, 'int32')[0]
+      n = len(e['signal'])
+      assert n == int(e['num_samples']) > 0
+      assert np.array_equal(e['signal'], whole[:n])
+      assert not whole[n:].any()  # all of the recording, then padding
+  assert got == {name: 1 for name in expected}  # one example per clip
   assert meta['schema']['up_votes']['dtype'] == 'int64'
   other = [row[1] for row in tsvs['other']]
   reasons = rejects(out)
