@@ -16,7 +16,7 @@ from transforms import counters
 from transforms import filesystem
 from transforms import plan as plan_lib
 from transforms import wav_io
-from transforms.extract import ExampleMaker, read_batches
+from transforms.extract import ExampleMaker, read_batches, timed
 from transforms.planning import planned_block
 from transforms.shard_writer import write_index
 from transforms.shards import ShardStats
@@ -78,7 +78,9 @@ class EncodeExamples(beam.DoFn):
              for name in self._makers}
     tag = ((lambda name, item: item) if self.variant_configs is None
            else (lambda name, item: (name, item)))
-    for batch in read_batches(self.config, split, refs):
+    # The windows are read once: their time goes to the first variant.
+    for batch in timed(read_batches(self.config, split, refs),
+                       stats[next(iter(stats))]):
       if isinstance(batch, wav_io.Rejection):
         self._windows_rejected.inc()
         for name in self._makers:
