@@ -93,23 +93,25 @@ def _features_part(paths, win_len, barrier, queue):
       ['--input_dir', '.', '--output_dir', '.', '--win_len', str(win_len)])
   extractor = window_features.FeatureExtractor(config)
   step = window_features.compute_windows(win_len)
-  batches = []
+  parts, rates = [], set()
   for path in paths:
     info = wav_io.probe(0, path)[0]
     n = info.frames // win_len
     if n:
       signal = wav_io.read_range(path, 0, n * win_len)[:, 0]
-      windows = np.ascontiguousarray(signal.reshape(n, win_len))
-      batches.extend((windows[i:i + step], info.sample_rate)
-                     for i in range(0, n, step))
+      parts.append(signal.reshape(n, win_len))
+      rates.add(info.sample_rate)
+  # As in a shard: batches of `step` windows whatever their files.
+  windows = np.concatenate(parts) if parts else np.empty((0, win_len))
+  rate, = rates or {16000}
   # Each batch is copied into one buffer before it is timed: in the run a
   # batch is computed just after it is read, from the processor's cache.
   buffer = np.empty((step, win_len), np.float64)
   barrier.wait()
   spent = 0
-  for windows, rate in batches:
-    batch = buffer[:len(windows)]
-    np.copyto(batch, windows)
+  for i in range(0, len(windows), step):
+    batch = buffer[:len(windows[i:i + step])]
+    np.copyto(batch, windows[i:i + step])
     started = time.perf_counter_ns()
     extractor.compute(batch, rate)
     spent += time.perf_counter_ns() - started
