@@ -18,9 +18,9 @@ Beside each job it measures the features-only limit: the features of all
 the corpus's windows (signal and STFT spectrogram, as the run computes
 them: window_features.FeatureExtractor, a batch of compute_windows()
 windows at a time) computed from memory by 2 processes at once, the files
-dealt between them, reading left out of the timing (each batch is copied
-into a buffer just before, as a run computes a batch just read); in
-audio-seconds per second. Each job's wall time and shard phase are given
+dealt between them, with the shard tasks' allocator settings, reading
+left out of the timing (each batch is copied into a buffer just before, as
+a run computes a batch just read); in audio-seconds per second. Each job's wall time and shard phase are given
 as a fraction of it (the limit's seconds over theirs). Jobs and limits
 alternate, corpus by corpus, in every round. Results:
 scratch/bench/stages.json and a table.
@@ -86,9 +86,11 @@ def _features_part(paths, win_len, barrier, queue):
   (after the barrier, both processes together) their features computed;
   puts the seconds spent computing."""
   from pipeline import config as config_lib
+  from transforms import allocator
   from transforms import wav_io
   from transforms import window_features
   import numpy as np
+  allocator.keep_freed_memory()  # as a shard task's process does
   config, _ = config_lib.parse_known_args(
       ['--input_dir', '.', '--output_dir', '.', '--win_len', str(win_len)])
   extractor = window_features.FeatureExtractor(config)
