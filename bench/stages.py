@@ -9,10 +9,11 @@ reports, per phase, seconds as median (min-max) over the rounds:
   (transforms/timeline.py: the job marks them into $WAVBEAM_TIMELINE;
   start-up runs from this process's launch of it, the shard phase comes
   from metadata.json's shards_written, shutdown ends at its exit);
-- the shard tasks' work, summed over them (metadata.json's
-  shards_written: read_seconds, feature_seconds, encode_seconds,
-  write_seconds), against the shard phase's capacity (its wall time x the
-  cores).
+- the shard tasks' work, in seconds of task time summed over the tasks
+  (metadata.json's shards_written: read_seconds, feature_seconds,
+  encode_seconds, write_seconds; wall time of the task's thread, so time
+  lost to other processes on the machine counts too), and their sum as a
+  share of the shard phase's capacity (its wall time x the cores).
 
 Beside each job it measures the features-only limit: the features of all
 the corpus's windows (signal and STFT spectrogram, as the run computes
@@ -20,10 +21,10 @@ them: window_features.FeatureExtractor, a batch of compute_windows()
 windows at a time) computed from memory by 2 processes at once, the files
 dealt between them, with the shard tasks' allocator settings, reading
 left out of the timing (each batch is copied into a buffer just before, as
-a run computes a batch just read); in audio-seconds per second. Each job's wall time and shard phase are given
-as a fraction of it (the limit's seconds over theirs). Jobs and limits
-alternate, corpus by corpus, in every round. Results:
-scratch/bench/stages.json and a table.
+a run computes a batch just read); in audio-seconds per second. Each
+job's wall time and shard phase are given as a fraction of it (the limit's
+seconds over theirs). Jobs and limits alternate, corpus by corpus, in
+every round. Results: scratch/bench/stages.json and a table.
 """
 
 import argparse
@@ -191,7 +192,7 @@ def to_markdown(results) -> str:
     lines.append(f"| {r['corpus']} | {cell(r['wall'])} | " + ' | '.join(
         cell(r['stages'][name]) for name in timeline.STAGES) + ' |')
   lines += ['', '| corpus | ' + ' | '.join(
-      f'{WORK_NAMES[n]}, CPU-s' for n in WORK) + ' | busy in shard phase | '
+      f'{WORK_NAMES[n]}, task-s' for n in WORK) + ' | busy in shard phase | '
             'features-only limit, audio-s/s | whole job / limit | '
             'shard phase / limit |', '|---' * 9 + '|']
   for r in results:
