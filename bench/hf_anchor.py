@@ -18,6 +18,7 @@ of the others, as bench.readers reports its readers.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,6 +43,11 @@ def _features(example):
   return datasets.Features(out)
 
 
+def _examples(dataset_dir: str):
+  from pipeline import numpy_reader  # pylint: disable=import-outside-toplevel
+  yield from numpy_reader.numpy_dataset(dataset_dir, 'train')
+
+
 def convert(dataset_dir: str) -> str:
   import datasets  # pylint: disable=import-outside-toplevel
   from pipeline import numpy_reader  # pylint: disable=import-outside-toplevel
@@ -50,9 +56,11 @@ def convert(dataset_dir: str) -> str:
     return target
   first = next(iter(numpy_reader.numpy_dataset(dataset_dir, 'train')))
   data = datasets.Dataset.from_generator(
-      lambda: iter(numpy_reader.numpy_dataset(dataset_dir, 'train')),
+      _examples, gen_kwargs={'dataset_dir': dataset_dir},
       features=_features(first), cache_dir=target + '_cache')
   data.save_to_disk(target)
+  del data
+  shutil.rmtree(target + '_cache', ignore_errors=True)  # a copy of it all
   return target
 
 

@@ -222,6 +222,11 @@ def main(argv=None):
   parser.add_argument('--datasets', default='1h,clips1s')
   parser.add_argument('--repeats', type=int, default=3)
   parser.add_argument('--readers', default=','.join(READERS))
+  parser.add_argument(
+      '--hf_python', help='the Python of an environment with Hugging Face '
+      '`datasets` (see bench/hf_anchor.py): adds the reader hf_arrow, the '
+      'same content as memory-mapped Arrow read with '
+      "with_format('numpy') in batches of 64, interleaved with the others")
   parser.add_argument('--one', help=argparse.SUPPRESS)
   parser.add_argument('--dataset_dir', help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
@@ -229,39 +234,57 @@ def main(argv=None):
     print(json.dumps(run_one(args.one, args.dataset_dir, 3)))
     return
   names = args.readers.split(',')
+  if args.hf_python:
+    names.append('hf_arrow')
   for dataset in args.datasets.split(','):
     out = dataset_for(dataset)
+    if args.hf_python:
+      hf_dir = subprocess.run(
+          [args.hf_python, '-c', 'from bench import hf_anchor; '
+           f'print(hf_anchor.convert({out!r}))'], capture_output=True,
+          text=True, check=True, env=dict(os.environ, PYTHONPATH='.')
+      ).stdout.strip().splitlines()[-1]
     results = {n: [] for n in names}
     skipped = {}
     for _ in range(args.repeats):
       for name in names:
         if name in skipped:
           continue
-        proc = subprocess.run([sys.executable, '-m', 'bench.readers', '--one',
-                               name, '--dataset_dir', out],
-                              capture_output=True, text=True)
+        if name == 'hf_arrow':
+          proc = subprocess.run(
+              [args.hf_python, '-m', 'bench.hf_anchor', out, '--one',
+               hf_dir], capture_output=True, text=True,
+              env=dict(os.environ, PYTHONPATH='.'))
+        else:
+          proc = subprocess.run([sys.executable, '-m', 'bench.readers',
+                                 '--one', name, '--dataset_dir', out],
+                                capture_output=True, text=True)
         if proc.returncode:
           skipped[name] = proc.stderr.strip().splitlines()[-1]
           continue
         results[name].append(json.loads(proc.stdout.strip().splitlines()[-1]))
     print(f'\n### {dataset}: {out}\n')
+    arrow = 'hf_arrow' in names
     print('| reader | first pass, ex/s | warm passes, ex/s | warm vs '
-          'hand_written | warm vs tfds |')
-    print('|---|---|---|---|---|')
+          'hand_written | warm vs tfds |' + (' warm vs hf_arrow |' if arrow
+                                             else ''))
+    print('|---|---|---|---|---|' + ('---|' if arrow else ''))
     warm = {n: statistics.median(r['warm'] for r in rs)
             for n, rs in results.items() if rs}
     counts = {rs[0]['examples'] for rs in results.values() if rs}
     assert len(counts) == 1, counts
     for name, rs in results.items():
       if not rs:
-        print(f'| {name} | skipped: {skipped.get(name, "")} | | | |')
+        print(f'| {name} | skipped: {skipped.get(name, "")} | | | |' +
+              (' |' if arrow else ''))
         continue
       first = statistics.median(r['first'] for r in rs)
       def rel(other):
         return (f'{warm[name] / warm[other]:.2f}x' if other in warm
                 else '')
       print(f'| {name} | {first:.0f} | {warm[name]:.0f} | '
-            f'{rel("hand_written")} | {rel("tfds_as_dataset")} |')
+            f'{rel("hand_written")} | {rel("tfds_as_dataset")} |'
+            + (f' {rel("hf_arrow")} |' if 'hf_arrow' in warm else ''))
 
 
 if __name__ == '__main__':

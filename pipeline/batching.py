@@ -183,29 +183,40 @@ class _Filling:
     self.offsets = {key: spec[0] for key, spec in specs.items()}
     self.rows = {key: view(self.memory, *spec)
                  for key, spec in specs.items()}
+    # Arrays copied as they are (lengths are written with their array).
+    self._plain = [(key, rows, rows.shape[1:], rows.dtype)
+                   for key, rows in self.rows.items()
+                   if key not in self.padded and key in first]
 
   def add(self, example: Dict) -> None:
     if list(example) != self.keys:
       raise ValueError(f'an example has the features {list(example)}, '
                        f'the batch\'s first {self.keys}')
-    for key, rows in self.rows.items():
-      if key in self.padded:
-        self._add_padded(key, np.asarray(example[key]), rows)
-        continue
-      if key not in example:
-        continue  # a length, written with its array
-      value = np.asarray(example[key])
-      if value.shape != rows.shape[1:] or value.dtype != rows.dtype:
-        raise ValueError(
-            f'feature {key!r}: {value.dtype}{list(value.shape)} in an '
-            f'example, {rows.dtype}{list(rows.shape[1:])} in the batch\'s '
-            'first: batched examples need equal shapes and dtypes (a '
-            'dataset of variable-length examples pads them when batched '
-            "by its reader's batch_size, or by WavbeamMapDataset.collate)")
-      rows[self.count] = value
+    count = self.count
+    for key, rows, shape, dtype in self._plain:
+      value = example[key]
+      if not (isinstance(value, (np.ndarray, np.generic)) and
+              value.shape == shape and value.dtype == dtype):
+        value = self._checked(key, value, rows)
+      rows[count] = value
+    for key in self.padded:
+      self._add_padded(key, np.asarray(example[key]), self.rows[key])
     for key, values in self.strings.items():
       values.append(example[key])
     self.count += 1
+
+  def _checked(self, key: str, value, rows) -> np.ndarray:
+    """`value` as an array of the batch's row shape and dtype, or
+    ValueError."""
+    value = np.asarray(value)
+    if value.shape != rows.shape[1:] or value.dtype != rows.dtype:
+      raise ValueError(
+          f'feature {key!r}: {value.dtype}{list(value.shape)} in an '
+          f'example, {rows.dtype}{list(rows.shape[1:])} in the batch\'s '
+          'first: batched examples need equal shapes and dtypes (a '
+          'dataset of variable-length examples pads them when batched '
+          "by its reader's batch_size, or by WavbeamMapDataset.collate)")
+    return value
 
   def _add_padded(self, key: str, value: np.ndarray, rows) -> None:
     if value.shape[1:] != rows.shape[2:] or value.dtype != rows.dtype:

@@ -151,3 +151,58 @@ def test_the_cli_writes_shards_in_them_with_the_same_bytes(tmp_path):
   forked, threads = _digests(tmp_path / 'forked'), _digests(tmp_path /
                                                             'threads')
   assert forked == threads and len(forked) > 4
+
+
+def test_the_sink_encodes_in_them_and_writes_the_same_records(tmp_path):
+  """--sink write_to_tfrecord: its work units are encoded in forked
+  workers (not the launcher), and the records, metadata counts and
+  statistics equal those of a run in threads alone."""
+  for i in range(10):
+    H.write_wav(str(tmp_path / 'in' / ('a', 'b')[i % 2] / f'{i}.wav'),
+                H.noise(3000 + 500 * i, seed=i))
+  flags = ['--input_dir', str(tmp_path / 'in'), '--win_len', '1024',
+           '--n_fft', '256', '--fft_hop', '128', '--quiet',
+           '--sink', 'write_to_tfrecord', '--splits', 'train=0.6,test=0.4']
+  out = _in_fresh_process(f'''
+      import os, sys
+      from transforms import sink
+      encode_unit = sink.encode_unit
+      def recording(*args):
+        print('encoded in', os.getpid(), flush=True)
+        return encode_unit(*args)
+      sink.encode_unit = recording
+      from pipeline import run
+      print('launcher', os.getpid())
+      code = run.main({flags + ['--output_dir', str(tmp_path / 'forked')]!r})
+      assert code == 0, code
+      ''')
+  launcher = next(line.split()[1] for line in out.splitlines()
+                  if line.startswith('launcher'))
+  encoders = [line.split()[2] for line in out.splitlines()
+              if line.startswith('encoded in')]
+  assert encoders and launcher not in encoders
+  assert run_lib.main(flags + [
+      '--output_dir', str(tmp_path / 'threads'),
+      '--direct_running_mode=multi_threading',
+      '--direct_num_workers=2']) == 0
+  from pipeline.contract import tfrecord
+  import collections
+  import json
+
+  def records(out):
+    found = collections.Counter()
+    for name in os.listdir(out):
+      if '.tfrecord-' in name:
+        with open(out / name, 'rb') as f:
+          found.update(r for _, r in tfrecord.read_records(f))
+    return found
+
+  assert records(tmp_path / 'forked') == records(tmp_path / 'threads')
+  metas = [json.loads((tmp_path / d / 'metadata.json').read_text())
+           for d in ('forked', 'threads')]
+  assert metas[0]['counts'] == metas[1]['counts']
+  assert metas[0]['counts']['examples'] > 10
+  for split in metas[0]['splits']:
+    for key, value in metas[0]['splits'][split]['statistics'].items():
+      other = metas[1]['splits'][split]['statistics'][key]
+      assert value['count'] == other['count'] and value['min'] == other['min']

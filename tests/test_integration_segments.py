@@ -362,3 +362,13 @@ def test_a_long_recording_with_thousands_of_segments_sends_one_each(
     start = int(e['win_start_idx'])
     assert np.array_equal(e['signal'], samples[start:start + rate // 2])
     assert e['sentence'] == f's{start // (rate // 2)}'
+
+
+def test_num_elems_takes_the_first_segments_in_file_order(tmp_path):
+  rows = _corpus(tmp_path)
+  run_lib.run(['--output_dir', str(tmp_path / 'out'), *_options(
+      tmp_path, *SEGMENT_OPTIONS, '--num_elems', '6', '--no_shuffle')])
+  got = [(os.path.basename(str(e['filepath'])), e['sentence'])
+         for e in _examples(tmp_path / 'out')]
+  # r0's four segments, then r1's first two (the manifest's order).
+  assert got == [(r['path'], r['sentence']) for r in rows[:6]]

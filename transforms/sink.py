@@ -6,6 +6,7 @@ types (graph.SplitByType parts them)."""
 import time
 
 import apache_beam as beam
+from apache_beam.internal import pickler
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import naming
@@ -14,6 +15,7 @@ from pipeline.config import PipelineConfig
 from transforms import allocator
 from transforms import counters
 from transforms import filesystem
+from transforms import forked_workers
 from transforms import plan as plan_lib
 from transforms import wav_io
 from transforms.extract import ExampleMaker, read_batches, timed
@@ -64,35 +66,87 @@ class EncodeExamples(beam.DoFn):
 
   def setup(self):
     allocator.keep_freed_memory()
-    self._makers = {name: ExampleMaker(config, self.extra_features)
-                    for name, config in sorted(
-                        (self.variant_configs or {'': self.config}).items())}
+    self._makers = _makers_of(self.config, self.extra_features,
+                              self.variant_configs)
     self._examples = counters.counter(counters.EXAMPLES_WRITTEN)
     self._windows_rejected = counters.counter(counters.WINDOWS_REJECTED)
+    self._pickled = None
 
   def process(self, unit, class_names):
-    (split, number), refs = unit
-    started_ms = int(time.time() * 1000)
-    stats = {name: ExampleStats(split=split, shard=number,
-                                started_ms=started_ms)
-             for name in self._makers}
-    tag = ((lambda name, item: item) if self.variant_configs is None
-           else (lambda name, item: (name, item)))
-    # The windows are read once: their time goes to the first variant.
-    for batch in timed(read_batches(self.config, split, refs),
-                       stats[next(iter(stats))]):
-      if isinstance(batch, wav_io.Rejection):
-        self._windows_rejected.inc()
-        for name in self._makers:
-          yield tag(name, batch)
-        continue
-      shared = {}  # what variants have in common, computed once per batch
-      for name, maker in self._makers.items():
-        for record in maker.encode(stats[name], batch, class_names, shared):
-          self._examples.inc()
-          yield tag(name, (split, record))
-    for name in self._makers:
-      yield tag(name, stats[name])
+    processes = forked_workers.current()
+    # Whole recordings go unforked: a unit of them, sent back at once,
+    # could hold 64 recordings of up to --max_seconds.
+    if processes is None or self.config.variable_length:
+      items = encode_unit(self._makers, self.config,
+                          self.variant_configs is not None, unit,
+                          class_names)
+    else:
+      items = forked_workers.call(processes, _encode_there, self._state(),
+                                  unit, class_names)
+    first = next(iter(self._makers))
+    for item in items:
+      name, found = (item if self.variant_configs is not None
+                     else (first, item))
+      if isinstance(found, wav_io.Rejection):
+        if name == first:  # once, not once per variant
+          self._windows_rejected.inc()
+      elif isinstance(found, tuple):
+        self._examples.inc()
+      yield item
+
+  def _state(self) -> bytes:
+    if self._pickled is None:
+      self._pickled = pickler.dumps((self.config, self.extra_features,
+                                     self.variant_configs))
+    return self._pickled
+
+
+def _makers_of(config, extra_features, variant_configs):
+  return {name: ExampleMaker(c, extra_features) for name, c in sorted(
+      (variant_configs or {'': config}).items())}
+
+
+_forked_makers = {}  # in a forked worker: pickled state -> makers
+
+
+def _encode_there(state: bytes, unit, class_names) -> list:
+  """encode_unit in a forked worker (transforms/forked_workers.py): the
+  per-record work of encoding leaves the bundle thread's GIL."""
+  if state not in _forked_makers:
+    _forked_makers.clear()
+    allocator.keep_freed_memory()
+    config, extra_features, variant_configs = pickler.loads(state)
+    _forked_makers[state] = (config, variant_configs is not None,
+                             _makers_of(config, extra_features,
+                                        variant_configs))
+  config, sweep, makers = _forked_makers[state]
+  return list(encode_unit(makers, config, sweep, unit, class_names))
+
+
+def encode_unit(makers, config: PipelineConfig, sweep: bool, unit,
+                class_names):
+  """A work unit's items: (split, serialized example) per window, a
+  Rejection per window that could not be used, then each maker's
+  ExampleStats; each as (variant, item) in a sweep."""
+  (split, number), refs = unit
+  started_ms = int(time.time() * 1000)
+  stats = {name: ExampleStats(split=split, shard=number,
+                              started_ms=started_ms) for name in makers}
+  tag = (lambda name, item: (name, item)) if sweep else (
+      lambda name, item: item)
+  # The windows are read once: their time goes to the first variant.
+  for batch in timed(read_batches(config, split, refs),
+                     stats[next(iter(stats))]):
+    if isinstance(batch, wav_io.Rejection):
+      for name in makers:
+        yield tag(name, batch)
+      continue
+    shared = {}  # what variants have in common, computed once per batch
+    for name, maker in makers.items():
+      for record in maker.encode(stats[name], batch, class_names, shared):
+        yield tag(name, (split, record))
+  for name in makers:
+    yield tag(name, stats[name])
 
 
 class CountShard(beam.DoFn):

@@ -372,9 +372,9 @@ class Decoder:
     size, pos = _varint_at(buf, 1)
     if pos + size != n:
       raise _Fallback
-    found = {}
-    wanted, order = self._wanted, self._order
-    for expected in order:
+    out = {}
+    wanted = self._wanted
+    for expected in self._order:
       if buf[pos] != 0x0a:
         raise _Fallback
       size = buf[pos + 1]
@@ -394,54 +394,49 @@ class Decoder:
         raise _Fallback
       target = wanted.get(expected)
       if target is not None:
-        size, pos = _varint_at(buf, pos + 1)
-        if pos + size != end or buf[pos] != target[2]:
-          raise _Fallback
-        size, pos = _varint_at(buf, pos + 1)
-        if pos + size != end:
-          raise _Fallback
-        item = size > 0  # one item, field 1 (an empty packed list has none)
-        if item:
-          if buf[pos] != 0x0a:
-            raise _Fallback
-          size, pos = _varint_at(buf, pos + 1)
-          if pos + size != end:
-            raise _Fallback
-        found[expected] = (pos, end, item)
+        out[target[0]] = self._value(buf, pos, end, target)
       pos = end
     if pos != n:
       raise _Fallback
-    out = {}
-    for key_bytes, target in wanted.items():
-      key, spec, _, dtype = target[:4]
-      start, end, item = found[key_bytes]
-      encoding = spec.encoding
-      if not item and encoding != schema_lib.FLOAT_LIST:
-        raise _Fallback
-      if encoding == schema_lib.BYTES_LIST:
-        out[key] = buf[start:end].decode('utf-8')
-      elif encoding == schema_lib.INT64_LIST:
-        values = _int64s(buf[start:end])
-        if len(values) != 1:
-          raise _Fallback
-        out[key] = np.int64(values[0])
-      else:
-        count = (end - start) // dtype.itemsize
-        if count * dtype.itemsize != end - start:
-          raise _Fallback
-        row = target[4]
-        if (count % row if spec.variable and row else count != row):
-          raise _Fallback  # decode_example names the size it expected
-        values = np.frombuffer(buf, dtype, count, start)
-        if self.copy:
-          values = values.copy()
-        values = values.reshape(_shape(spec, count))
-        out[key] = (values[()] if encoding == schema_lib.FLOAT_LIST and
-                    spec.shape == () else values)
     for key, length_key in self._lengths:
       if len(out[key]) != out[length_key]:
         raise _Fallback
     return {k: out[k] for k in self.keys} if self._extra else out
+
+  def _value(self, buf: bytes, pos: int, end: int, target):
+    """A wanted feature's value, from its Feature message at `pos`."""
+    _, spec, kind, dtype, row = target
+    size, pos = _varint_at(buf, pos + 1)
+    if pos + size != end or buf[pos] != kind:
+      raise _Fallback
+    size, pos = _varint_at(buf, pos + 1)
+    if pos + size != end:
+      raise _Fallback
+    if size:  # one item, field 1 (an empty packed list has none)
+      if buf[pos] != 0x0a:
+        raise _Fallback
+      size, pos = _varint_at(buf, pos + 1)
+      if pos + size != end:
+        raise _Fallback
+    elif kind != 0x12:
+      raise _Fallback
+    if dtype is None:
+      if kind == 0x0a:  # a string
+        return buf[pos:end].decode('utf-8')
+      value, pos = _varint_at(buf, pos)  # one int64
+      if pos != end:
+        raise _Fallback
+      return np.int64(value - (1 << 64) if value >= 1 << 63 else value)
+    count = size // dtype.itemsize
+    if count * dtype.itemsize != size or (
+        count % row if spec.variable and row else count != row):
+      raise _Fallback  # decode_example names the size it expected
+    values = np.frombuffer(buf, dtype, count, pos)
+    if self.copy:
+      values = values.copy()
+    if spec.shape == ():
+      return values[0] if kind == 0x12 else values.reshape(())
+    return values.reshape(_shape(spec, count))
 
 
 def _check_size(key, spec, stored, itemsize, unit):
