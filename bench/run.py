@@ -3,9 +3,11 @@
 Generates deterministic corpora (4 classes, 16 kHz int16 mono): long files
 of 20 to 120 s (1 h and 4 h of audio), and many short clips (4 h in 4,800
 clips of 3 s; 20,000 clips of 1 s). Then runs every writer as its own
-process, interleaved, `--repeats` times, and reports medians: audio-seconds
-per wall second, windows/s, MB/s written, peak memory summed over the
-process tree, and the ratio to `baseline` (the plain loop, 1 process). Wall
+process, interleaved (each round runs every writer once), `--repeats`
+times (default 5), and reports medians with their spread (min-max over the
+rounds): audio-seconds per wall second, windows/s, MB/s written, peak
+memory summed over the process tree, and the ratio to `baseline` (the
+plain loop, 1 process). Wall
 time is the whole process (start-up and imports included), as a user
 experiences it; for wavbeam it is split into before the first shard
 (start-up, listing, probing, planning), the shard phase, and after the last
@@ -122,6 +124,19 @@ def phases(out, started, wall):
   return (before, written['seconds'], wall - before - written['seconds'])
 
 
+def spread(values):
+  """(median, min, max) of some measurements."""
+  values = list(values)
+  return (statistics.median(values), min(values), max(values))
+
+
+def cell(s, digits=2, unit=''):
+  """A spread as `median (min-max)`."""
+  median, low, high = s
+  return (f'{median:.{digits}f}{unit} ({low:.{digits}f}-{high:.{digits}f}'
+          f'{unit})')
+
+
 def audio_format_of(name):
   return CORPORA[name][3] if name in CORPORA else 'wav'
 
@@ -146,17 +161,22 @@ def bench_writers(corpus_name, repeats, names, env):
   rows = {}
   for name, rs in runs.items():
     wall = statistics.median(r[0] for r in rs)
-    rows[name] = {'wall_s': wall, 'audio_s_per_s': seconds / wall,
+    rows[name] = {'wall_s': wall, 'wall_spread': spread(r[0] for r in rs),
+                  'audio_s_per_s': seconds / wall,
                   'windows_per_s': windows / wall,
                   'mb_per_s': statistics.median(r[2] for r in rs) / wall / 1e6,
                   'peak_mb': statistics.median(r[1] for r in rs) / 1e6,
+                  'peak_spread': spread(r[1] / 1e6 for r in rs),
                   'walls': [round(r[0], 2) for r in rs]}
     if all(r[3] for r in rs):
-      rows[name]['phases'] = [round(statistics.median(r[3][i] for r in rs),
-                                    2) for i in range(3)]
+      rows[name]['phases'] = [spread(r[3][i] for r in rs) for i in range(3)]
   if 'baseline' in rows:
-    for row in rows.values():
+    base = [r[0] for r in runs['baseline']]
+    for name, row in rows.items():
       row['ratio'] = rows['baseline']['wall_s'] / row['wall_s']
+      # Round by round: the baseline and the writer ran side by side.
+      row['ratio_spread'] = spread(
+          b / r[0] for b, r in zip(base, runs[name]))
   return {'corpus': corpus_name, 'audio_seconds': seconds,
           'windows': windows, 'files': sum(len(f) for _, _, f in
                                            os.walk(corpus)),
@@ -179,17 +199,20 @@ def to_markdown(results, reading):
     lines.append(f"\n### {r['corpus']}: {r['files']} files, "
                  f"{r['audio_seconds']:.0f} audio-s, {r['windows']} windows"
                  "\n")
-    lines.append('| writer | wall s (median) | audio-s/s | windows/s | MB/s '
-                 'written | peak MB (all processes) | vs baseline | '
-                 'before shards / shards / after, s | runs |')
+    lines.append('| writer | wall s, median (min-max) | audio-s/s | '
+                 'windows/s | MB/s written | peak MB (all processes) | '
+                 'vs baseline, per round | before shards / shards / after, '
+                 's | runs |')
     lines.append('|---|---|---|---|---|---|---|---|---|')
     for name, w in r['writers'].items():
-      split = ' / '.join(f'{x:.2f}' for x in w['phases']) \
+      split = ' / '.join(cell(x) for x in w['phases']) \
           if 'phases' in w else ''
+      ratio = cell(w['ratio_spread'], unit='x') if 'ratio_spread' in w \
+          else ''
       lines.append(
-          f"| {name} | {w['wall_s']:.2f} | {w['audio_s_per_s']:.0f} | "
-          f"{w['windows_per_s']:.0f} | {w['mb_per_s']:.0f} | "
-          f"{w['peak_mb']:.0f} | {w.get('ratio', float('nan')):.2f}x | "
+          f"| {name} | {cell(w['wall_spread'])} | "
+          f"{w['audio_s_per_s']:.0f} | {w['windows_per_s']:.0f} | "
+          f"{w['mb_per_s']:.0f} | {cell(w['peak_spread'], 0)} | {ratio} | "
           f"{split} | {w['walls']} |")
   if reading:
     lines.append('\n### Reading (batch 64, all features, page cache)\n')
@@ -210,7 +233,9 @@ def main(argv=None):
   parser.add_argument('--corpora', default=DEFAULT_CORPORA,
                       help=f'from {", ".join(CORPORA)} (default: '
                       f'{DEFAULT_CORPORA})')
-  parser.add_argument('--repeats', type=int, default=3)
+  parser.add_argument('--repeats', type=int, default=5,
+                      help='rounds, each running every writer once '
+                      '(default 5)')
   parser.add_argument('--writers', default='wavbeam,wavbeam_threads,'
                       'baseline,baseline_2proc')
   parser.add_argument('--no_reading', action='store_true')

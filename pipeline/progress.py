@@ -16,6 +16,7 @@ from typing import Optional
 
 from apache_beam.io.filesystems import FileSystems
 
+from transforms import timeline
 from pipeline.contract import naming
 
 PLAN_FILE = 'plan.json'
@@ -44,6 +45,7 @@ def write_plan(layouts, *, dataset_dir: str, files_seen, example_size):
                            example_size.fixed}
   with FileSystems.create(plan_path(dataset_dir)) as f:
     f.write(json.dumps(plan, sort_keys=True).encode('utf-8'))
+  timeline.mark(timeline.PLANNED)
   return layouts
 
 

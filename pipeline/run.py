@@ -31,6 +31,7 @@ from pipeline import append as append_lib  # noqa: E402
 from pipeline import config as config_lib  # noqa: E402
 from pipeline import console  # noqa: E402
 from pipeline import progress  # noqa: E402
+from transforms import timeline  # noqa: E402
 from pipeline import variants as variants_lib  # noqa: E402
 from pipeline.contract import naming  # noqa: E402
 from pipeline import output_folder  # noqa: E402
@@ -291,6 +292,7 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
       not any(a.startswith('--direct_running_mode') for a in beam_args) and
       _input_files(config, PROCESSES_FROM_FILES) >= PROCESSES_FROM_FILES):
     direct.direct_running_mode = 'multi_processing'
+  timeline.mark(timeline.PIPELINE)
   try:
     p = beam.Pipeline(options=options)  # copies the options
   except ValueError as e:  # an unknown --runner, or options it rejects

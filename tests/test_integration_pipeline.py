@@ -331,3 +331,25 @@ def test_beam_metrics_count_what_metadata_records(corpus, tmp_path):
   assert (f'{plural(examples, "example")} in '
           f'{plural(len(shards), "shard")}') in line
   assert f'shards written in {max(written["seconds"], 0.001):.2f} s' in line
+
+
+@pytest.mark.parametrize('workers,sink', [(1, 'shards'), (2, 'shards'),
+                                          (1, 'write_to_tfrecord')])
+def test_shard_tasks_record_where_their_time_went(corpus, tmp_path, workers,
+                                                  sink):
+  out = tmp_path / 'out'
+  run_lib.run(['--input_dir', str(corpus), '--output_dir', str(out),
+               '--win_len', str(WIN), '--sink', sink,
+               f'--direct_num_workers={workers}'])
+  written = replay.load_metadata(str(out))['shards_written']
+  keys = ['read_seconds', 'feature_seconds', 'encode_seconds']
+  if sink == 'shards':
+    keys.append('write_seconds')
+  else:  # Beam's sink writes the files: not timed by the tasks
+    assert 'write_seconds' not in written
+  spent = [written[k] for k in keys]
+  assert all(isinstance(s, float) and s >= 0 for s in spent)
+  assert sum(spent) > 0
+  # The tasks' summed time fits in the shard phase times the workers that
+  # ran tasks side by side (rounding: 1 ms per timestamp, 0.5 ms a value).
+  assert sum(spent) <= workers * written['seconds'] + 0.002 * workers + 0.003

@@ -237,6 +237,21 @@ def length_columns(arrays: Mapping[str, np.ndarray]
   return columns, lengths
 
 
+def timed(items, stats: ExampleStats):
+  """`items` (read_batches'), the time spent producing each added to
+  `stats.read_ns`: the reading, not what the caller does between items."""
+  items = iter(items)
+  while True:
+    started = time.perf_counter_ns()
+    try:
+      item = next(items)
+    except StopIteration:
+      stats.read_ns += time.perf_counter_ns() - started
+      return
+    stats.read_ns += time.perf_counter_ns() - started
+    yield item
+
+
 class ExampleMaker:
   """Reads windows, computes their features and encodes their examples:
   the work of a shard task (WriteShard) or of a work unit (EncodeExamples).
@@ -252,7 +267,7 @@ class ExampleMaker:
     """Serialized examples of refs [(FilePlan, window, key)], in the order
     given, and a Rejection (with its split) per window that cannot be
     used; `stats` counts what is yielded."""
-    for batch in read_batches(self.config, split, refs):
+    for batch in timed(read_batches(self.config, split, refs), stats):
       if isinstance(batch, file_reports.Rejection):
         yield batch
       else:
@@ -267,11 +282,13 @@ class ExampleMaker:
                         class_names, shared)
 
   def _encode(self, stats, refs, windows, plans, class_names, shared=None):
+    began = time.perf_counter_ns()
     columns = self._columns(refs, plans, class_names)
     started = time.perf_counter_ns()
     arrays = self._extractor.compute(windows, plans[refs[0][0]].sample_rate,
                                      shared)
-    stats.feature_ns += time.perf_counter_ns() - started
+    computed = time.perf_counter_ns()
+    stats.feature_ns += computed - started
     stats.add_moments(arrays, shared)
     columns.update(arrays)
     lengths = {}
@@ -287,10 +304,11 @@ class ExampleMaker:
       stats.schema = stats.schema.merge(
           example_codec.batch_schema(columns).with_lengths(lengths))
       stats.schema_signature = signature
-    for label, record in zip(columns[schema_lib.CLASS_KEY],
-                             example_codec.encode_batch(columns, len(refs))):
+    records = example_codec.encode_batch(columns, len(refs))
+    for label, record in zip(columns[schema_lib.CLASS_KEY], records):
       stats.add(label, len(record))
-      yield record
+    stats.encode_ns += (started - began) + (time.perf_counter_ns() - computed)
+    yield from records
 
   def _columns(self, refs, plans, class_names):
     rows = [plans[index] for index, _ in refs]

@@ -12,6 +12,7 @@ from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
 from pipeline.contract import tfds_info
 from pipeline.contract import tfx_schema
+from transforms import timeline
 from pipeline.config import PipelineConfig
 from pipeline.contract.errors import WavbeamError
 from transforms import filesystem
@@ -66,6 +67,18 @@ def _shard_phase_start(summary: RunSummary) -> int:
   starts += [unit.started_ms for split in summary.splits.values()
              for unit in split.shards.values() if unit.started_ms]
   return min(starts)
+
+
+def _work_seconds(split_stats, config: PipelineConfig) -> dict:
+  """shards_written's read, encode and write seconds, summed over the
+  shard tasks; no write time with --sink write_to_tfrecord, whose files
+  Beam writes."""
+  split_stats = list(split_stats)
+  names = ['read', 'encode'] + (
+      [] if config.sink == 'write_to_tfrecord' else ['write'])
+  return {f'{name}_seconds': sum(s.work_ns(f'{name}_ns')
+                                 for s in split_stats) / 1e9
+          for name in names}
 
 
 def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
@@ -186,11 +199,13 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
       shards_written=metadata_lib.shards_written_entry(
           _shard_phase_start(summary),
           max(s.finished_ms for s in summary.shards.values()),
-          sum(s.feature_ns for s in stats.values()) / 1e9)
+          sum(s.feature_ns for s in stats.values()) / 1e9,
+          **_work_seconds(stats.values(), config))
       if summary.shards else None)
   metadata['interop'] = write_interop_files(out, metadata)
   path = naming.join(out, naming.METADATA_FILE)
   write_text(path, metadata_lib.dumps(metadata))
+  timeline.mark(timeline.FINALISED)
   logging.info('wrote %s: %d examples in %d shards, %d files rejected', path,
                examples, sum(len(e["shards"]) for e in splits.values()),
                files_rejected)

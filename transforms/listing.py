@@ -11,6 +11,7 @@ import apache_beam as beam
 
 from pipeline.contract import naming
 from pipeline import config as config_lib
+from transforms import timeline
 from pipeline.config import PipelineConfig
 from transforms import manifest as manifest_lib
 from transforms import patterns
@@ -178,7 +179,9 @@ class ListBlocks(beam.DoFn):
   the count: the paths are listed by the job, not carried in its graph."""
 
   def process(self, listing):
+    timeline.mark(timeline.LISTING_START)
     count, excluded, blocks, unusable = list_input(*listing)
+    timeline.mark(timeline.LISTING_END)
     yield from blocks
     yield from unusable
     yield stats_lib.ListedFiles(count, excluded)

@@ -6,6 +6,7 @@ import collections
 
 import apache_beam as beam
 
+from transforms import timeline
 from transforms import block_store
 from transforms import counters
 from transforms import forked_workers
@@ -34,6 +35,7 @@ class ProbeBlock(beam.DoFn):
 def probe_block(dataset_dir: str, block) -> plan_lib.StoredBlock:
   """ProbeBlock's work: the block's probes stored with a Rejection or note
   per file that needs one (PlanBlock writes those out)."""
+  timeline.mark(timeline.PROBE_START)
   number, files = block
   rejections, infos = [], []
   entries = {index: entry for index, _, entry in files if entry is not None}
@@ -47,7 +49,9 @@ def probe_block(dataset_dir: str, block) -> plan_lib.StoredBlock:
     if note:
       rejections.append(wav_io.Rejection(path, note, wav_io.NOTE))
   rates = collections.Counter(info.sample_rate for info in infos)
-  return plan_lib.StoredBlock(
+  stored = plan_lib.StoredBlock(
       number, block_store.write(dataset_dir, number, infos, rejections,
                                 entries),
       tuple(sorted(rates.items())), len(files) - len(infos))
+  timeline.mark(timeline.PROBE_END)
+  return stored

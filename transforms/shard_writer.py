@@ -105,12 +105,18 @@ def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
   refs = shard_order(refs)
   stats = ExampleStats(split=split, shard=shard)
   items = []
+  opening = time.perf_counter_ns()
   with ShardFile(config, run_id, split, shard, started_ms) as out:
+    stats.write_ns += time.perf_counter_ns() - opening
     for item in maker.examples(split, refs, class_names, stats):
       if isinstance(item, wav_io.Rejection):
         items.append(item)
       else:
+        writing = time.perf_counter_ns()
         out.write(item)
+        stats.write_ns += time.perf_counter_ns() - writing
+    closing = time.perf_counter_ns()
+  stats.write_ns += time.perf_counter_ns() - closing
   items.append(out.stats)
   items.append(stats)
   return items

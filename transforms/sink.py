@@ -18,7 +18,7 @@ from transforms import filesystem
 from transforms import forked_workers
 from transforms import plan as plan_lib
 from transforms import wav_io
-from transforms.extract import ExampleMaker, read_batches
+from transforms.extract import ExampleMaker, read_batches, timed
 from transforms.planning import planned_block
 from transforms.shard_writer import write_index
 from transforms.shards import ShardStats
@@ -134,7 +134,9 @@ def encode_unit(makers, config: PipelineConfig, sweep: bool, unit,
                               started_ms=started_ms) for name in makers}
   tag = (lambda name, item: (name, item)) if sweep else (
       lambda name, item: item)
-  for batch in read_batches(config, split, refs):
+  # The windows are read once: their time goes to the first variant.
+  for batch in timed(read_batches(config, split, refs),
+                     stats[next(iter(stats))]):
     if isinstance(batch, wav_io.Rejection):
       for name in makers:
         yield tag(name, batch)

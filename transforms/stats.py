@@ -85,6 +85,13 @@ class ExampleStats:
   # Time spent computing features (ns, summed over the task's batches):
   # what a sweep's variants cost apart from reading and writing.
   feature_ns: int = dataclasses.field(default=0, compare=False)
+  # Likewise: reading windows (decoding and resampling, extract.timed), and
+  # encoding examples (their columns, moments, schema and serialization:
+  # all of extract.ExampleMaker's work but features) and writing them
+  # (shard files opened, records appended, closed, indexed: shard_writer).
+  read_ns: int = dataclasses.field(default=0, compare=False)
+  encode_ns: int = dataclasses.field(default=0, compare=False)
+  write_ns: int = dataclasses.field(default=0, compare=False)
 
   def add(self, label: str, num_bytes: int) -> None:
     self.num_examples += 1
@@ -97,6 +104,9 @@ class ExampleStats:
     self.num_examples += other.num_examples
     self.example_bytes += other.example_bytes
     self.feature_ns += other.feature_ns
+    self.read_ns += other.read_ns
+    self.encode_ns += other.encode_ns
+    self.write_ns += other.write_ns
     self.per_class.update(other.per_class)
     self.schema = self.schema.merge(other.schema)
     for key, m in sorted(other.moments.items()):
@@ -159,7 +169,12 @@ class SplitSummary:
 
   @property
   def feature_ns(self) -> int:
-    return sum(s.feature_ns for s in self._ordered())
+    return self.work_ns('feature_ns')
+
+  def work_ns(self, name: str) -> int:
+    """An ExampleStats time (`feature_ns`, `read_ns`, `encode_ns`,
+    `write_ns`) summed over the split's shards."""
+    return sum(getattr(s, name) for s in self._ordered())
 
   @property
   def per_class(self) -> collections.Counter:

@@ -33,7 +33,7 @@ from transforms import forked_workers
 from transforms import planning
 from transforms import run_marker
 from transforms import wav_io
-from transforms.extract import ExampleMaker, read_batches
+from transforms.extract import ExampleMaker, read_batches, timed
 from transforms.layout import SplitLayout
 from transforms.shard_writer import ShardFile, count_written, shard_order
 from transforms.stats import ExampleStats
@@ -167,16 +167,20 @@ def write_segment(makers: Mapping[str, ExampleMaker],
           PieceFile(config, run_id, split, target.shard, keys,
                     target.shard_keys, started_ms))
     some_config = makers[segment_targets[0].variant].config
-    for batch in read_batches(some_config, split, refs):
+    # The windows are read once: their time goes to the first variant.
+    for batch in timed(read_batches(some_config, split, refs),
+                       stats[segment_targets[0].variant]):
       if isinstance(batch, wav_io.Rejection):
         rejections.append(batch)
         continue
       shared = {}  # what variants have in common, computed once per batch
       for target in segment_targets:
-        out = outs[target.variant]
+        out, spent = outs[target.variant], stats[target.variant]
         for record in makers[target.variant].encode(
-            stats[target.variant], batch, class_names, shared):
+            spent, batch, class_names, shared):
+          writing = time.perf_counter_ns()
           out.write(record)
+          spent.write_ns += time.perf_counter_ns() - writing
   items = []
   for target in segment_targets:
     variant, out = target.variant, outs[target.variant]

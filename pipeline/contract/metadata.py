@@ -68,20 +68,35 @@ def split_entry(shards: Sequence[Mapping], example_bytes: int,
   }
 
 
+# shards_written's work times, summed over the shard tasks (each optional:
+# datasets written before it have none).
+WORK_SECONDS = ('feature_seconds', 'read_seconds', 'encode_seconds',
+                'write_seconds')
+
+
 def shards_written_entry(first_started_ms: int, last_finished_ms: int,
-                         feature_seconds: Optional[float] = None) -> Dict:
+                         feature_seconds: Optional[float] = None,
+                         read_seconds: Optional[float] = None,
+                         encode_seconds: Optional[float] = None,
+                         write_seconds: Optional[float] = None) -> Dict:
   """When shard writing ran, from the first shard task's start to the last
   one's end, on every runner: the phase whose speed scales with workers,
-  without the runner's start-up and planning. `feature_seconds`: the
-  time the tasks spent computing features, summed over them."""
+  without the runner's start-up and planning. The time the tasks spent,
+  summed over them: `feature_seconds` computing features,
+  `read_seconds` reading windows (decoding, resampling),
+  `encode_seconds` encoding examples (columns, statistics, serialization)
+  and `write_seconds` writing shard files."""
   def iso(ms):
     return datetime.datetime.fromtimestamp(
         ms / 1000, datetime.timezone.utc).isoformat(timespec='milliseconds')
   entry = {'first_started': iso(first_started_ms),
            'last_finished': iso(last_finished_ms),
            'seconds': round((last_finished_ms - first_started_ms) / 1000, 3)}
-  if feature_seconds is not None:
-    entry['feature_seconds'] = round(feature_seconds, 3)
+  spent = {'feature_seconds': feature_seconds, 'read_seconds': read_seconds,
+           'encode_seconds': encode_seconds, 'write_seconds': write_seconds}
+  for key in WORK_SECONDS:
+    if spent[key] is not None:
+      entry[key] = round(spent[key], 3)
   return entry
 
 
@@ -193,12 +208,12 @@ class _Checker:
                          'shards_written.seconds')
       if isinstance(seconds, bool) or not seconds >= 0:
         self.fail('shards_written.seconds', f'{seconds!r} is not a duration')
-      if 'feature_seconds' in written:
-        spent = self.get(written, 'feature_seconds', (int, float),
-                         'shards_written.feature_seconds')
-        if isinstance(spent, bool) or not spent >= 0:
-          self.fail('shards_written.feature_seconds',
-                    f'{spent!r} is not a duration')
+      for key in WORK_SECONDS:
+        if key in written:
+          spent = self.get(written, key, (int, float),
+                           f'shards_written.{key}')
+          if isinstance(spent, bool) or not spent >= 0:
+            self.fail(f'shards_written.{key}', f'{spent!r} is not a duration')
 
   def check_counts(self, splits, counts) -> None:
     """The relations between the counts metadata.json states."""
