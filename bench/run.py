@@ -72,10 +72,6 @@ def writers(corpus, out, win_len=32768, audio_format='wav'):
                                '--direct_running_mode=multi_processing'],
       # The specified shape: Beam's WriteToTFRecord, runner-chosen shards.
       'wavbeam_sink': base + ['--sink', 'write_to_tfrecord'],
-      # The sink's work in the bundle threads, without forked workers.
-      'wavbeam_sink_threads': base + ['--sink', 'write_to_tfrecord',
-                                      '--direct_num_workers=2',
-                                      '--direct_running_mode=multi_threading'],
       'wavbeam_sink_2proc': base + ['--sink', 'write_to_tfrecord',
                                     '--direct_num_workers=2',
                                     '--direct_running_mode=multi_processing'],

@@ -6,7 +6,6 @@ types (graph.SplitByType parts them)."""
 import time
 
 import apache_beam as beam
-from apache_beam.internal import pickler
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import naming
@@ -15,7 +14,6 @@ from pipeline.config import PipelineConfig
 from transforms import allocator
 from transforms import counters
 from transforms import filesystem
-from transforms import forked_workers
 from transforms import plan as plan_lib
 from transforms import wav_io
 from transforms.extract import ExampleMaker, read_batches, timed
@@ -70,21 +68,15 @@ class EncodeExamples(beam.DoFn):
                               self.variant_configs)
     self._examples = counters.counter(counters.EXAMPLES_WRITTEN)
     self._windows_rejected = counters.counter(counters.WINDOWS_REJECTED)
-    self._pickled = None
 
   def process(self, unit, class_names):
-    processes = forked_workers.current()
-    # Whole recordings go unforked: a unit of them, sent back at once,
-    # could hold 64 recordings of up to --max_seconds.
-    if processes is None or self.config.variable_length:
-      items = encode_unit(self._makers, self.config,
-                          self.variant_configs is not None, unit,
-                          class_names)
-    else:
-      items = forked_workers.call(processes, _encode_there, self._state(),
-                                  unit, class_names)
+    # Encoded here, in the bundle thread: from a forked worker every
+    # record would come back through a pipe to Beam's writer, which made
+    # the 4 h run a third slower.
     first = next(iter(self._makers))
-    for item in items:
+    for item in encode_unit(self._makers, self.config,
+                            self.variant_configs is not None, unit,
+                            class_names):
       name, found = (item if self.variant_configs is not None
                      else (first, item))
       if isinstance(found, wav_io.Rejection):
@@ -94,33 +86,10 @@ class EncodeExamples(beam.DoFn):
         self._examples.inc()
       yield item
 
-  def _state(self) -> bytes:
-    if self._pickled is None:
-      self._pickled = pickler.dumps((self.config, self.extra_features,
-                                     self.variant_configs))
-    return self._pickled
-
 
 def _makers_of(config, extra_features, variant_configs):
   return {name: ExampleMaker(c, extra_features) for name, c in sorted(
       (variant_configs or {'': config}).items())}
-
-
-_forked_makers = {}  # in a forked worker: pickled state -> makers
-
-
-def _encode_there(state: bytes, unit, class_names) -> list:
-  """encode_unit in a forked worker (transforms/forked_workers.py): the
-  per-record work of encoding leaves the bundle thread's GIL."""
-  if state not in _forked_makers:
-    _forked_makers.clear()
-    allocator.keep_freed_memory()
-    config, extra_features, variant_configs = pickler.loads(state)
-    _forked_makers[state] = (config, variant_configs is not None,
-                             _makers_of(config, extra_features,
-                                        variant_configs))
-  config, sweep, makers = _forked_makers[state]
-  return list(encode_unit(makers, config, sweep, unit, class_names))
 
 
 def encode_unit(makers, config: PipelineConfig, sweep: bool, unit,
