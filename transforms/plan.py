@@ -66,9 +66,10 @@ class FilePlan:
 
   @property
   def example_frames(self) -> int:
-    """Frames its examples hold at most, as sized shards estimate them:
-    its segments' under --example_unit segment, else the recording's."""
-    if self.spans and len(self.spans) == self.num_windows:
+    """Frames its examples are cut from, as shards sized by bytes
+    estimate variable-length examples: its segments', or the
+    recording's."""
+    if self.spans:
       return sum(s.stop - s.start for s in self.spans)
     return self.frames
 

@@ -64,8 +64,9 @@ class EncodeExamples(beam.DoFn):
 
   def setup(self):
     allocator.keep_freed_memory()
-    self._makers = _makers_of(self.config, self.extra_features,
-                              self.variant_configs)
+    self._makers = {name: ExampleMaker(config, self.extra_features)
+                    for name, config in sorted(
+                        (self.variant_configs or {'': self.config}).items())}
     self._examples = counters.counter(counters.EXAMPLES_WRITTEN)
     self._windows_rejected = counters.counter(counters.WINDOWS_REJECTED)
 
@@ -85,11 +86,6 @@ class EncodeExamples(beam.DoFn):
       elif isinstance(found, tuple):
         self._examples.inc()
       yield item
-
-
-def _makers_of(config, extra_features, variant_configs):
-  return {name: ExampleMaker(c, extra_features) for name, c in sorted(
-      (variant_configs or {'': config}).items())}
 
 
 def encode_unit(makers, config: PipelineConfig, sweep: bool, unit,
