@@ -42,7 +42,7 @@ setuptools.setup(
     description='WAV corpora to sharded TFRecord datasets with Apache Beam',
     packages=['pipeline', 'pipeline.contract', 'transforms'],
     # `wavbeam run|inspect|verify|demo`: the python -m commands, installed.
-    entry_points={'console_scripts': ['wavbeam = pipeline.cli:main']},
+    entry_points={'console_scripts': ['wavbeam = pipeline.cli:command']},
     python_requires='>=3.10',
     install_requires=RUNTIME,
     extras_require={

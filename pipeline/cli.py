@@ -44,5 +44,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   return module.main(rest)
 
 
+def command() -> None:
+  """The installed `wavbeam` command: main, then console.exit_process."""
+  from pipeline import console  # pylint: disable=import-outside-toplevel
+  console.exit_process(main())
+
+
 if __name__ == '__main__':
-  sys.exit(main())
+  command()

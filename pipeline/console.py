@@ -244,3 +244,25 @@ def quiet_logs(verbose: bool = False) -> None:
       logger.addFilter(_ErrorsReportedAtTheEnd())
   os.environ.setdefault('GRPC_VERBOSITY', 'INFO' if verbose else 'ERROR')
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if verbose else '2')
+
+
+def exit_process(code: int):
+  """Ends a command's process with `code`, its output flushed, skipping
+  the interpreter's teardown when nothing is left for it to do: after a
+  run, freeing Beam's modules and objects one by one took 0.35-0.6 s of
+  every command and closed nothing a finished command had left open
+  (its files are closed, its worker processes gone). With a thread other
+  than daemons still running, or a child process still alive, it exits
+  the ordinary way, which waits for them."""
+  import multiprocessing  # pylint: disable=import-outside-toplevel
+  others = [t for t in threading.enumerate()
+            if t is not threading.current_thread() and not t.daemon]
+  if others or multiprocessing.active_children():
+    sys.exit(code)
+  logging.shutdown()
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except (OSError, ValueError):  # a closed reader: nothing more to say
+      pass
+  os._exit(code)

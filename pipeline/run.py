@@ -475,4 +475,4 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  console.exit_process(main())

@@ -1,0 +1,70 @@
+"""console.exit_process: a command's process ends with its code and its
+output, and waits for what it started."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+def _python(code: str, tmp_path):
+  return subprocess.run([sys.executable, '-c', textwrap.dedent(code)],
+                        capture_output=True, text=True, cwd=tmp_path,
+                        timeout=120)
+
+
+@pytest.mark.parametrize('code', [0, 1, 2])
+def test_output_flushed_and_code_kept(tmp_path, code):
+  done = _python(f"""
+      import sys
+      from pipeline import console
+      sys.stdout.write('to stdout, buffered')
+      sys.stderr.write('to stderr')
+      console.exit_process({code})
+      """, tmp_path)
+  assert done.returncode == code
+  assert done.stdout == 'to stdout, buffered'
+  assert done.stderr == 'to stderr'
+
+
+def test_waits_for_a_running_thread(tmp_path):
+  done = _python("""
+      import threading, time
+      from pipeline import console
+      def late():
+        time.sleep(0.5)
+        open('written', 'w').write('yes')
+      threading.Thread(target=late).start()
+      console.exit_process(0)
+      """, tmp_path)
+  assert done.returncode == 0, done.stderr
+  assert (tmp_path / 'written').read_text() == 'yes'
+
+
+def test_waits_for_a_child_process(tmp_path):
+  done = _python("""
+      import multiprocessing, time
+      from pipeline import console
+      def late():
+        time.sleep(0.5)
+        open('written', 'w').write('yes')
+      if __name__ == '__main__':
+        multiprocessing.get_context('fork').Process(target=late).start()
+        console.exit_process(0)
+      """, tmp_path)
+  assert done.returncode == 0, done.stderr
+  assert (tmp_path / 'written').read_text() == 'yes'
+
+
+def test_logging_handlers_flushed(tmp_path):
+  done = _python("""
+      import logging
+      from pipeline import console
+      handler = logging.FileHandler('log.txt', delay=False)
+      logging.getLogger().addHandler(handler)
+      logging.getLogger().warning('the last line')
+      console.exit_process(0)
+      """, tmp_path)
+  assert done.returncode == 0, done.stderr
+  assert 'the last line' in (tmp_path / 'log.txt').read_text()
