@@ -113,11 +113,14 @@ def dir_bytes(path):
 
 def phases(out, started, wall):
   """(before the first shard, shard phase, after the last shard) in
-  seconds, from metadata.json's shards_written; None for other writers."""
+  seconds, from metadata.json's shards_written; None for other writers,
+  and for a run that wrote no shard."""
   try:
     with open(os.path.join(out, 'metadata.json')) as f:
       written = json.load(f)['shards_written']
   except (OSError, KeyError, ValueError):
+    return None
+  if written is None:
     return None
   first = datetime.datetime.fromisoformat(written['first_started'])
   before = first.timestamp() - started

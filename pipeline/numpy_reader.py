@@ -153,9 +153,9 @@ class NumpyDataset:
   def _records(self, stack, path: str, start: int, where: str,
                whole: bool = False):
     """(offset, data) of a shard's records from record `start`: an
-    uncompressed shard mapped into memory (each record sliced from it
-    once; with `whole`, every page filled at once), a gzip one read
-    through gzip."""
+    uncompressed shard mapped into memory (each record a view of it,
+    its CRC computed in place; with `whole`, every page filled at once),
+    a gzip one read through gzip."""
     if self.metadata['compression'] == 'gzip':
       f = stack.enter_context(gzip.open(path, 'rb'))
       tfrecord.skip_records(f, start, where)
@@ -166,8 +166,10 @@ class NumpyDataset:
     # Mapped with its pages filled at once (read in order, every one of
     # them is touched): a fault per page came to a third of the reading.
     populate = getattr(mmap, 'MAP_POPULATE', 0) if whole else 0
-    buf = stack.enter_context(mmap.mmap(
-        f.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ))
+    # Not closed here: records are views of it, and so are arrays decoded
+    # without a copy; it is unmapped when the last of them goes.
+    buf = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | populate,
+                    prot=mmap.PROT_READ)
     return tfrecord.mapped_records(buf, where, start,
                                    tfrecord.mapped_skip(buf, start, where))
 

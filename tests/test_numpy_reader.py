@@ -1,5 +1,6 @@
 """pipeline/numpy_reader: the TensorFlow-free reader, against replay_dataset."""
 
+import mmap
 import os
 import subprocess
 import sys
@@ -108,6 +109,37 @@ def test_kept_batches_hold_the_examples_bit_for_bit(dataset):
         assert got.tobytes() == np.asarray(value).tobytes()
   assert all(a.flags.writeable for a in batches[0].values()
              if isinstance(a, np.ndarray))
+
+
+def _memory_of(array):
+  base = array
+  while isinstance(base, np.ndarray):
+    base = base.base
+  return base.obj if isinstance(base, memoryview) else base
+
+
+def test_views_of_a_mapped_shard_outlive_its_reading(dataset):
+  """Without a copy, arrays are views of the mapped shard: reading that
+  stops early, or moves on to the next shard, leaves them whole (the
+  mapping goes with the last view, not with the reader)."""
+  reader = numpy_reader.NumpyDataset(str(dataset))
+  shards = reader.shards
+  plain = [list(reader.read_shard(shard)) for shard in shards[:2]]
+  first = reader.read_shard(shards[0], copy=False)
+  held = next(first)
+  first.close()  # stops mid-shard
+  rest = list(reader.read_shard(shards[1], copy=False))
+  for example, want in [(held, plain[0][0])] + list(zip(rest, plain[1])):
+    for key, value in want.items():
+      if isinstance(value, np.ndarray):
+        got = example[key]
+        assert not got.flags.writeable
+        assert isinstance(_memory_of(got), mmap.mmap)  # no copy made
+        assert got.tobytes() == value.tobytes()
+      else:
+        assert example[key] == value
+  assert all(v.flags.writeable for v in plain[0][0].values()
+             if isinstance(v, np.ndarray) and v.ndim)
 
 
 def _copy(dataset, tmp_path):

@@ -356,14 +356,17 @@ class Decoder:
       self._wanted[key.encode('utf-8')] = (key, spec, kind, dtype,
                                            spec.row_size)
 
-  def __call__(self, data: bytes) -> dict:
+  def __call__(self, data) -> dict:
+    """`data`: a record's bytes, or a memoryview of them (arrays are
+    then views of the memory it views, unless `copy`)."""
     try:
       return self._fast(data)
     except (_Fallback, IndexError, ValueError, schema_lib.SchemaError):
-      example = decode_example(data, self.schema, self.copy)
+      example = decode_example(bytes(data) if isinstance(data, memoryview)
+                               else data, self.schema, self.copy)
       return {k: example[k] for k in self.keys}
 
-  def _fast(self, buf: bytes) -> dict:
+  def _fast(self, buf) -> dict:
     # Lengths below 128 are one byte: tested inline, the rest by
     # _read_varint (every length here is a varint).
     n = len(buf)
@@ -422,7 +425,7 @@ class Decoder:
       raise _Fallback
     if dtype is None:
       if kind == 0x0a:  # a string
-        return buf[pos:end].decode('utf-8')
+        return str(buf[pos:end], 'utf-8')
       value, pos = _varint_at(buf, pos)  # one int64
       if pos != end:
         raise _Fallback

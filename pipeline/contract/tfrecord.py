@@ -8,6 +8,7 @@ import struct
 from typing import BinaryIO, Iterator, Optional, Tuple
 
 import google_crc32c
+import numpy as np
 
 from pipeline.contract.errors import WavbeamError
 
@@ -15,8 +16,11 @@ _MASK_DELTA = 0xA282EAD8
 
 
 def masked_crc(data) -> int:
-  crc = google_crc32c.value(bytes(data) if isinstance(data, memoryview)
-                            else data)
+  """TFRecord's masked CRC32C of bytes, or of a memoryview or uint8 array
+  without copying it (google_crc32c takes arrays, not memoryviews)."""
+  if isinstance(data, memoryview):
+    data = np.frombuffer(data, np.uint8)
+  crc = google_crc32c.value(data)
   return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -77,11 +81,14 @@ _FOOTER = struct.Struct('<I')
 
 def mapped_records(buf, where: str = '', first_index: int = 0,
                    offset: int = 0, check_crc: bool = True
-                   ) -> Iterator[Tuple[int, bytes]]:
+                   ) -> Iterator[Tuple[int, memoryview]]:
   """read_records over a whole file in memory (an mmap): (offset, data)
-  from record `first_index` at byte `offset`, each data sliced once
-  (no reads, no seeks); CorruptRecord as read_records raises it."""
+  from record `first_index` at byte `offset`, data a memoryview of the
+  record where it lies (no reads, no seeks, no copy: CRCs are computed
+  in place); CorruptRecord as read_records raises it. The views keep
+  `buf` alive: close it only once they are gone, or let it go."""
   index, size = first_index, len(buf)
+  view, octets = memoryview(buf), np.frombuffer(buf, np.uint8)
   while offset < size:
     if offset + 12 > size:
       raise CorruptRecord(f'{where}: record {index} at byte {offset}: file '
@@ -94,11 +101,11 @@ def mapped_records(buf, where: str = '', first_index: int = 0,
     if stop + 4 > size:
       raise CorruptRecord(f'{where}: record {index} at byte {offset}: file '
                           'ends inside the record')
-    data = buf[offset + 12:stop]
-    if check_crc and masked_crc(data) != _FOOTER.unpack_from(buf, stop)[0]:
+    if check_crc and (masked_crc(octets[offset + 12:stop]) !=
+                      _FOOTER.unpack_from(buf, stop)[0]):
       raise CorruptRecord(f'{where}: record {index} at byte {offset}: data '
                           'CRC mismatch')
-    yield offset, data
+    yield offset, view[offset + 12:stop]
     index += 1
     offset = stop + 4
 
