@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -235,3 +237,42 @@ def test_the_fast_decoder_gives_what_decode_example_gives(copy):
     example_codec.Decoder(schema, ['signal'], copy)(short)
   with pytest.raises(schema_lib.SchemaError, match='not a tf.train.Example'):
     decode(b'\x0a\xff\xff')
+
+
+@pytest.mark.parametrize('copy', [True, False])
+def test_the_fast_decoder_follows_records_whose_layout_changes(copy):
+  """Decoder learns each feature's layout from the records it decodes:
+  records whose numbers, strings and arrays change size between them
+  (longer varints, other string lengths, another writer's record in
+  between, a damaged one) decode as decode_example decodes them, read
+  from bytes or from a memoryview, in any order."""
+  rng = np.random.default_rng(1)
+  base = _element()
+  elements = []
+  for i in range(40):
+    element = dict(base)
+    element['index'] = int(rng.choice([0, 5, 200, 70000, 2**40]))
+    element['negative'] = -int(rng.integers(1, 2**50))
+    element['class'] = ''.join(rng.choice(list('ab✓'), rng.integers(0, 6)))
+    element['gain'] = np.float32(rng.standard_normal())
+    element['signal'] = rng.integers(-9, 9, 300, dtype=np.int32)
+    elements.append(element)
+  schema = H.schema_of(base)
+  records = [H.encode_example(e) for e in elements]
+  records[7] = tf.train.Example.FromString(records[7]).SerializeToString()
+  for keys in (sorted(base), ['index', 'class', 'signal']):
+    decode = example_codec.Decoder(schema, keys, copy)
+    for order in (range(len(records)), rng.permutation(len(records))):
+      for i in order:
+        data = records[i] if i % 2 else memoryview(records[i])
+        whole = example_codec.decode_example(records[i], schema, copy)
+        _same(decode(data), {k: whole[k] for k in keys})
+    damaged = bytearray(records[3])
+    damaged[-5] ^= 0xff  # inside the last feature's bytes
+    try:
+      want = example_codec.decode_example(bytes(damaged), schema, copy)
+    except schema_lib.SchemaError as e:
+      with pytest.raises(schema_lib.SchemaError, match=re.escape(str(e)[:20])):
+        decode(bytes(damaged))
+    else:
+      _same(decode(bytes(damaged)), {k: want[k] for k in keys})

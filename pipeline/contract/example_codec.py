@@ -322,6 +322,9 @@ def _varint_at(buf, pos):
   byte = buf[pos]
   if byte < 0x80:
     return byte, pos + 1
+  second = buf[pos + 1]
+  if second < 0x80:  # below 16384: most lengths of a record
+    return (byte & 0x7f) | second << 7, pos + 2
   return _read_varint(buf, pos)
 
 
@@ -345,6 +348,15 @@ class Decoder:
     # result is made again with the keys asked for, in their order.
     self._extra = tuple(sorted(needed)) != self.keys
     self._wanted = {}
+    # {key bytes: (the bytes from its map entry's start to its value's
+    # data, the data's size)} of each wanted feature of a fixed shape, from
+    # the last record decoded field by field. Those bytes hold every
+    # length of the entry, so a record whose bytes there are the same has
+    # the same layout up to the entry's end, checked by one comparison:
+    # in a dataset's records they repeat for each array, and for most
+    # numbers and strings.
+    self._prefixes = {}
+    self._data_at = 0  # where _value found the data it decoded
     for key in sorted(needed):
       spec = specs[key]
       kind = {schema_lib.RAW_BYTES: 0x0a, schema_lib.BYTES_LIST: 0x0a,
@@ -367,8 +379,6 @@ class Decoder:
       return {k: example[k] for k in self.keys}
 
   def _fast(self, buf) -> dict:
-    # Lengths below 128 are one byte: tested inline, the rest by
-    # _read_varint (every length here is a varint).
     n = len(buf)
     if not n or buf[0] != 0x0a:
       raise _Fallback
@@ -376,15 +386,21 @@ class Decoder:
     if pos + size != n:
       raise _Fallback
     out = {}
-    wanted = self._wanted
+    wanted, prefixes = self._wanted, self._prefixes
     for expected in self._order:
+      known = prefixes.get(expected)
+      if known is not None:
+        prefix, size = known
+        start = pos + len(prefix)
+        if buf[pos:start] == prefix:
+          out[wanted[expected][0]] = self._data(buf, start, size,
+                                                wanted[expected])
+          pos = start + size
+          continue
       if buf[pos] != 0x0a:
         raise _Fallback
-      size = buf[pos + 1]
-      if size < 0x80:
-        pos += 2
-      else:
-        size, pos = _read_varint(buf, pos + 1)
+      entry = pos
+      size, pos = _varint_at(buf, pos + 1)
       end = pos + size
       size = buf[pos + 1]  # the key's length: keys are short
       if buf[pos] != 0x0a or size >= 0x80:
@@ -398,6 +414,9 @@ class Decoder:
       target = wanted.get(expected)
       if target is not None:
         out[target[0]] = self._value(buf, pos, end, target)
+        if not target[1].variable:
+          prefixes[expected] = (bytes(buf[entry:self._data_at]),
+                                end - self._data_at)
       pos = end
     if pos != n:
       raise _Fallback
@@ -405,6 +424,24 @@ class Decoder:
       if len(out[key]) != out[length_key]:
         raise _Fallback
     return {k: out[k] for k in self.keys} if self._extra else out
+
+  def _data(self, buf, start: int, size: int, target):
+    """A feature's value from its data, `size` bytes at `start`, in a
+    record laid out as the one its prefix was learned from."""
+    _, spec, kind, dtype, _ = target
+    if dtype is None:
+      if kind == 0x0a:  # a string
+        return str(buf[start:start + size], 'utf-8')
+      value, end = _varint_at(buf, start)  # one int64
+      if end != start + size:
+        raise _Fallback
+      return np.int64(value - (1 << 64) if value >= 1 << 63 else value)
+    values = np.frombuffer(buf, dtype, size // dtype.itemsize, start)
+    if self.copy:
+      values = values.copy()
+    if spec.shape == ():
+      return values[0] if kind == 0x12 else values.reshape(())
+    return values.reshape(spec.shape)
 
   def _value(self, buf: bytes, pos: int, end: int, target):
     """A wanted feature's value, from its Feature message at `pos`."""
@@ -423,6 +460,7 @@ class Decoder:
         raise _Fallback
     elif kind != 0x12:
       raise _Fallback
+    self._data_at = pos
     if dtype is None:
       if kind == 0x0a:  # a string
         return str(buf[pos:end], 'utf-8')
