@@ -64,13 +64,16 @@ def _count(batches):
 
 def make_reader(name, out):
   """A function that reads the train split once; returns examples read."""
+  # Opened once and read pass after pass, as a training loop reads it
+  # (and as hf_arrow's dataset is loaded once).
   if name == 'numpy_reader':
     from pipeline import numpy_reader
-    return lambda: _count(numpy_reader.numpy_dataset(out, 'train'))
+    dataset = numpy_reader.numpy_dataset(out, 'train')
+    return lambda: _count(dataset)
   if name == 'numpy_reader_batched':
     from pipeline import numpy_reader
-    return lambda: _count(numpy_reader.numpy_dataset(out, 'train',
-                                                     batch_size=BATCH))
+    dataset = numpy_reader.numpy_dataset(out, 'train', batch_size=BATCH)
+    return lambda: _count(dataset)
   if name == 'tfrecord_package':
     return _tfrecord_package(out)
   if name.startswith('torch_examples_'):

@@ -142,6 +142,31 @@ def test_views_of_a_mapped_shard_outlive_its_reading(dataset):
              if isinstance(v, np.ndarray) and v.ndim)
 
 
+def test_a_shard_stays_mapped_until_its_file_changes(dataset, tmp_path):
+  """Passes over one reader reuse its shards' mappings, and map a shard
+  again once its file is another (replaced) or changed in place: a
+  flipped bit is found either way."""
+  out, shard = _copy(dataset, tmp_path)
+  path = out / shard['file']
+  reader = numpy_reader.NumpyDataset(str(out))
+  first = [e['index'] for e in reader]
+  mapped = dict(reader._mapped)  # pylint: disable=protected-access
+  assert len(mapped) == len(reader.shards)
+  assert [e['index'] for e in reader] == first
+  assert all(reader._mapped[p][1] is m for p, (_, m) in mapped.items())  # pylint: disable=protected-access
+  data = bytearray(path.read_bytes())
+  data[len(data) // 2] ^= 0x10
+  replaced = tmp_path / 'replacement'
+  replaced.write_bytes(bytes(data))
+  os.replace(replaced, path)  # a new file under the shard's name
+  with pytest.raises(numpy_reader.DatasetError, match='CRC mismatch'):
+    list(reader)
+  data[len(data) // 2] ^= 0x10
+  path.write_bytes(bytes(data))  # mended in place: the same inode
+  os.utime(path, ns=(1, 1))
+  assert [e['index'] for e in reader] == first
+
+
 def _copy(dataset, tmp_path):
   import shutil
   out = tmp_path / 'copy'
