@@ -116,6 +116,19 @@ def root_cause(error: BaseException) -> str:
   return (lines[-1] if lines else type(error).__name__)[:500]
 
 
+def interrupted(error: BaseException) -> bool:
+  """Whether `error` is a Ctrl-C that the runner wrapped: a local run's
+  steps run in the launcher's thread, where the interrupt lands, and Beam
+  reraises it as an error of the step it stopped."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    if isinstance(error, KeyboardInterrupt):
+      return True
+    seen.add(id(error))
+    error = error.__cause__ or error.__context__
+  return False
+
+
 class ClosedSafe:
   """A standard stream whose writes never raise: once the reader has gone
   (`wavbeam ... 2>&1 | head`), output is dropped. A write that raised

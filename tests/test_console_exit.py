@@ -1,5 +1,5 @@
-"""console.exit_process: a command's process ends with its code and its
-output, and waits for what it started."""
+"""console: a command's process ends with its code and its output, and
+waits for what it started; a Ctrl-C the runner wrapped is known."""
 
 import subprocess
 import sys
@@ -68,3 +68,22 @@ def test_logging_handlers_flushed(tmp_path):
       """, tmp_path)
   assert done.returncode == 0, done.stderr
   assert 'the last line' in (tmp_path / 'log.txt').read_text()
+
+
+def test_a_wrapped_ctrl_c_is_known():
+  from pipeline import console  # pylint: disable=import-outside-toplevel
+  try:
+    try:
+      raise KeyboardInterrupt
+    except KeyboardInterrupt:
+      raise RuntimeError("KeyboardInterrupt [while running 'Finalize']")  # pylint: disable=raise-missing-from
+  except RuntimeError as e:
+    wrapped = e
+  assert console.interrupted(wrapped)
+  plain = ValueError('bad window')
+  plain.__context__ = OSError('disk')
+  assert not console.interrupted(plain)
+  looped = ValueError('a')
+  looped.__context__ = ValueError('b')
+  looped.__context__.__context__ = looped
+  assert not console.interrupted(looped)

@@ -75,6 +75,47 @@ def test_errors_come_back_as_themselves_or_named():
   assert 'died True' in out
 
 
+def test_calls_keep_every_process_busy_and_keep_their_order():
+  """Calls from one thread run in both processes at once (each call
+  waits at a barrier for the other: run one at a time, the first would
+  wait in vain), and come back in the order they started, through
+  `then`; a failed call fails the bundle and drops the calls not
+  started."""
+  out = _in_fresh_process('''
+      import multiprocessing, os, threading
+      barrier = multiprocessing.get_context('fork').Barrier(2, timeout=60)
+      def meet(i):
+        barrier.wait()
+        return i, os.getpid()
+      def fail_on(i):
+        if i == 1:
+          raise ValueError('call 1 failed')
+        return i
+      import __main__
+      __main__.meet, __main__.fail_on = meet, fail_on
+      from transforms import forked_workers as L
+      with L.started(2):
+        calls = L.Calls(L.current())
+        emitted = []
+        for i in range(6):
+          emitted += calls.start(lambda r: [r], meet, i)
+        emitted += calls.finish()
+        assert [i for i, _ in emitted] == list(range(6)), emitted
+        assert len({pid for _, pid in emitted}) == 2
+        assert os.getpid() not in {pid for _, pid in emitted}
+        calls = L.Calls(L.current(), in_flight=1)
+        got = []
+        try:
+          for i in range(5):
+            got += calls.start(lambda r: [r], fail_on, i)
+          got += calls.finish()
+        except ValueError as e:
+          print('failed:', e, got)
+        assert calls.finish() is not None and not list(calls.finish())
+      ''')
+  assert 'failed: call 1 failed [0]' in out
+
+
 def test_no_fork_once_a_thread_exists():
   stop = threading.Event()
   thread = threading.Thread(target=stop.wait)

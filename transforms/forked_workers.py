@@ -1,4 +1,4 @@
-"""Processes forked at launch that do a local threaded run's shard work.
+"""Processes forked at launch that do a local run's probing and shard work.
 
 Why: a local run's worker threads share one GIL. On many short clips much
 of a shard task is Python (a read, a header, an encoding and a framing per
@@ -7,9 +7,10 @@ clip), so a second thread added little: 4,800 clips of 3 s, shard phase
 in parallel but starts fresh interpreters that import Beam after the job
 has started (+0.9 s before the first shard and +0.6 s after the last on
 that corpus). Processes forked at launch, while the launcher still has a
-single thread, start in milliseconds with every module already imported;
-each worker thread hands its shard to one of them and waits without the
-GIL (shard phase 1.5 s on that corpus; BENCHMARKS.md).
+single thread, start in milliseconds with every module already imported
+(shard phase 1.5 s on that corpus). The run then needs only one runner
+thread, which keeps them all busy (`Calls`), and runs Beam in-process
+(pipeline/run.py).
 
 Forking is safe only before any thread exists (a lock held by another
 thread at fork time stays held in the child forever), so `started` forks
@@ -19,6 +20,7 @@ runner, a remote or in-memory file system, a caller that started threads)
 runs the same code in the worker thread: the output is the same bytes.
 """
 
+import collections
 import concurrent.futures
 import contextlib
 import ctypes
@@ -109,16 +111,66 @@ def current() -> Optional[concurrent.futures.ProcessPoolExecutor]:
 def call(executor: concurrent.futures.ProcessPoolExecutor,
          fn: Callable, *args):
   """fn(*args) in one of the processes, its error raised here."""
+  return outcome(executor.submit(_call_sendable, fn, *args))
+
+
+def outcome(future: concurrent.futures.Future):
+  """The value of a call started in the processes, its error raised
+  here."""
   try:
-    outcome, value = executor.submit(_call_sendable, fn, *args).result()
+    result, value = future.result()
   except concurrent.futures.process.BrokenProcessPool as e:
     raise WorkerProcessFailed(
         f'a worker process died ({e}); was it killed, or out of '
         'memory?') from e
-  if outcome == 'raised':
+  if result == 'raised':
     error, where = value
     raise error from RemoteTraceback(where)
   return value
+
+
+class Calls:
+  """Calls from one bundle of a DoFn, several at once: a local run whose
+  work the forked workers do runs its bundles in one thread, which keeps
+  every process busy by starting a call before the earlier ones end.
+
+      calls = Calls(executor)                     # in start_bundle
+      yield from calls.start(then, fn, *args)     # in process
+      yield from calls.finish()                   # in finish_bundle
+
+  Each call's result goes through `then` (a function returning what to
+  emit) in the order the calls started; `start` emits the oldest calls'
+  once more than `in_flight` are pending (two a process: each has the
+  next at hand), `finish` the rest.
+  """
+
+  def __init__(self, executor: concurrent.futures.ProcessPoolExecutor,
+               in_flight: Optional[int] = None):
+    self._executor = executor
+    self._in_flight = in_flight or 2 * max(1, _processes)
+    self._pending = collections.deque()
+
+  def start(self, then: Callable, fn: Callable, *args):
+    self._pending.append(
+        (self._executor.submit(_call_sendable, fn, *args), then))
+    while len(self._pending) > self._in_flight:
+      yield from self._next()
+
+  def finish(self):
+    while self._pending:
+      yield from self._next()
+
+  def _next(self):
+    future, then = self._pending.popleft()
+    try:
+      value = outcome(future)
+    except BaseException:
+      # The bundle fails: calls not yet running are not wanted.
+      for pending, _ in self._pending:
+        pending.cancel()
+      self._pending.clear()
+      raise
+    yield from then(value)
 
 
 def _call_sendable(fn: Callable, *args):

@@ -3,8 +3,10 @@ format, rate and length read (wav_io.probe), and the probes stored with
 the block's rejections (block_store) for the planning passes."""
 
 import collections
+import functools
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
 from transforms import timeline
 from transforms import block_store
@@ -22,14 +24,29 @@ class ProbeBlock(beam.DoFn):
   def __init__(self, dataset_dir: str):
     self.dataset_dir = dataset_dir
 
-  def process(self, block):
+  def start_bundle(self):
     processes = forked_workers.current()
-    stored = (probe_block(self.dataset_dir, block) if processes is None else
-              forked_workers.call(processes, probe_block, self.dataset_dir,
-                                    block))
-    counters.counter(counters.FILES_PROBED).inc(len(block[1]))
-    counters.counter(counters.FILES_REJECTED).inc(stored.files_rejected)
-    yield stored
+    self._calls = None if processes is None else forked_workers.Calls(
+        processes)
+
+  def process(self, block):
+    counted = functools.partial(_counted, len(block[1]))
+    if self._calls is None:
+      yield from counted(probe_block(self.dataset_dir, block))
+    else:
+      yield from self._calls.start(counted, probe_block, self.dataset_dir,
+                                   block)
+
+  def finish_bundle(self):
+    if self._calls is not None:
+      for stored in self._calls.finish():
+        yield GlobalWindows.windowed_value(stored)
+
+
+def _counted(files: int, stored: plan_lib.StoredBlock):
+  counters.counter(counters.FILES_PROBED).inc(files)
+  counters.counter(counters.FILES_REJECTED).inc(stored.files_rejected)
+  yield stored
 
 
 def probe_block(dataset_dir: str, block) -> plan_lib.StoredBlock:

@@ -15,6 +15,7 @@ from typing import Optional
 import apache_beam as beam
 from apache_beam.internal import pickler
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindows
 
 from pipeline.contract import array_record_file
 from pipeline.contract import naming
@@ -52,23 +53,35 @@ class WriteShard(beam.DoFn):
     self._maker = ExampleMaker(self.config, self.extra_features)
     self._pickled = None
 
-  def process(self, keyed_refs, class_names):
+  def start_bundle(self):
     processes = forked_workers.current()
-    if processes is None:
-      items = write_shard(self._maker, self.config, self.run_id, keyed_refs,
-                          class_names)
+    self._calls = None if processes is None else forked_workers.Calls(
+        processes)
+
+  def process(self, keyed_refs, class_names):
+    if self._calls is None:
+      yield from _counted(write_shard(self._maker, self.config, self.run_id,
+                                      keyed_refs, class_names))
     else:
-      items = forked_workers.call(processes, _write_shard_there,
-                                    self._state(), self.run_id, keyed_refs,
-                                    class_names)
-    for item in items:
-      count_written(item)
-      yield item
+      yield from self._calls.start(_counted, _write_shard_there,
+                                   self._state(), self.run_id, keyed_refs,
+                                   class_names)
+
+  def finish_bundle(self):
+    if self._calls is not None:
+      for item in self._calls.finish():
+        yield GlobalWindows.windowed_value(item)
 
   def _state(self) -> bytes:
     if self._pickled is None:
       self._pickled = pickler.dumps((self.config, self.extra_features))
     return self._pickled
+
+
+def _counted(items):
+  for item in items:
+    count_written(item)
+    yield item
 
 
 def count_written(item) -> None:

@@ -22,6 +22,7 @@ import uuid
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 from apache_beam.internal import pickler
 from apache_beam.io.filesystems import FileSystems
 
@@ -209,25 +210,38 @@ class WriteSegment(beam.DoFn):
     self._makers = None
     self._pickled = None
 
+  def start_bundle(self):
+    processes = forked_workers.current()
+    self._calls = None if processes is None else forked_workers.Calls(
+        processes)
+
   def process(self, keyed_refs, bounds, layouts, class_names):
     (split, segment, _), refs = keyed_refs
     keys = (bounds[split][segment], bounds[split][segment + 1])
     segment_targets = targets(layouts, split, keys)
-    processes = forked_workers.current()
-    if processes is None:
+    if self._calls is None:
       if self._makers is None:
         self._makers = _makers_for(self.configs, self.extra_features)
-      items = write_segment(self._makers, self.run_ids, split, keys,
-                            segment_targets, refs, class_names)
+      yield from _counted(write_segment(self._makers, self.run_ids, split,
+                                        keys, segment_targets, refs,
+                                        class_names))
     else:
       if self._pickled is None:
         self._pickled = pickler.dumps((self.configs, self.extra_features))
-      items = forked_workers.call(processes, _write_segment_there,
-                                  self._pickled, self.run_ids, split, keys,
-                                  segment_targets, refs, class_names)
-    for variant, item in items:
-      count_written(item)
-      yield variant, item
+      yield from self._calls.start(_counted, _write_segment_there,
+                                   self._pickled, self.run_ids, split, keys,
+                                   segment_targets, refs, class_names)
+
+  def finish_bundle(self):
+    if self._calls is not None:
+      for item in self._calls.finish():
+        yield GlobalWindows.windowed_value(item)
+
+
+def _counted(items):
+  for variant, item in items:
+    count_written(item)
+    yield variant, item
 
 
 def _makers_for(configs, extra_features) -> Dict[str, ExampleMaker]:
