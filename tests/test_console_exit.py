@@ -59,9 +59,11 @@ def test_waits_for_a_child_process(tmp_path):
 
 def test_logging_handlers_flushed(tmp_path):
   done = _python("""
-      import logging
+      import logging, logging.handlers
       from pipeline import console
-      handler = logging.FileHandler('log.txt', delay=False)
+      # Holds its lines until flushed or closed (logging.shutdown).
+      handler = logging.handlers.MemoryHandler(
+          1000, logging.CRITICAL, logging.FileHandler('log.txt'))
       logging.getLogger().addHandler(handler)
       logging.getLogger().warning('the last line')
       console.exit_process(0)

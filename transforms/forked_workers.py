@@ -33,6 +33,8 @@ import threading
 import traceback
 from typing import Callable, Optional
 
+from apache_beam.transforms.window import GlobalWindows
+
 from pipeline.contract.errors import WavbeamError
 
 _executor: Optional[concurrent.futures.ProcessPoolExecutor] = None
@@ -171,6 +173,22 @@ class Calls:
       self._pending.clear()
       raise
     yield from then(value)
+
+
+class CallsInBundles:
+  """What a DoFn whose work may go to the forked workers shares: in each
+  bundle, `self.calls` is a Calls when they exist (None otherwise, the
+  work then done in the bundle's thread), drained when the bundle ends.
+  Put before beam.DoFn among the bases."""
+
+  def start_bundle(self):
+    executor = current()
+    self.calls = None if executor is None else Calls(executor)
+
+  def finish_bundle(self):
+    if self.calls is not None:
+      for item in self.calls.finish():
+        yield GlobalWindows.windowed_value(item)
 
 
 def _call_sendable(fn: Callable, *args):

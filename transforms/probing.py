@@ -6,7 +6,6 @@ import collections
 import functools
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindows
 
 from transforms import timeline
 from transforms import block_store
@@ -16,7 +15,7 @@ from transforms import plan as plan_lib
 from transforms import wav_io
 
 
-class ProbeBlock(beam.DoFn):
+class ProbeBlock(forked_workers.CallsInBundles, beam.DoFn):
   """(block, ((index, path), ...)) -> one StoredBlock: the probes of the
   files that open, and a Rejection (or a note) per file that needs one,
   stored (see block_store) for PlanBlock."""
@@ -24,23 +23,13 @@ class ProbeBlock(beam.DoFn):
   def __init__(self, dataset_dir: str):
     self.dataset_dir = dataset_dir
 
-  def start_bundle(self):
-    processes = forked_workers.current()
-    self._calls = None if processes is None else forked_workers.Calls(
-        processes)
-
   def process(self, block):
     counted = functools.partial(_counted, len(block[1]))
-    if self._calls is None:
+    if self.calls is None:
       yield from counted(probe_block(self.dataset_dir, block))
     else:
-      yield from self._calls.start(counted, probe_block, self.dataset_dir,
+      yield from self.calls.start(counted, probe_block, self.dataset_dir,
                                    block)
-
-  def finish_bundle(self):
-    if self._calls is not None:
-      for stored in self._calls.finish():
-        yield GlobalWindows.windowed_value(stored)
 
 
 def _counted(files: int, stored: plan_lib.StoredBlock):

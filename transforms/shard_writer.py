@@ -15,7 +15,6 @@ from typing import Optional
 import apache_beam as beam
 from apache_beam.internal import pickler
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.transforms.window import GlobalWindows
 
 from pipeline.contract import array_record_file
 from pipeline.contract import naming
@@ -32,7 +31,7 @@ from transforms.shards import ShardStats
 from transforms.stats import ExampleStats
 
 
-class WriteShard(beam.DoFn):
+class WriteShard(forked_workers.CallsInBundles, beam.DoFn):
   """((split, shard, salt), window refs) -> one shard file, under a temp name.
 
   A ref is (FilePlan, window, sort key): everything needed to read the
@@ -53,24 +52,14 @@ class WriteShard(beam.DoFn):
     self._maker = ExampleMaker(self.config, self.extra_features)
     self._pickled = None
 
-  def start_bundle(self):
-    processes = forked_workers.current()
-    self._calls = None if processes is None else forked_workers.Calls(
-        processes)
-
   def process(self, keyed_refs, class_names):
-    if self._calls is None:
+    if self.calls is None:
       yield from _counted(write_shard(self._maker, self.config, self.run_id,
                                       keyed_refs, class_names))
     else:
-      yield from self._calls.start(_counted, _write_shard_there,
+      yield from self.calls.start(_counted, _write_shard_there,
                                    self._state(), self.run_id, keyed_refs,
                                    class_names)
-
-  def finish_bundle(self):
-    if self._calls is not None:
-      for item in self._calls.finish():
-        yield GlobalWindows.windowed_value(item)
 
   def _state(self) -> bytes:
     if self._pickled is None:

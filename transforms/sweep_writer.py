@@ -22,7 +22,6 @@ import uuid
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindows
 from apache_beam.internal import pickler
 from apache_beam.io.filesystems import FileSystems
 
@@ -194,7 +193,7 @@ def write_segment(makers: Mapping[str, ExampleMaker],
   return items
 
 
-class WriteSegment(beam.DoFn):
+class WriteSegment(forked_workers.CallsInBundles, beam.DoFn):
   """((split, segment, salt), window refs) -> (variant, item): each
   variant's shard or piece of the segment (write_segment)."""
 
@@ -210,16 +209,11 @@ class WriteSegment(beam.DoFn):
     self._makers = None
     self._pickled = None
 
-  def start_bundle(self):
-    processes = forked_workers.current()
-    self._calls = None if processes is None else forked_workers.Calls(
-        processes)
-
   def process(self, keyed_refs, bounds, layouts, class_names):
     (split, segment, _), refs = keyed_refs
     keys = (bounds[split][segment], bounds[split][segment + 1])
     segment_targets = targets(layouts, split, keys)
-    if self._calls is None:
+    if self.calls is None:
       if self._makers is None:
         self._makers = _makers_for(self.configs, self.extra_features)
       yield from _counted(write_segment(self._makers, self.run_ids, split,
@@ -228,14 +222,9 @@ class WriteSegment(beam.DoFn):
     else:
       if self._pickled is None:
         self._pickled = pickler.dumps((self.configs, self.extra_features))
-      yield from self._calls.start(_counted, _write_segment_there,
+      yield from self.calls.start(_counted, _write_segment_there,
                                    self._pickled, self.run_ids, split, keys,
                                    segment_targets, refs, class_names)
-
-  def finish_bundle(self):
-    if self._calls is not None:
-      for item in self._calls.finish():
-        yield GlobalWindows.windowed_value(item)
 
 
 def _counted(items):

@@ -356,7 +356,6 @@ class Decoder:
     # in a dataset's records they repeat for each array, and for most
     # numbers and strings.
     self._prefixes = {}
-    self._data_at = 0  # where _value found the data it decoded
     for key in sorted(needed):
       spec = specs[key]
       kind = {schema_lib.RAW_BYTES: 0x0a, schema_lib.BYTES_LIST: 0x0a,
@@ -413,10 +412,10 @@ class Decoder:
         raise _Fallback
       target = wanted.get(expected)
       if target is not None:
-        out[target[0]] = self._value(buf, pos, end, target)
+        start = self._locate(buf, pos, end, target)
+        out[target[0]] = self._data(buf, start, end - start, target)
         if not target[1].variable:
-          prefixes[expected] = (bytes(buf[entry:self._data_at]),
-                                end - self._data_at)
+          prefixes[expected] = (bytes(buf[entry:start]), end - start)
       pos = end
     if pos != n:
       raise _Fallback
@@ -426,8 +425,7 @@ class Decoder:
     return {k: out[k] for k in self.keys} if self._extra else out
 
   def _data(self, buf, start: int, size: int, target):
-    """A feature's value from its data, `size` bytes at `start`, in a
-    record laid out as the one its prefix was learned from."""
+    """A wanted feature's value from its data, `size` bytes at `start`."""
     _, spec, kind, dtype, _ = target
     if dtype is None:
       if kind == 0x0a:  # a string
@@ -436,15 +434,18 @@ class Decoder:
       if end != start + size:
         raise _Fallback
       return np.int64(value - (1 << 64) if value >= 1 << 63 else value)
-    values = np.frombuffer(buf, dtype, size // dtype.itemsize, start)
+    count = size // dtype.itemsize
+    values = np.frombuffer(buf, dtype, count, start)
     if self.copy:
       values = values.copy()
     if spec.shape == ():
       return values[0] if kind == 0x12 else values.reshape(())
-    return values.reshape(spec.shape)
+    return values.reshape(_shape(spec, count))
 
-  def _value(self, buf: bytes, pos: int, end: int, target):
-    """A wanted feature's value, from its Feature message at `pos`."""
+  @staticmethod
+  def _locate(buf, pos: int, end: int, target) -> int:
+    """Where a wanted feature's data begins, in its Feature message at
+    `pos` (its data ends at `end`), its size checked for an array."""
     _, spec, kind, dtype, row = target
     size, pos = _varint_at(buf, pos + 1)
     if pos + size != end or buf[pos] != kind:
@@ -460,24 +461,12 @@ class Decoder:
         raise _Fallback
     elif kind != 0x12:
       raise _Fallback
-    self._data_at = pos
-    if dtype is None:
-      if kind == 0x0a:  # a string
-        return str(buf[pos:end], 'utf-8')
-      value, pos = _varint_at(buf, pos)  # one int64
-      if pos != end:
-        raise _Fallback
-      return np.int64(value - (1 << 64) if value >= 1 << 63 else value)
-    count = size // dtype.itemsize
-    if count * dtype.itemsize != size or (
-        count % row if spec.variable and row else count != row):
-      raise _Fallback  # decode_example names the size it expected
-    values = np.frombuffer(buf, dtype, count, pos)
-    if self.copy:
-      values = values.copy()
-    if spec.shape == ():
-      return values[0] if kind == 0x12 else values.reshape(())
-    return values.reshape(_shape(spec, count))
+    if dtype is not None:
+      count = size // dtype.itemsize
+      if count * dtype.itemsize != size or (
+          count % row if spec.variable and row else count != row):
+        raise _Fallback  # decode_example names the size it expected
+    return pos
 
 
 def _check_size(key, spec, stored, itemsize, unit):
