@@ -20,6 +20,9 @@ from typing import Sequence, Union
 # log_mel matmul) would spin on the same cores. Worker processes inherit it.
 os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
 
+from pipeline import lean_beam  # noqa: E402
+
+lean_beam.import_beam()
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import DirectOptions  # noqa: E402
