@@ -5,7 +5,8 @@ of 20 to 120 s (1 h and 4 h of audio), and many short clips (4 h in 4,800
 clips of 3 s; 20,000 clips of 1 s). Then runs every writer as its own
 process, interleaved (each round runs every writer once), `--repeats`
 times (default 5), and reports medians with their spread (min-max over the
-rounds): audio-seconds per wall second, windows/s, MB/s written, peak
+rounds): audio-seconds per wall second (of the corpus, and of the audio
+the examples hold), windows/s, MB/s written, peak
 memory summed over the process tree, and the ratio to `baseline` (the
 plain loop, 1 process). Wall
 time is the whole process (start-up and imports included), as a user
@@ -127,6 +128,20 @@ def phases(out, started, wall):
   return (before, written['seconds'], wall - before - written['seconds'])
 
 
+def example_seconds(out):
+  """Audio-seconds held in the written examples (their signals' samples,
+  from metadata.json's statistics), or None: a window mode drops a
+  recording's tail shorter than a window; a file mode keeps it."""
+  try:
+    with open(os.path.join(out, 'metadata.json')) as f:
+      meta = json.load(f)
+    samples = sum(split['statistics']['signal']['count']
+                  for split in meta['splits'].values())
+    return samples / meta['sample_rate']
+  except (OSError, KeyError, ValueError, TypeError):
+    return None
+
+
 def spread(values):
   """(median, min, max) of some measurements."""
   values = list(values)
@@ -160,7 +175,7 @@ def bench_writers(corpus_name, repeats, names, env):
       wall, peak, _ = run_measured(
           writers(corpus, out, win_len, audio_format)[name], env=env)
       runs[name].append((wall, peak, dir_bytes(out),
-                         phases(out, started, wall)))
+                         phases(out, started, wall), example_seconds(out)))
   rows = {}
   for name, rs in runs.items():
     wall = statistics.median(r[0] for r in rs)
@@ -173,6 +188,8 @@ def bench_writers(corpus_name, repeats, names, env):
                   'walls': [round(r[0], 2) for r in rs]}
     if all(r[3] for r in rs):
       rows[name]['phases'] = [spread(r[3][i] for r in rs) for i in range(3)]
+    if all(r[4] for r in rs):
+      rows[name]['example_audio_s_per_s'] = rs[0][4] / wall
   if 'baseline' in rows:
     base = [r[0] for r in runs['baseline']]
     for name, row in rows.items():
@@ -203,18 +220,21 @@ def to_markdown(results, reading):
                  f"{r['audio_seconds']:.0f} audio-s, {r['windows']} windows"
                  "\n")
     lines.append('| writer | wall s, median (min-max) | audio-s/s | '
-                 'windows/s | MB/s written | peak MB (all processes) | '
-                 'vs baseline, per round | before shards / shards / after, '
-                 's | runs |')
-    lines.append('|---|---|---|---|---|---|---|---|---|')
+                 'audio-s/s in examples | windows/s | MB/s written | '
+                 'peak MB (all processes) | vs baseline, per round | '
+                 'before shards / shards / after, s | runs |')
+    lines.append('|---|---|---|---|---|---|---|---|---|---|')
     for name, w in r['writers'].items():
       split = ' / '.join(cell(x) for x in w['phases']) \
           if 'phases' in w else ''
       ratio = cell(w['ratio_spread'], unit='x') if 'ratio_spread' in w \
           else ''
+      in_examples = w.get('example_audio_s_per_s')
+      in_examples = '' if in_examples is None else f'{in_examples:.0f}'
       lines.append(
           f"| {name} | {cell(w['wall_spread'])} | "
-          f"{w['audio_s_per_s']:.0f} | {w['windows_per_s']:.0f} | "
+          f"{w['audio_s_per_s']:.0f} | {in_examples} | "
+          f"{w['windows_per_s']:.0f} | "
           f"{w['mb_per_s']:.0f} | {cell(w['peak_spread'], 0)} | {ratio} | "
           f"{split} | {w['walls']} |")
   if reading:

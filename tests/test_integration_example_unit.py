@@ -473,3 +473,24 @@ def test_a_feature_function_of_your_own_sees_the_whole_recording(tmp_path):
                      "'num_frames': is a key every example already has"):
     PipelineConfig(input_dir='in', output_dir='out', example_unit='file',
                    manifest='m.csv', manifest_extra_columns='num_frames')
+
+
+def test_clips_of_one_length_are_computed_together_exactly(tmp_path):
+  # In file order, the equal-length clips follow each other and share
+  # feature batches; the odd lengths between them end a batch.
+  lengths = [9000] * 7 + [7000] + [9000] * 6 + [5000, 5000, 5000]
+  paths = [H.write_wav(str(tmp_path / 'in' / 'yes' / f'c{i:02d}.wav'),
+                       H.noise(n, seed=i)) for i, n in enumerate(lengths)]
+  _run(tmp_path / 'in', tmp_path / 'out', '--no_shuffle')
+  meta = json.loads((tmp_path / 'out' / 'metadata.json').read_text())
+  config = _config(meta)
+  got = _by_path(numpy_reader.numpy_dataset(str(tmp_path / 'out')))
+  assert sorted(got) == sorted(os.path.basename(p) for p in paths)
+  for path in paths:
+    e = got[os.path.basename(path)]
+    assert np.array_equal(e['signal'], sf.read(path, dtype='int16')[0])
+    reference = H.reference_features(_source(path)[np.newaxis], config, RATE)
+    assert e['num_samples'] == len(e['signal'])
+    assert e['num_frames'] == len(reference['spectrogram'][0])
+    for name in FEATURES:
+      assert np.array_equal(e[name], reference[name][0]), (path, name)

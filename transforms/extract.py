@@ -183,10 +183,23 @@ def read_batches(config: PipelineConfig, split: str, refs):
 
 
 def _read_files(config: PipelineConfig, split: str, refs):
-  """--example_unit file or segment: a WindowBatch of one row per ref
-  (plan, example), the whole recording or the span at the dataset's rate
-  (examples differ in length, so each is computed alone), or a Rejection
-  of it."""
+  """--example_unit file or segment: WindowBatches of the whole recordings
+  or spans (plan, example) at the dataset's rate, one row each, and a
+  Rejection per one that cannot be used. Consecutive examples of equal
+  length share a batch (as many as compute_windows allows: clips of one
+  length are computed together, as windows are); others are computed
+  alone."""
+  rows, signals = [], []
+
+  def batch():
+    joined = WindowBatch([(plan.key, window) for plan, window in rows],
+                         (signals[0][np.newaxis] if len(signals) == 1
+                          else np.stack(signals)),
+                         {plan.key: plan for plan, _ in rows})
+    rows.clear()
+    signals.clear()
+    return joined
+
   with wav_io.OpenFiles() as files:
     for plan, window in refs:
       span, _ = plan.locate(window)
@@ -203,8 +216,13 @@ def _read_files(config: PipelineConfig, split: str, refs):
             plan.info.path, 'non-finite samples (NaN or Inf)', 'read',
             frames, split)
         continue
-      yield WindowBatch([(plan.key, window)], signal[np.newaxis],
-                        {plan.key: plan})
+      if signals and (len(signal) != len(signals[0]) or
+                      len(signals) == compute_windows(len(signal))):
+        yield batch()
+      rows.append((plan, window))
+      signals.append(signal)
+  if signals:
+    yield batch()
 
 
 def _input_frames(plan: FilePlan, start: int, stop: int) -> Tuple[int, int]:
@@ -224,15 +242,15 @@ LENGTH_KEYS = {'signal': schema_lib.NUM_SAMPLES_KEY,
 
 def length_columns(arrays: Mapping[str, np.ndarray]
                    ) -> Tuple[Dict[str, List[int]], Dict[str, str]]:
-  """--example_unit file: ({length key: [length]}, {feature: its length
-  key}) of one example's arrays (a batch of one): the signal's length in
+  """--example_unit file: ({length key: [length per row]}, {feature: its
+  length key}) of a batch of equal-length examples: the signal's length in
   num_samples, the STFT features' in num_frames. A feature function of
   your own keeps a fixed shape (one that varies with the recording is
   refused when the schemas of two examples merge)."""
   columns, lengths = {}, {}
   for key, value in arrays.items():
     if key in LENGTH_KEYS:
-      columns[LENGTH_KEYS[key]] = [int(value.shape[1])]
+      columns[LENGTH_KEYS[key]] = [int(value.shape[1])] * len(value)
       lengths[key] = LENGTH_KEYS[key]
   return columns, lengths
 
