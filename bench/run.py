@@ -69,6 +69,8 @@ def writers(corpus, out, win_len=32768, audio_format='wav'):
       # Its window counterpart on 3 s clips: each whole clip as one
       # window, the same audio per example as wavbeam_file.
       'wavbeam_win48k': whole + ['--win_len', '48000'],
+      # And in windows of 1 s: all of a 3 s clip's audio, in 3 examples.
+      'wavbeam_win16k': whole + ['--win_len', '16000'],
       'wavbeam_2proc': base + ['--direct_num_workers=2',
                                '--direct_running_mode=multi_processing'],
       # The specified shape: Beam's WriteToTFRecord, runner-chosen shards.
