@@ -107,11 +107,12 @@ class PipelineConfig:
       'stops the run (default: none)', default=())
   silence_from: Tuple[str, ...] = _opt(
       'files whose path relative to input_dir matches this glob (as '
-      '--exclude) are long recordings whose windows become examples of '
-      '--silence_label, whatever their folder; repeatable or '
+      '--exclude) are long recordings whose windows (under --example_unit '
+      'file, whole recordings) become examples of --silence_label, '
+      'whatever their folder; repeatable or '
       'comma-separated. A file also matched by --exclude is excluded '
       '(default: none)', default=(), repeatable=True)
-  silence_label: str = _opt('the class of the --silence_from windows',
+  silence_label: str = _opt('the class of the --silence_from examples',
                             default=SILENCE_LABEL)
   silence_windows: Optional[int] = _opt(
       'keep at most this many --silence_from windows in all, shared as '

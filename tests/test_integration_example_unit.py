@@ -494,3 +494,28 @@ def test_clips_of_one_length_are_computed_together_exactly(tmp_path):
     assert e['num_frames'] == len(reference['spectrogram'][0])
     for name in FEATURES:
       assert np.array_equal(e[name], reference[name][0]), (path, name)
+
+
+def test_silence_recordings_are_whole_examples_of_their_class(tmp_path):
+  words = [H.write_wav(str(tmp_path / 'in' / w / f'{w}{i}.wav'),
+                       H.noise(8000 + 1000 * i, seed=i))
+           for w in ('yes', 'no') for i in range(2)]
+  short = H.write_wav(str(tmp_path / 'in' / '_background_noise_' /
+                          'short.wav'), H.noise(12000, seed=7))
+  H.write_wav(str(tmp_path / 'in' / '_background_noise_' / 'long.wav'),
+              H.noise(30000, seed=8))
+  _run(tmp_path / 'in', tmp_path / 'out',
+       '--silence_from', '_background_noise_/*')
+  meta = json.loads((tmp_path / 'out' / 'metadata.json').read_text())
+  assert meta['classes'] == ['_silence_', 'no', 'yes']
+  got = _by_path(numpy_reader.numpy_dataset(str(tmp_path / 'out')))
+  assert sorted(got) == sorted(os.path.basename(p) for p in words + [short])
+  silence = got['short.wav']
+  assert silence['class'] == '_silence_' and silence['target'] == 0
+  assert np.array_equal(silence['signal'], sf.read(short, dtype='int16')[0])
+  rejects = [json.loads(line) for line in
+             (tmp_path / 'out' / 'rejects.jsonl').read_text().splitlines()]
+  assert [(os.path.basename(r['path']), r['stage']) for r in rejects] == [
+      ('long.wav', 'plan')]
+  assert 'over --max_seconds=1.25' in rejects[0]['reason']
+  assert meta['counts']['files_rejected'] == 1
