@@ -40,14 +40,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   if command not in COMMANDS:
     print(f'{usage()}\nerror: unknown command {command!r}', file=sys.stderr)
     return 2
-  module = importlib.import_module(COMMANDS[command][0])
-  return module.main(rest)
+  return load(command).main(rest)
+
+
+def load(command: str):
+  """The module of a command; `run` with Beam imported lean (see
+  pipeline.lean_beam: this is a command's process, not a library's)."""
+  if command == 'run':
+    from pipeline import lean_beam  # pylint: disable=import-outside-toplevel
+    lean_beam.import_beam()
+  return importlib.import_module(COMMANDS[command][0])
 
 
 def command() -> None:
-  """The installed `wavbeam` command: main, then console.exit_process."""
+  """The installed `wavbeam` command: main, then console.exit_process
+  (imported after: it imports Beam, which `run` imports its own way)."""
+  code = main()
   from pipeline import console  # pylint: disable=import-outside-toplevel
-  console.exit_process(main())
+  console.exit_process(code)
 
 
 if __name__ == '__main__':

@@ -4,7 +4,8 @@
       block, see transforms/block_store) -> plan windows (split, label,
       count) -> layout (per split: shard count, window positions; counts
       per block only)
-      -> blocks planned again -> (split, shard, salt) <- window refs
+      -> blocks planned again -> (split, shard, salt) <- a block's window
+         refs in that shard
       -> GroupByKey (salt: see balance)
       -> per shard: read windows + features + encode + write (temp name)
     side outputs: per-shard stats (schema, counts), rejections
@@ -238,10 +239,9 @@ class WriteShards(beam.PTransform):
     limit = _allowance(self.allowed)
     return (stored
             | 'AssignWindowsToShards' >> beam.FlatMap(
-                lambda stored, rate, layouts, keys, allowed=None: (
-                    (keys[shard], ref) for shard, ref in
-                    planning.stored_block_refs(stored, c, rate, layouts,
-                                            allowed)),
+                lambda stored, rate, layouts, keys, allowed=None:
+                planning.block_refs_by_shard(stored, c, rate, layouts, keys,
+                                             allowed),
                 side.AsSingleton(rate), side.AsSingleton(layouts),
                 side.AsSingleton(group_keys), **limit)
             | 'GroupByShard' >> beam.GroupByKey()

@@ -1,12 +1,16 @@
 """Imports Beam without pandas and pyarrow, for the `run` command.
 
 `import apache_beam` imports pandas and pyarrow only to register batch
-converters for DataFrame- and Arrow-batched DoFns (and Parquet I/O); no
-wavbeam step uses them. Together they cost about 0.3 s of start-up and
-70 MB of resident memory in the launcher, and again in every forked
-worker's resident count. Both stay importable afterwards: whatever asks
-for them later (Dask, TFDV, a user's code in the same process) imports
-them then.
+converters for DataFrame- and Arrow-batched DoFns and for Parquet and
+BigQuery I/O; no wavbeam step uses them. Together they cost about 0.3 s
+of start-up and 70 MB of resident memory in the launcher, and again in
+every forked worker's resident count.
+
+Only the commands (`wavbeam run`, `python -m pipeline.run`) import Beam
+this way, first thing, before any thread exists: the Beam modules
+imported meanwhile keep lacking them for the life of the process, which
+a program that imports wavbeam may not want. Both libraries stay
+importable afterwards (Dask and TFDV import them when they need them).
 """
 
 import sys

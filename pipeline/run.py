@@ -22,7 +22,8 @@ os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
 
 from pipeline import lean_beam  # noqa: E402
 
-lean_beam.import_beam()
+if __name__ == '__main__':  # the command; a program importing it keeps Beam
+  lean_beam.import_beam()   # whole (see lean_beam)
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import DirectOptions  # noqa: E402

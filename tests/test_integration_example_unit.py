@@ -519,3 +519,27 @@ def test_silence_recordings_are_whole_examples_of_their_class(tmp_path):
       ('long.wav', 'plan')]
   assert 'over --max_seconds=1.25' in rejects[0]['reason']
   assert meta['counts']['files_rejected'] == 1
+
+
+def _peak_of_one_recording(windows, sample_rate):
+  """A feature function written for one recording at a time."""
+  del sample_rate
+  assert windows.shape[0] == 1, windows.shape
+  return np.abs(windows[0]).max().reshape(1, 1)
+
+
+def test_feature_functions_get_one_recording_at_a_time(tmp_path):
+  lengths = [9000] * 6 + [7000, 7000]
+  paths = [H.write_wav(str(tmp_path / 'in' / 'yes' / f'c{i:02d}.wav'),
+                       H.noise(n, seed=i)) for i, n in enumerate(lengths)]
+  run_lib.run(['--input_dir', str(tmp_path / 'in'), '--output_dir',
+               str(tmp_path / 'out'), '--example_unit', 'file',
+               '--no_shuffle', '--features', 'signal',
+               '--runner=FnApiRunner'],
+              extra_features={'peak': _peak_of_one_recording})
+  got = _by_path(numpy_reader.numpy_dataset(str(tmp_path / 'out')))
+  for path in paths:
+    e = got[os.path.basename(path)]
+    samples, _ = sf.read(path, dtype='float32')
+    assert e['peak'].shape == (1,)
+    assert e['peak'][0] == np.abs(samples).max(), path

@@ -67,3 +67,16 @@ def stored_block_refs(stored, config: PipelineConfig, dataset_rate: int,
       stored.block, planned_block(stored, config, dataset_rate,
                                   allowed).plans,
       layouts, shuffle=not config.no_shuffle, seed=config.shuffle_seed)
+
+
+def block_refs_by_shard(stored, config: PipelineConfig, dataset_rate: int,
+                        layouts, group_keys, allowed=None):
+  """(group key, [ref, ...]) for a StoredBlock's windows: one element per
+  shard the block has windows in, keyed by `group_keys[(split, shard)]`.
+  Beam pays its per-element cost (coding, grouping) once per block and
+  shard instead of once per window: on clips, a window per file."""
+  by_key = {}
+  for shard, ref in stored_block_refs(stored, config, dataset_rate, layouts,
+                                      allowed):
+    by_key.setdefault(group_keys[shard], []).append(ref)
+  return list(by_key.items())

@@ -7,6 +7,7 @@ ExampleStats and Rejections on its main output, as distinct types
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import time
 import uuid
@@ -32,7 +33,8 @@ from transforms.stats import ExampleStats
 
 
 class WriteShard(forked_workers.CallsInBundles, beam.DoFn):
-  """((split, shard, salt), window refs) -> one shard file, under a temp name.
+  """((split, shard, salt), lists of window refs) -> one shard file, under
+  a temp name.
 
   A ref is (FilePlan, window, sort key): everything needed to read the
   window travels with it, so no task holds the plans of other files.
@@ -103,8 +105,9 @@ def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
   """Writes one shard file under a temp name: [a Rejection per window
   that could not be used, ..., its ShardStats, its ExampleStats]."""
   started_ms = int(time.time() * 1000)
-  (split, shard, _), refs = keyed_refs  # _: transforms/balance.py's salt
-  refs = shard_order(refs)
+  # _: transforms/balance.py's salt; the refs come in a list per block.
+  (split, shard, _), ref_lists = keyed_refs
+  refs = shard_order(itertools.chain.from_iterable(ref_lists))
   stats = ExampleStats(split=split, shard=shard)
   items = []
   opening = time.perf_counter_ns()

@@ -99,13 +99,32 @@ class FeatureExtractor:
     if 'fft' in c.features:
       out['fft'] = once('fft', lambda: F.fft_magnitude(w32))
     for name, fn in self.extra_features.items():
-      value = np.asarray(once(('extra', name), lambda: fn(w32, sample_rate)))
+      value = np.asarray(once(('extra', name),
+                              lambda: self._extra(name, fn, w32,
+                                                  sample_rate)))
       if value.ndim == 0 or value.shape[0] != windows.shape[0]:
         raise ValueError(
             f'feature function {name!r} returned shape {value.shape} for '
             f'{windows.shape[0]} windows; its first axis must be the window')
       out[name] = value
     return out
+
+  def _extra(self, name, fn, windows: np.ndarray, sample_rate: int):
+    """A feature function's value for a batch. Under --example_unit file
+    or segment a function is given one example at a time, its whole
+    length, as a (1, n) array (several of one length may share a batch
+    here), and its rows are stacked."""
+    if not self.config.variable_length or len(windows) == 1:
+      return fn(windows, sample_rate)
+    rows = []
+    for i in range(len(windows)):
+      value = np.asarray(fn(windows[i:i + 1], sample_rate))
+      if value.ndim == 0 or value.shape[0] != 1:
+        raise ValueError(
+            f'feature function {name!r} returned shape {value.shape} for '
+            '1 windows; its first axis must be the window')
+      rows.append(value)
+    return np.concatenate(rows)
 
 
 def read_chunk_windows(chunk: Chunk, config: PipelineConfig,
