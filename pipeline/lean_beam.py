@@ -13,15 +13,26 @@ a program that imports wavbeam may not want. Both libraries stay
 importable afterwards (Dask and TFDV import them when they need them).
 """
 
+import os
 import sys
 
 DATAFRAME_LIBRARIES = ('pandas', 'pyarrow')
 
 
+def one_blas_thread() -> None:
+  """OpenBLAS (numpy's, for the log_mel matmul) gets one thread unless
+  the environment says otherwise: the pipeline already runs one worker
+  or bundle per core, and a pool per process would spin on the same
+  cores. numpy reads it when first imported (Beam imports numpy), and
+  worker processes inherit it."""
+  os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
+
+
 def import_beam():
-  """Imports apache_beam with DATAFRAME_LIBRARIES hidden, unless Beam or
-  either library is already imported (then nothing changes: Beam keeps
-  the converters it registered)."""
+  """Imports apache_beam with DATAFRAME_LIBRARIES hidden (after
+  one_blas_thread), unless Beam or either library is already imported
+  (then nothing changes: Beam keeps the converters it registered)."""
+  one_blas_thread()
   if 'apache_beam' in sys.modules:
     return sys.modules['apache_beam']
   hidden = [name for name in DATAFRAME_LIBRARIES if name not in sys.modules]

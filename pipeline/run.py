@@ -15,13 +15,9 @@ import sys
 import time
 from typing import Sequence, Union
 
-# Before numpy is first imported (Beam imports it): the pipeline runs one
-# bundle per core already, and OpenBLAS's own thread pool (used by the
-# log_mel matmul) would spin on the same cores. Worker processes inherit it.
-os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
-
 from pipeline import lean_beam  # noqa: E402
 
+lean_beam.one_blas_thread()  # before numpy is first imported
 if __name__ == '__main__':  # the command; a program importing it keeps Beam
   lean_beam.import_beam()   # whole (see lean_beam)
 import apache_beam as beam  # noqa: E402

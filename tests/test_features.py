@@ -6,6 +6,7 @@ import pytest
 
 from tests import helpers as H
 from transforms import features
+from transforms.window_features import FeatureExtractor
 
 
 def _stft_reference(window, n_fft, hop, win):
@@ -167,3 +168,35 @@ def test_lpc_of_silence_and_of_a_frame_predicted_exactly():
   assert np.isfinite(found).all()
   assert not found[0].any()
   assert found[1, 0, 0] == pytest.approx(-1.0, abs=1e-2)
+
+
+def _first_and_last(windows, sample_rate):
+  del sample_rate
+  return windows[:, [0, -1]]
+
+
+def _positive_samples(windows, sample_rate):
+  """A shape that follows the content: refused."""
+  del sample_rate
+  return windows[:, windows[0] > 0]
+
+
+def test_feature_functions_get_one_recording_at_a_time_in_file_mode(
+    tmp_path):
+  config = H.make_config(tmp_path, tmp_path / 'out', example_unit='file',
+                         features=('signal',))
+  calls = []
+
+  def recorded(windows, sample_rate):
+    calls.append(windows.shape)
+    return _first_and_last(windows, sample_rate)
+
+  batch = H.noise(3 * 4000, seed=1).reshape(3, 4000)
+  out = FeatureExtractor(config, {'ends': recorded}).compute(batch, 16000)
+  assert calls == [(1, 4000)] * 3
+  assert np.array_equal(out['ends'],
+                        batch[:, [0, -1]].astype(np.float32))
+  with pytest.raises(ValueError, match="returned shapes .* for two "
+                     "recordings; its result must have one shape"):
+    FeatureExtractor(config, {'pos': _positive_samples}).compute(batch,
+                                                                  16000)

@@ -93,3 +93,20 @@ def test_nothing_hidden_when_pandas_came_first():
             'pyarrow' in sys.modules)
       """)
   assert out == 'True True'
+
+
+@pytest.mark.parametrize('load', [
+    'from pipeline import cli; cli.load("run")', 'import pipeline.run'])
+def test_openblas_has_one_thread_when_numpy_loads(load):
+  out = _python(f"""
+      import os, sys
+      os.environ.pop('OPENBLAS_NUM_THREADS', None)
+      class Watch:
+        def find_spec(self, name, path=None, target=None):
+          if name == 'numpy':
+            print(os.environ.get('OPENBLAS_NUM_THREADS'))
+            sys.meta_path.remove(self)
+      sys.meta_path.insert(0, Watch())
+      {load}
+      """)
+  assert out == '1'

@@ -123,6 +123,11 @@ class FeatureExtractor:
         raise ValueError(
             f'feature function {name!r} returned shape {value.shape} for '
             '1 windows; its first axis must be the window')
+      if rows and value.shape != rows[0].shape:
+        raise ValueError(
+            f'feature function {name!r} returned shapes {rows[0].shape} '
+            f'and {value.shape} for two recordings; its result must have '
+            'one shape for every recording')
       rows.append(value)
     return np.concatenate(rows)
 
