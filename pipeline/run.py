@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Sequence, Union
 
-from pipeline import lean_beam  # noqa: E402
+from pipeline import lean_beam
 
 lean_beam.one_blas_thread()  # before numpy is first imported
 if __name__ == '__main__':  # the command; a program importing it keeps Beam

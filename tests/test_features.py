@@ -200,3 +200,12 @@ def test_feature_functions_get_one_recording_at_a_time_in_file_mode(
                      "recordings; its result must have one shape"):
     FeatureExtractor(config, {'pos': _positive_samples}).compute(batch,
                                                                   16000)
+  with pytest.raises(ValueError, match=r"returned shape \(\) for one "
+                     "recording; its first axis must be the recording"):
+    FeatureExtractor(config, {'peak': _peak}).compute(batch, 16000)
+
+
+def _peak(windows, sample_rate):
+  """A scalar, not a row per recording: refused."""
+  del sample_rate
+  return np.abs(windows).max()

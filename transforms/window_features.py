@@ -122,7 +122,7 @@ class FeatureExtractor:
       if value.ndim == 0 or value.shape[0] != 1:
         raise ValueError(
             f'feature function {name!r} returned shape {value.shape} for '
-            '1 windows; its first axis must be the window')
+            'one recording; its first axis must be the recording')
       if rows and value.shape != rows[0].shape:
         raise ValueError(
             f'feature function {name!r} returned shapes {rows[0].shape} '
