@@ -114,15 +114,20 @@ def dir_bytes(path):
              for r, _, fs in os.walk(path) for f in fs)
 
 
-def phases(out, started, wall):
+def metadata(out):
+  """A wavbeam output's metadata.json, or None (other writers)."""
+  try:
+    with open(os.path.join(out, 'metadata.json')) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return None
+
+
+def phases(meta, started, wall):
   """(before the first shard, shard phase, after the last shard) in
   seconds, from metadata.json's shards_written; None for other writers,
   and for a run that wrote no shard."""
-  try:
-    with open(os.path.join(out, 'metadata.json')) as f:
-      written = json.load(f)['shards_written']
-  except (OSError, KeyError, ValueError):
-    return None
+  written = (meta or {}).get('shards_written')
   if written is None:
     return None
   first = datetime.datetime.fromisoformat(written['first_started'])
@@ -130,17 +135,15 @@ def phases(out, started, wall):
   return (before, written['seconds'], wall - before - written['seconds'])
 
 
-def example_seconds(out):
+def example_seconds(meta):
   """Audio-seconds held in the written examples (their signals' samples,
   from metadata.json's statistics), or None: a window mode drops a
   recording's tail shorter than a window; a file mode keeps it."""
   try:
-    with open(os.path.join(out, 'metadata.json')) as f:
-      meta = json.load(f)
     samples = sum(split['statistics']['signal']['count']
                   for split in meta['splits'].values())
     return samples / meta['sample_rate']
-  except (OSError, KeyError, ValueError, TypeError):
+  except (KeyError, TypeError):
     return None
 
 
@@ -176,8 +179,9 @@ def bench_writers(corpus_name, repeats, names, env):
       started = time.time()
       wall, peak, _ = run_measured(
           writers(corpus, out, win_len, audio_format)[name], env=env)
+      meta = metadata(out)
       runs[name].append((wall, peak, dir_bytes(out),
-                         phases(out, started, wall), example_seconds(out)))
+                         phases(meta, started, wall), example_seconds(meta)))
   rows = {}
   for name, rs in runs.items():
     wall = statistics.median(r[0] for r in rs)

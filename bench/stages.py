@@ -155,7 +155,7 @@ def job_round(corpus: str, win_len: int, env) -> dict:
     written = json.load(f)['shards_written']
   with open(marks) as f:
     events = timeline.parse(f)
-  first = bench_run.phases(out, started, wall)[0] + started
+  first = bench_run.phases(bench_run.metadata(out), started, wall)[0] + started
   shards = (first, first + written['seconds'])
   return {'wall': wall, 'peak_mb': peak / 1e6,
           'stages': timeline.stages(events, started, started + wall, shards),
