@@ -4,11 +4,11 @@ and installing it into wavbeam's environment would move pinned packages,
 so it runs in an environment of its own:
 
     python3 -m venv /tmp/hf
-    /tmp/hf/bin/pip install datasets==5.2.0 numpy google-crc32c==1.9.0
+    /tmp/hf/bin/pip install datasets==5.2.0 numpy crc32c==2.9.post0
     PYTHONPATH=. /tmp/hf/bin/python -m bench.hf_anchor scratch/bench/readers_1h
 
 The train split is converted once (through numpy_reader, which needs only
-numpy and google-crc32c) to an Arrow dataset saved beside it
+numpy and crc32c) to an Arrow dataset saved beside it
 (`..._hf/`), with its arrays as fixed-shape Arrow arrays. Then each repeat
 is a fresh process that opens it memory-mapped and reads every column in
 batches of 64 as numpy arrays, 3 passes: the first apart, then the median

@@ -95,6 +95,42 @@ class BatchBuffers:
       if filling is not None:
         release(filling.memory)
 
+  def batches_of_chunks(self, items: Iterable[Tuple], size: int,
+                        drop_last: bool, first_example) -> Iterator[Dict]:
+    """batches() of records read a chunk at a time: `items` are (chunk,
+    i) pairs, record i of `chunk`, whose fill(rows, strings, row, first,
+    end) writes its records first..end-1 into a batch's arrays from row
+    `row` on; `first_example(chunk, i)` is record i as a dict, which
+    lays a batch out. Fixed shapes only. Runs of records that follow
+    each other in one chunk are filled at once."""
+    pending: List[Tuple] = []
+    for item in items:
+      pending.append(item)
+      if len(pending) == size:
+        yield self._fill_chunks(pending, size, first_example).arrays()
+        pending = []
+    if pending and not drop_last:
+      yield self._fill_chunks(pending, size, first_example).arrays()
+
+  def _fill_chunks(self, items, size, first_example) -> Batch:
+    filling = _Filling(first_example(*items[0]), size, self._take)
+    try:
+      row = 0
+      while row < len(items):
+        chunk, first = items[row]
+        end = row + 1
+        while (end < len(items) and items[end][0] is chunk and
+               items[end][1] == first + end - row):
+          end += 1
+        chunk.fill(filling.rows, filling.strings, row, first,
+                   first + end - row)
+        row = end
+    except BaseException:
+      release(filling.memory)
+      raise
+    filling.count = len(items)
+    return filling.batch()
+
   def _filled_padded(self, examples, size, drop_last, variable):
     """filled() for variable-length arrays: a batch's examples are held
     until it is complete, since its buffer's shapes are those of its

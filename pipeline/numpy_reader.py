@@ -15,6 +15,7 @@ raises DatasetError naming the shard and the record. Local files (or any
 mounted file system).
 """
 
+from concurrent import futures
 import contextlib
 import gzip
 import mmap
@@ -24,6 +25,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from pipeline import batching
+from pipeline.contract import batch_decode
 from pipeline.contract import dataset as dataset_lib
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import schema as schema_lib
@@ -32,6 +34,13 @@ from pipeline.contract import example_codec
 from pipeline.contract import tfrecord
 
 _SHUFFLE_BUFFER = 1024
+# Records located together when batched (batch_decode): numpy's cost per
+# call is spread over this many.
+_CHUNK_RECORDS = 1024
+# Batched records this large (on average) are checked against their CRCs
+# on a second thread while they are copied; smaller ones where they are
+# copied (crc32c keeps the GIL below 32 KiB: a thread would only wait).
+_CHECKED_APART = 32 << 10
 # Shards stay mapped between passes, as a memory-mapped Arrow table stays
 # mapped, up to this many bytes a reader: mapping a shard again and
 # faulting its pages in took a sixth of a warm pass over 1-s clips.
@@ -81,6 +90,9 @@ class NumpyDataset:
     self.shuffle_buffer_size = shuffle_buffer_size
     self._epoch = 0
     self._mapped = {}  # path -> (its os.stat identity, its mmap)
+    self._batch_decoder = batch_decode.BatchDecoder(self.schema, self.keys)
+    self._layout_decoder = example_codec.Decoder(self.schema, self.keys,
+                                                 copy=False)
 
   def __getstate__(self):  # mappings stay with the process that made them
     return dict(self.__dict__, _mapped={})
@@ -97,6 +109,9 @@ class NumpyDataset:
     rng = np.random.default_rng(
         None if self.seed is None else [self.seed, self._epoch])
     self._epoch += 1
+    if (self.batch_size is not None and self._batch_decoder.usable and
+        self.metadata['compression'] != 'gzip'):
+      return self._located_batches(rng)
     # Examples batched as they come need no copy of their own (shuffled,
     # they wait in the buffer as views of their records).
     examples = self._examples(rng, copy=self.batch_size is None)
@@ -115,6 +130,61 @@ class NumpyDataset:
     for i in order:
       yield from self.read_shard(self.shards[i], copy)
 
+  def _located_batches(self, rng) -> Iterator[Dict]:
+    """The batches below, of records located a chunk at a time and copied
+    straight into the batch (the same batches, in the same order)."""
+    with futures.ThreadPoolExecutor(
+        1, thread_name_prefix='wavbeam-crc') as checker:
+      records = self._chunked_records(rng, checker)
+      if self.shuffle:
+        records = buffer_shuffle(records, self.shuffle_buffer_size, rng)
+      yield from batching.BatchBuffers().batches_of_chunks(
+          records, self.batch_size, self.drop_remainder,
+          lambda chunk, i: chunk.example(i))
+
+  def _chunked_records(self, rng, checker
+                       ) -> Iterator[Tuple['_Chunk', int]]:
+    """(chunk, i) per record, in _examples' order: chunks of up to
+    _CHUNK_RECORDS of a shard's records, located by batch_decode (or, in
+    another layout, decoded one by one)."""
+    order = list(range(len(self.shards)))
+    if self.shuffle:
+      rng.shuffle(order)
+    for i in order:
+      shard = self.shards[i]
+      first, offsets, views = 0, [], []
+      try:
+        for index, offset, view in self._checked_records(
+            shard, 0, shard['num_examples'], data_crc=False):
+          if not views:
+            first = index
+          offsets.append(offset + 12)  # the data, past its header
+          views.append(view)
+          if len(views) == _CHUNK_RECORDS:
+            yield from self._chunk(shard, first, offsets, views, checker)
+            offsets, views = [], []
+      except DatasetError:
+        # The records before the bad one are handed out first, as
+        # read_shard hands them out.
+        yield from self._chunk(shard, first, offsets, views, checker)
+        raise
+      yield from self._chunk(shard, first, offsets, views, checker)
+
+  def _chunk(self, shard: Dict, first: int, offsets: List[int],
+             views: List[memoryview], checker):
+    if not views:
+      return
+    starts = np.array(offsets, np.int64)
+    sizes = np.fromiter(map(len, views), np.int64, len(views))
+    stops = starts + sizes
+    chunk = _Chunk(self, shard, first, views, stops.tolist(), sizes,
+                   checker)
+    # The views' memory: the shard's mapping.
+    chunk.located = self._batch_decoder.locate(
+        np.frombuffer(views[0].obj, np.uint8), starts, stops)
+    for i in range(len(views)):
+      yield chunk, i
+
   def read_shard(self, shard: Dict, copy: bool = True) -> Iterator[Dict]:
     """A shard's examples, checked: size, CRCs, record count, schema
     (`copy` as read_records')."""
@@ -128,25 +198,36 @@ class NumpyDataset:
     there, so readers that split a split between them check every shard.
     `copy=False`: arrays are read-only views of the record, for a caller
     that copies them into a batch at once (a copy fewer)."""
-    path = dataset_lib.listed_file(dataset_lib.LOCAL, self.output_dir, shard)
     decode = example_codec.Decoder(self.schema, self.keys, copy)
+    for index, _, data in self._checked_records(shard, start, stop):
+      try:
+        example = decode(data)
+      except schema_lib.SchemaError as e:
+        path = dataset_lib.listed_file(dataset_lib.LOCAL, self.output_dir,
+                                       shard)
+        raise DatasetError(f'shard {path}: record {index}: {e}') from e
+      yield example
+
+  def _checked_records(self, shard: Dict, start: int, stop: int,
+                       data_crc: bool = True):
+    """(index, offset, data) of records start..stop-1 of a shard, with
+    read_records' checks: size, CRCs, record count (`data_crc=False`:
+    data CRCs left to the caller, as tfrecord.mapped_records does)."""
+    path = dataset_lib.listed_file(dataset_lib.LOCAL, self.output_dir, shard)
     where = f'shard {path}'
     count = start
     with contextlib.ExitStack() as stack:
       try:
         records = self._records(stack, path, start, where,
                                 whole=start == 0 and
-                                stop == shard['num_examples'])
+                                stop == shard['num_examples'],
+                                data_crc=data_crc)
         while count < stop:
           item = next(records, None)
           if item is None:
             break
-          try:
-            example = decode(item[1])
-          except schema_lib.SchemaError as e:
-            raise DatasetError(f'shard {path}: record {count}: {e}') from e
           count += 1
-          yield example
+          yield count - 1, item[0], item[1]
         if stop == shard['num_examples'] and next(records, None):
           raise DatasetError(f'shard {path} holds more records than the '
                              f'{shard["num_examples"]} metadata.json says')
@@ -157,9 +238,8 @@ class NumpyDataset:
       raise DatasetError(f'shard {path} holds {count} records, '
                          f'metadata.json says {shard["num_examples"]}')
 
-
   def _records(self, stack, path: str, start: int, where: str,
-               whole: bool = False):
+               whole: bool = False, data_crc: bool = True):
     """(offset, data) of a shard's records from record `start`: an
     uncompressed shard mapped into memory (each record a view of it,
     its CRC computed in place; with `whole`, every page filled at once),
@@ -172,7 +252,8 @@ class NumpyDataset:
     if buf is None:
       return iter(())
     return tfrecord.mapped_records(buf, where, start,
-                                   tfrecord.mapped_skip(buf, start, where))
+                                   tfrecord.mapped_skip(buf, start, where),
+                                   data_crc=data_crc)
 
   def _mapping(self, stack, path: str, whole: bool):
     """The shard mapped into memory (None if empty): the mapping an
@@ -198,6 +279,77 @@ class NumpyDataset:
         <= KEPT_MAPPED_BYTES):
       self._mapped[path] = (identity, buf)
     return buf
+
+
+class _Chunk:
+  """Records of a shard read together (`views` of each, in its mapping),
+  filled into batches (batching.BatchBuffers.batches_of_chunks) by
+  batch_decode (`located`) or, in another layout, decoded one by one;
+  each checked against its data CRC just before it is used."""
+
+  def __init__(self, dataset: NumpyDataset, shard: Dict, first: int,
+               views: List[memoryview], stops: List[int], sizes: np.ndarray,
+               checker: futures.Executor):
+    self.dataset, self.shard, self.first = dataset, shard, first
+    self.views, self.stops, self.sizes = views, stops, sizes
+    self.checker = checker
+    self.located: Optional[batch_decode.Located] = None
+    self._checked = -1  # the record last checked
+
+  def fill(self, rows: Dict, strings: Dict, row: int, first: int,
+           end: int) -> None:
+    if self.located is not None and (self.sizes[first:end].mean()
+                                     < _CHECKED_APART):
+      self.located.fill(rows, strings, row, first, end, self.check)
+      return
+    if self.located is not None:
+      # The batch goes out only once every CRC matched.
+      checking = self.checker.submit(self._first_mismatch, first, end)
+      try:
+        self.located.fill(rows, strings, row, first, end)
+      finally:
+        bad = checking.result()
+      if bad is not None:
+        self.check(bad)  # raises
+      return
+    for i in range(first, end):
+      for key, value in self.example(i).items():
+        if key in strings:
+          strings[key].append(value)
+        else:
+          rows[key][row + i - first] = value
+
+  def example(self, i: int) -> Dict:
+    """Record i, decoded (arrays are views of it)."""
+    self.check(i)
+    try:
+      return self.dataset._layout_decoder(self.views[i])  # pylint: disable=protected-access
+    except schema_lib.SchemaError as e:
+      raise DatasetError(f'shard {self._path()}: record {self.first + i}: '
+                         f'{e}') from e
+
+  def _first_mismatch(self, first: int, end: int) -> Optional[int]:
+    for i in range(first, end):
+      view = self.views[i]
+      if i != self._checked and not tfrecord.data_crc_matches(
+          view.obj, view, self.stops[i]):
+        return i
+    return None
+
+  def check(self, i: int) -> None:
+    view = self.views[i]
+    if i == self._checked or tfrecord.data_crc_matches(view.obj, view,
+                                                       self.stops[i]):
+      self._checked = i
+      return
+    raise DatasetError(
+        f'shard {self._path()}: record {self.first + i} at byte '
+        f'{self.stops[i] - 12 - len(view)}: data CRC mismatch (run python '
+        '-m pipeline.verify on the dataset)')
+
+  def _path(self) -> str:
+    return dataset_lib.listed_file(dataset_lib.LOCAL,
+                                   self.dataset.output_dir, self.shard)
 
 
 def variable_keys(schema: schema_lib.Schema,

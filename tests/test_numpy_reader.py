@@ -4,6 +4,7 @@ import mmap
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -27,6 +28,20 @@ def dataset(tmp_path_factory):
                          n_fft=256, fft_hop=128,
                          features=('signal', 'spectrogram', 'log_mel'))
   H.run_pipeline(config)
+  return d / 'out'
+
+
+@pytest.fixture(scope='module')
+def large_records(tmp_path_factory):
+  """Records of 64 KiB and more: batched, their CRCs are checked on a
+  second thread."""
+  d = tmp_path_factory.mktemp('npreader_large')
+  for i in range(6):
+    H.write_wav(str(d / 'in' / 'a' / f'{i}.wav'), H.noise(16384 * 3, 1,
+                                                          seed=i))
+  H.run_pipeline(H.make_config(d / 'in', d / 'out', win_len=16384,
+                               max_examples_per_shard=5, n_fft=256,
+                               fft_hop=128))
   return d / 'out'
 
 
@@ -109,6 +124,91 @@ def test_kept_batches_hold_the_examples_bit_for_bit(dataset):
         assert got.tobytes() == np.asarray(value).tobytes()
   assert all(a.flags.writeable for a in batches[0].values()
              if isinstance(a, np.ndarray))
+
+
+@pytest.mark.parametrize('records', ['dataset', 'large_records'])
+@pytest.mark.parametrize('options', [
+    dict(batch_size=1), dict(batch_size=4, drop_remainder=True),
+    dict(batch_size=5, shuffle=True, seed=2, shuffle_buffer_size=3),
+    dict(batch_size=64, features=['spectrogram', 'class', 'index'])])
+def test_batches_are_the_examples_stacked(records, options, request):
+  """Batched reading (records located a chunk at a time and copied into
+  the batch: pipeline/contract/batch_decode) gives the examples read one
+  at a time, stacked, in the same order (shuffled by the same seed)."""
+  dataset = request.getfixturevalue(records)
+  one_by_one = dict(options, batch_size=None, drop_remainder=False)
+  plain = list(numpy_reader.numpy_dataset(str(dataset), **one_by_one))
+  batches = list(numpy_reader.numpy_dataset(str(dataset), **options))
+  size = options['batch_size']
+  if options.get('drop_remainder'):
+    plain = plain[:len(plain) // size * size]
+  assert sum(len(b['class']) for b in batches) == len(plain)
+  for i, example in enumerate(plain):
+    batch = batches[i // size]
+    assert list(batch) == list(example)
+    for key, value in example.items():
+      got = batch[key][i % size]
+      if isinstance(value, str):
+        assert got == value
+      else:
+        assert got.dtype == value.dtype and got.shape == np.shape(value)
+        assert got.tobytes() == np.asarray(value).tobytes()
+
+
+def test_records_in_another_layout_are_batched_the_same(dataset, tmp_path):
+  """A shard whose records another writer serialized (TensorFlow's, entry
+  order of its own) is read record by record into the same batches."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  out, shard = _copy(dataset, tmp_path)
+  path = out / shard['file']
+  with open(path, 'rb') as f:
+    records = [r for _, r in tfrecord.read_records(f)]
+  theirs = [tf.train.Example.FromString(r).SerializeToString()
+            for r in records]
+  assert all(len(a) == len(b) for a, b in zip(records, theirs))
+  with open(path, 'wb') as f:
+    for record in theirs:
+      tfrecord.write_record(f, record)
+  want = list(numpy_reader.numpy_dataset(str(dataset), batch_size=4))
+  got = list(numpy_reader.numpy_dataset(str(out), batch_size=4))
+  assert len(got) == len(want)
+  for a, b in zip(got, want):
+    assert list(a) == list(b)
+    for key in a:
+      if isinstance(a[key], list):
+        assert a[key] == b[key]
+      else:
+        assert a[key].dtype == b[key].dtype
+        assert a[key].tobytes() == b[key].tobytes()
+
+
+@pytest.mark.parametrize('records', ['dataset', 'large_records'])
+def test_a_flipped_data_bit_stops_batches_at_its_record(records, tmp_path,
+                                                        request):
+  """Batched, a record's data CRC is checked before its batch goes out
+  (small records just before each is copied, large ones on a second
+  thread while they are copied): the batches before its own come out,
+  then the error names it; the thread ends with the reading."""
+  out, shard = _copy(request.getfixturevalue(records), tmp_path)
+  path = out / shard['file']
+  data = bytearray(path.read_bytes())
+  offsets = [o for o, _ in tfrecord.mapped_records(bytes(data))]
+  data[offsets[2] + 200] ^= 0x10  # inside record 2's data
+  path.write_bytes(bytes(data))
+  reader = numpy_reader.numpy_dataset(str(out), batch_size=2)
+  assert (records == 'large_records') == all(
+      size > numpy_reader._CHECKED_APART for size in np.diff(offsets))  # pylint: disable=protected-access
+  before = sum(s['num_examples'] for s in reader.shards[:reader.shards.index(
+      shard)])
+  seen = 0
+  with pytest.raises(numpy_reader.DatasetError) as e:
+    for batch in reader:
+      seen += len(batch['class'])
+  assert seen == (before + 2) // 2 * 2
+  assert f'shard {path}: record 2 at byte {offsets[2]}: data CRC ' \
+      'mismatch' in str(e.value)
+  assert not [t for t in threading.enumerate()
+              if t.name.startswith('wavbeam-crc')]
 
 
 def _memory_of(array):

@@ -9,7 +9,7 @@ import re
 import struct
 from typing import Optional, Tuple
 
-import google_crc32c
+import crc32c
 import soundfile as sf
 
 from pipeline.contract.errors import WavbeamError
@@ -45,7 +45,7 @@ HEAD_BYTES = 1 << 16
 
 
 def head_crc(head: bytes) -> int:
-  return google_crc32c.value(head[:HEAD_BYTES])
+  return crc32c.crc32c(head[:HEAD_BYTES])
 
 
 NOTE = 'note'  # a Rejection stage: the file is used, with a remark

@@ -29,7 +29,7 @@ import string
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from apache_beam.io.filesystems import FileSystems
-import google_crc32c
+import crc32c
 
 from pipeline.contract import json_lines
 from pipeline.contract import naming
@@ -93,7 +93,7 @@ def segments_digest(entry: Optional[Entry]) -> Optional[int]:
     return None
   said = [[g.start, g.end, g.duration, g.label, g.channel,
            [list(pair) for pair in g.extras]] for g in entry.segments]
-  return google_crc32c.value(json.dumps(said).encode('utf-8'))
+  return crc32c.crc32c(json.dumps(said).encode('utf-8'))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,7 @@ its writer takes local paths only.
 
 import os
 
-import google_crc32c
+import crc32c
 
 
 def _module():
@@ -68,8 +68,8 @@ def fingerprint(path: str) -> int:
   """CRC32C of the whole file: recorded in metadata.json beside its size,
   checked before a reader serves the file (a file of the same size from
   another dataset would otherwise be read as this one)."""
-  crc = google_crc32c.Checksum()
+  crc = 0
   with open(path, 'rb') as f:
     for block in iter(lambda: f.read(1 << 22), b''):
-      crc.update(block)
-  return int.from_bytes(crc.digest(), 'big')
+      crc = crc32c.crc32c(block, crc)
+  return crc

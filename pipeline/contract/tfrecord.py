@@ -7,8 +7,7 @@ crc32c(data), little-endian, as TensorFlow reads them.
 import struct
 from typing import BinaryIO, Iterator, Optional, Tuple
 
-import google_crc32c
-import numpy as np
+import crc32c
 
 from pipeline.contract.errors import WavbeamError
 
@@ -16,11 +15,10 @@ _MASK_DELTA = 0xA282EAD8
 
 
 def masked_crc(data) -> int:
-  """TFRecord's masked CRC32C of bytes, or of a memoryview or uint8 array
-  without copying it (google_crc32c takes arrays, not memoryviews)."""
-  if isinstance(data, memoryview):
-    data = np.frombuffer(data, np.uint8)
-  crc = google_crc32c.value(data)
+  """TFRecord's masked CRC32C of bytes, a memoryview or an array, in
+  place. From 32 KiB on, the GIL is released meanwhile: other threads
+  run (numpy_reader checks a batch's records while it copies them)."""
+  crc = crc32c.crc32c(data)
   return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -80,15 +78,19 @@ _FOOTER = struct.Struct('<I')
 
 
 def mapped_records(buf, where: str = '', first_index: int = 0,
-                   offset: int = 0, check_crc: bool = True
+                   offset: int = 0, check_crc: bool = True,
+                   data_crc: bool = True
                    ) -> Iterator[Tuple[int, memoryview]]:
   """read_records over a whole file in memory (an mmap): (offset, data)
   from record `first_index` at byte `offset`, data a memoryview of the
   record where it lies (no reads, no seeks, no copy: CRCs are computed
-  in place); CorruptRecord as read_records raises it. The views keep
-  `buf` alive: close it only once they are gone, or let it go."""
+  in place); CorruptRecord as read_records raises it. `data_crc=False`
+  leaves the data CRCs to the caller, who checks each record with
+  data_crc_matches before using it (while it is still in the CPU's cache).
+  The views keep `buf` alive: close it only once they are gone, or let
+  it go."""
   index, size = first_index, len(buf)
-  view, octets = memoryview(buf), np.frombuffer(buf, np.uint8)
+  view = memoryview(buf)
   while offset < size:
     if offset + 12 > size:
       raise CorruptRecord(f'{where}: record {index} at byte {offset}: file '
@@ -101,13 +103,19 @@ def mapped_records(buf, where: str = '', first_index: int = 0,
     if stop + 4 > size:
       raise CorruptRecord(f'{where}: record {index} at byte {offset}: file '
                           'ends inside the record')
-    if check_crc and (masked_crc(octets[offset + 12:stop]) !=
-                      _FOOTER.unpack_from(buf, stop)[0]):
+    data = view[offset + 12:stop]
+    if check_crc and data_crc and not data_crc_matches(buf, data, stop):
       raise CorruptRecord(f'{where}: record {index} at byte {offset}: data '
                           'CRC mismatch')
-    yield offset, view[offset + 12:stop]
+    yield offset, data
     index += 1
     offset = stop + 4
+
+
+def data_crc_matches(buf, data, stop: int) -> bool:
+  """Whether a record's `data` (a view of `buf`, ending at byte `stop`)
+  has the CRC that follows it."""
+  return masked_crc(data) == _FOOTER.unpack_from(buf, stop)[0]
 
 
 def mapped_skip(buf, count: int, where: str = '') -> int:
