@@ -486,7 +486,7 @@ def main(argv=None) -> int:
     if not args.show and not args.plot:
       print(summary_text(args.path, metadata))
   except (InspectError, NoFigures, tfrecord.CorruptRecord, OSError,
-          metadata_lib.schema_lib.SchemaError) as e:
+          metadata_lib.schema_lib.SchemaError, DatasetError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 1
   return 0

@@ -34,6 +34,7 @@ from pipeline import progress  # noqa: E402
 from transforms import timeline  # noqa: E402
 from pipeline import variants as variants_lib  # noqa: E402
 from pipeline.contract import naming  # noqa: E402
+from pipeline.contract.errors import DatasetError  # noqa: E402
 from pipeline import output_folder  # noqa: E402
 from pipeline.output_folder import read_metadata  # noqa: E402
 from pipeline.graph import build_pipeline  # noqa: E402
@@ -184,6 +185,16 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
                        forked)
 
 
+def _sweep_index(config) -> dict:
+  """The variants.json in --output_dir; ConfigError when it is damaged
+  or names a folder that is not its variant's."""
+  try:
+    return variants_lib.read_index(config.output_dir)
+  except DatasetError as e:
+    raise config_lib.ConfigError('output_dir', config.output_dir,
+                                 str(e)) from e
+
+
 def _run_variants(config, beam_args, extra_features, show_progress):
   """One job writing every variant into OUT/<variant>/ (the audio listed,
   probed, planned and read once: graph.build_sweep_pipeline);
@@ -214,7 +225,7 @@ def _run_variants(config, beam_args, extra_features, show_progress):
             'pass --overwrite to replace it')
       # The earlier sweep is replaced whole: its variants this one does
       # not have go too, the index first (a sweep is listed once whole).
-      earlier = variants_lib.read_index(config.output_dir)['variants']
+      earlier = _sweep_index(config)['variants']
       FileSystems.delete([index])
       gone = [naming.join(config.output_dir, earlier[name]['folder'])
               for name in sorted(earlier) if name not in variant_configs]
@@ -245,7 +256,7 @@ def _append_to_sweep(config, variant_configs, beam_args, extra_features,
     raise config_lib.ConfigError(
         'append', True, f'{config.output_dir} holds no complete sweep (no '
         f'{variants_lib.FILE_NAME}) to append to')
-  listed = sorted(variants_lib.read_index(config.output_dir)['variants'])
+  listed = sorted(_sweep_index(config)['variants'])
   if listed != sorted(variant_configs):
     raise config_lib.ConfigError(
         'variants', config.variants, f'names the variants '

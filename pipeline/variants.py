@@ -26,6 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import ConfigError, PipelineConfig, unique_pairs
 from pipeline.contract import naming
+from pipeline.contract.errors import DatasetError
 
 OPTION = 'variants'
 FILE_NAME = naming.VARIANTS_FILE
@@ -149,9 +150,23 @@ def index_text(variant_configs: Dict[str, PipelineConfig]) -> str:
 
 def read_index(output_dir: str):
   """variants.json of a sweep folder as a dict, or None where there is
-  none."""
+  none; DatasetError unless every variant it lists is a variant name
+  whose folder is its name (a folder read from the file could lead
+  anywhere: an --overwrite deletes the variants it no longer has)."""
   path = naming.join(output_dir, FILE_NAME)
   if not FileSystems.exists(path):
     return None
   with FileSystems.open(path) as f:
-    return json.loads(f.read())
+    try:
+      index = json.loads(f.read())
+      variants = index['variants']
+      folders = {name: entry['folder'] for name, entry in variants.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+      raise DatasetError(f'{path}: not a sweep index ({e!r})') from e
+  for name, folder in sorted(folders.items()):
+    if not naming.is_variant_name(name) or folder != name:
+      raise DatasetError(
+          f'{path}: variant {name!r} in folder {folder!r}: a variant is '
+          f'named {naming.VARIANT_NAME_RULE} and its folder is its name; '
+          'refusing to follow it')
+  return index

@@ -82,7 +82,10 @@ def _check_array_record(dataset_dir: str, copy: dict, shard_path: str,
 def verify(output_dir: str) -> str:
   """Checks everything; returns a summary line or raises VerifyError. A
   sweep's folder (--variants): every variant it lists, a line each."""
-  sweep = variants_lib.read_index(output_dir)
+  try:
+    sweep = variants_lib.read_index(output_dir)
+  except DatasetError as e:
+    raise VerifyError(str(e)) from e
   if sweep is None:
     return _verify_dataset(output_dir)[0]
   lines, windows = [], {}

@@ -400,6 +400,38 @@ def test_overwrite_replaces_the_whole_sweep(tmp_path):
     replay.replay_dataset(str(tmp_path / 'out'), 'train', variant='kept')
 
 
+@pytest.mark.parametrize('folder', ['../victim', 'kept', '/tmp'])
+def test_a_sweep_index_that_leads_elsewhere_is_refused(tmp_path, folder):
+  """A variant's folder in variants.json that is not its own name (an
+  edited or forged index) is never followed: --overwrite deletes
+  nothing outside the sweep, verify and inspect refuse the index."""
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(8192))
+  (tmp_path / 'victim').mkdir()
+  (tmp_path / 'victim' / 'keep.txt').write_text('precious')
+  args = ['--input_dir', str(tmp_path / 'in'), '--output_dir',
+          str(tmp_path / 'out'), '--win_len', '2048', '--quiet']
+  (tmp_path / 'v.json').write_text('{"old": {"n_fft": 256}, "kept": {}}')
+  assert _cli(*args, '--variants', str(tmp_path / 'v.json')).returncode == 0
+  index = tmp_path / 'out' / 'variants.json'
+  sweep = json.loads(index.read_text())
+  sweep['variants']['old']['folder'] = folder
+  index.write_text(json.dumps(sweep))
+  (tmp_path / 'v.json').write_text('{"kept": {"n_fft": 1024}}')
+  proc = _cli(*args, '--variants', str(tmp_path / 'v.json'), '--overwrite')
+  assert proc.returncode == 2
+  assert (f"variant 'old' in folder {folder!r}: a variant is named"
+          in proc.stderr)
+  assert (tmp_path / 'victim' / 'keep.txt').read_text() == 'precious'
+  assert sorted(os.listdir(tmp_path / 'out')) == ['kept', 'old',
+                                                  'variants.json']
+  with pytest.raises(verify.VerifyError, match='refusing to follow it'):
+    verify.verify(str(tmp_path / 'out'))
+  proc = subprocess.run([sys.executable, '-m', 'pipeline.inspect_dataset',
+                         str(tmp_path / 'out')], cwd=ROOT,
+                        capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 1 and 'refusing to follow it' in proc.stderr
+
+
 def test_options_that_work_on_one_dataset_are_refused(tmp_path):
   H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(8192))
   (tmp_path / 'v.json').write_text('{"a": {"n_fft": 256}}')
