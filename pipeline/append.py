@@ -26,9 +26,11 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import output_folder
+from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
 from pipeline.contract import parts as parts_lib
 from pipeline.contract import rejects as rejects_lib
+from pipeline.contract import schema as schema_lib
 from pipeline.config import ConfigError, PipelineConfig
 from transforms import filesystem
 from transforms import finalize
@@ -199,16 +201,18 @@ def plan(config: PipelineConfig, part_dirs: List[str], metas: List[dict]
 
 def run_sweep_append(
     variant_configs: Dict[str, PipelineConfig],
-    run_parts: Callable[[Dict[str, PipelineConfig], AppendBase], object]
+    run_parts: Callable[[Dict[str, PipelineConfig], AppendBase], object],
+    expected_schema: Callable[[PipelineConfig], schema_lib.Schema]
 ) -> Dict[str, AppendOutcome]:
   """--append to a sweep (--variants): every variant gets the same new
   part, written by one job, `run_parts({variant: part config}, base)`;
   then each variant lists it in its parts.json. Refused (ConfigError) when
   the variants do not hold the same recordings in the same parts."""
-  planned, opened = {}, {}
+  planned, opened, metas_of = {}, {}, {}
   for name, config in variant_configs.items():
     out, dirs, metas = open_parts(config)
     check_same_options(config, metas[0]['config'])
+    metas_of[name] = metas[0]
     opened[name] = (out, dirs)
     planned[name] = plan(config, dirs, metas)
   if (len({base for base, _ in planned.values()}) != 1 or
@@ -222,6 +226,8 @@ def run_sweep_append(
   base, outcome = next(iter(planned.values()))
   if not outcome.new:
     return {name: outcome for name in variant_configs}
+  for name, config in variant_configs.items():
+    check_same_features(config, metas_of[name], expected_schema(config))
   parts = {name: dataclasses.replace(
       config, output_dir=naming.join(opened[name][0], parts_lib.part_name(
           len(opened[name][1]))), append=False, overwrite=True,
@@ -238,16 +244,43 @@ def run_sweep_append(
   return outcomes
 
 
+def check_same_features(config: PipelineConfig, stored: dict,
+                        expected: schema_lib.Schema) -> None:
+  """ConfigError unless the part's examples (`expected`, their schema)
+  hold the features, dtypes and shapes the dataset's metadata `stored`
+  records: readers refuse a dataset whose parts differ."""
+  try:
+    same = metadata_lib.schema_of(stored) == expected
+    if not same:
+      metadata_lib.schema_of(stored).merge(expected)
+  except schema_lib.SchemaError as e:
+    reason = str(e).replace('between examples', 'between the dataset and '
+                            'this part')
+  else:
+    if same:
+      return
+    reason = 'the dataset holds no example of its own'
+  typed = (' (a --manifest_extra_columns column is int64 while every value '
+           'is a whole number, else a string)'
+           if config.manifest_extra_columns else '')
+  raise ConfigError('append', True, f'the dataset at {config.dataset_dir} '
+                    f'stores other features than this part would: {reason}'
+                    f'{typed}; rebuild it with --overwrite')
+
+
 def run_append(config: PipelineConfig,
-               run_part: Callable[[PipelineConfig, AppendBase], object]
+               run_part: Callable[[PipelineConfig, AppendBase], object],
+               expected_schema: Callable[[PipelineConfig], schema_lib.Schema]
                ) -> AppendOutcome:
   """--append: checks, plans, runs the part with `run_part(part config,
-  base)` and lists it in parts.json; see the module docstring."""
+  base)` and lists it in parts.json; see the module docstring.
+  `expected_schema(config)`: the schema its examples will have."""
   out, dirs, metas = open_parts(config)
   check_same_options(config, metas[0]['config'])
   base, outcome = plan(config, dirs, metas)
   if not outcome.new:
     return outcome
+  check_same_features(config, metas[0], expected_schema(config))
   name = parts_lib.part_name(len(dirs))
   part_dir = naming.join(out, name)
   # A folder of that name is an interrupted append's (parts.json does not

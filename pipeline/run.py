@@ -39,6 +39,7 @@ from pipeline import output_folder  # noqa: E402
 from pipeline.output_folder import read_metadata  # noqa: E402
 from pipeline.graph import build_pipeline  # noqa: E402
 from pipeline.graph import build_sweep_pipeline  # noqa: E402
+from pipeline.graph import expected_schema  # noqa: E402
 from pipeline.contract.naming import METADATA_FILE  # noqa: E402
 from transforms import filesystem  # noqa: E402
 from transforms import finalize  # noqa: E402
@@ -180,7 +181,8 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
     if config.append:  # returns an append.AppendOutcome
       return append_lib.run_append(
           config, lambda part, base: _run_config(
-              part, beam_args, extra_features, show_progress, forked, base))
+              part, beam_args, extra_features, show_progress, forked, base),
+          lambda part: expected_schema(part, extra_features))
     return _run_config(config, beam_args, extra_features, show_progress,
                        forked)
 
@@ -269,7 +271,8 @@ def _append_to_sweep(config, variant_configs, beam_args, extra_features,
     outcomes = append_lib.run_sweep_append(
         variant_configs, lambda parts, base: _run_config(
             config, beam_args, extra_features, show_progress, forked, base,
-            variant_configs=parts))
+            variant_configs=parts),
+        lambda part: expected_schema(part, extra_features))
   if FileSystems.exists(shared):
     filesystem.delete([shared])
   return outcomes

@@ -217,3 +217,35 @@ def test_refusals(corpus, tmp_path):
               check=False)
   assert proc.returncode == 2 and 'not both' in proc.stderr
   shutil.rmtree(corpus / 'out')
+
+
+def test_a_part_whose_features_would_differ_is_refused(tmp_path):
+  """A manifest's extra column is typed by its values: a new row whose
+  value is no longer a whole number would store it as a string in the
+  new part, which no reader could merge with the dataset's int64 one.
+  The append is refused before anything is written; the other way round
+  (string stays string) appends."""
+  _day(tmp_path / 'in', 0, 3, ['a'])
+  rows = ''.join(f'a/{i}.wav,x,{i + 1}\n' for i in range(3))
+  (tmp_path / 'm.csv').write_text('path,label,fold\n' + rows)
+  args = ['--input_dir', str(tmp_path / 'in'), '--output_dir',
+          str(tmp_path / 'out'), '--win_len', '1024', '--quiet',
+          '--manifest', str(tmp_path / 'm.csv'),
+          '--manifest_label_column', 'label',
+          '--manifest_extra_columns', 'fold']
+  _cli(*args)
+  before = sorted(os.listdir(tmp_path / 'out'))
+  _day(tmp_path / 'in', 3, 1, ['a'])
+  with open(tmp_path / 'm.csv', 'a', encoding='utf-8') as f:
+    f.write('a/3.wav,x,extra\n')
+  proc = _cli(*args, '--append', check=False)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert ("feature 'fold' disagrees between the dataset and this part: "
+          'int64[] vs string' in proc.stderr), proc.stderr[-2000:]
+  assert sorted(os.listdir(tmp_path / 'out')) == before
+  verify.verify(str(tmp_path / 'out'))  # the dataset is as it was
+  (tmp_path / 'm.csv').write_text('path,label,fold\n' + rows +
+                                  'a/3.wav,x,4\n')
+  _cli(*args, '--append')
+  assert len(list(numpy_reader.numpy_dataset(str(tmp_path / 'out')))) > len(
+      list(numpy_reader.numpy_dataset(str(tmp_path / 'out'), parts=[0])))

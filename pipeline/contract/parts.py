@@ -129,8 +129,11 @@ def merge(metadatas: List[dict], names: List[str]) -> dict:
   splits: dict = {}
   for meta, name in zip(metadatas, names):
     if meta['schema'] != metadatas[0]['schema']:
+      first = metadatas[0]['schema']
+      differ = sorted(k for k in set(meta['schema']) | set(first)
+                      if meta['schema'].get(k) != first.get(k))
       raise PartsError(f'part {name} stores other features than part '
-                       f'{names[0]}: {sorted(meta["schema"])}')
+                       f'{names[0]}: {differ} differ')
     prefix = '' if name == BASE else name + '/'
     for split, entry in meta['splits'].items():
       into = splits.setdefault(split, {
