@@ -48,10 +48,11 @@ class ArrayRecordSource:
 
   def __init__(self, output_dir: str, split: str = 'train', *,
                features: Optional[Sequence[str]] = None,
-               variant: Optional[str] = None):
+               variant: Optional[str] = None, parts=None):
     (self.output_dir, self.metadata, self.schema,
      self.keys) = numpy_reader.open_split(
-         dataset_lib.variant_folder(output_dir, variant), split, features)
+         dataset_lib.variant_folder(output_dir, variant), split, features,
+         parts)
     self.split = split
     self.files = dataset_lib.array_record_files(
         dataset_lib.LOCAL, self.output_dir, self.metadata, split)

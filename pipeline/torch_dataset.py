@@ -63,7 +63,7 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
                batch_size: Optional[int] = None, drop_last: bool = False,
                transform: Optional[Callable[[Dict], Dict]] = None,
                rank: Optional[int] = None, world_size: Optional[int] = None,
-               variant: Optional[str] = None):
+               variant: Optional[str] = None, parts=None):
     super().__init__()
     if batch_size is not None and batch_size < 1:
       raise ValueError(f'batch_size={batch_size!r}: give a positive number '
@@ -71,7 +71,7 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     # Opened once here, so a bad folder, split or feature fails at once.
     self._reader = numpy_reader.NumpyDataset(output_dir, split,
                                              features=features,
-                                             variant=variant)
+                                             variant=variant, parts=parts)
     self.output_dir, self.split = self._reader.output_dir, split
     self.features = self._reader.keys
     self.shuffle, self.seed = shuffle, seed
@@ -162,10 +162,10 @@ class WavbeamMapDataset(torch_data.Dataset):
 
   def __init__(self, output_dir: str, split: str = 'train', *,
                features: Optional[Sequence[str]] = None,
-               variant: Optional[str] = None):
+               variant: Optional[str] = None, parts=None):
     super().__init__()
     self.source = ArrayRecordSource(output_dir, split, features=features,
-                                    variant=variant)
+                                    variant=variant, parts=parts)
     self.variable = numpy_reader.variable_keys(self.source.schema,
                                                self.source.keys)
 

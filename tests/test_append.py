@@ -16,6 +16,7 @@ import pytest
 from pipeline import numpy_reader
 from pipeline.array_record_source import ArrayRecordSource
 from pipeline.torch_dataset import WavbeamIterableDataset
+from pipeline.torch_dataset import WavbeamMapDataset
 from pipeline.contract import parts as parts_lib
 from pipeline import verify
 from tests import helpers as H
@@ -100,6 +101,25 @@ def test_a_day_appended_equals_a_rebuild_of_the_union(corpus):
       for i in range(len(source))) == by_key
   assert len(WavbeamIterableDataset(str(corpus / 'out'), 'train')) == sum(
       by_key.values())
+  # Each reader reads the parts it is given, the same examples.
+  for parts in ([0], ['part-00001'], ['.', 1]):
+    keys = ['filepath', 'win_start_idx']
+    want = sorted((e['filepath'], int(e['win_start_idx']))
+                  for e in numpy_reader.numpy_dataset(
+                      str(corpus / 'out'), 'train', features=keys,
+                      parts=parts))
+    source = ArrayRecordSource(str(corpus / 'out'), 'train', features=keys,
+                               parts=parts)
+    assert sorted((e['filepath'], int(e['win_start_idx']))
+                  for e in source.__getitems__(range(len(source)))) == want
+    mapped = WavbeamMapDataset(str(corpus / 'out'), 'train', features=keys,
+                               parts=parts)
+    assert sorted((mapped[i]['filepath'], int(mapped[i]['win_start_idx']))
+                  for i in range(len(mapped))) == want
+    assert sorted((e['filepath'], int(e['win_start_idx']))
+                  for e in WavbeamIterableDataset(
+                      str(corpus / 'out'), 'train', features=keys,
+                      parts=parts)) == want
 
 
 def test_tensorflow_readers_read_every_part(corpus):
