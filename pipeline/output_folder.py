@@ -123,6 +123,7 @@ def prepare(config: PipelineConfig, run_id: str) -> None:
         'output_dir', config.output_dir,
         f'holds a sweep of variants ({sweep}), one dataset per folder: '
         'write this dataset to another folder')
+  _check_other_layout(config)
   existing = dataset_files(config)
   if existing and not config.overwrite:
     complete = any(p.endswith('/' + naming.METADATA_FILE) for p in existing)
@@ -145,6 +146,25 @@ def prepare(config: PipelineConfig, run_id: str) -> None:
   # The marker also marks the folder as an unfinished run until the final
   # step removes it.
   run_marker.write_marker(out, run_id)
+
+
+def _check_other_layout(config: PipelineConfig) -> None:
+  """ConfigError when --output_dir holds a dataset in the other layout
+  (in it, or in OUT/{name}/{version} of --tfds_layout): readers given
+  OUT would read one of the two, and --overwrite replaces only its own."""
+  flat = naming.join(config.output_dir, naming.METADATA_FILE)
+  if config.tfds_layout and FileSystems.exists(flat):
+    raise ConfigError(
+        'tfds_layout', True, f'{config.output_dir} holds a dataset of its '
+        f'own ({flat}), which readers given that folder read rather than '
+        f'this one in {config.dataset_dir}: write to another folder, or '
+        'remove it first')
+  nested = resolve(config.output_dir)
+  if not config.tfds_layout and nested != config.output_dir:
+    raise ConfigError(
+        'output_dir', config.output_dir, f'holds a --tfds_layout dataset in '
+        f'{nested}, which a dataset written to the folder itself would hide '
+        'from readers: write to another folder, or remove it first')
 
 
 def _check_writable(config: PipelineConfig) -> None:

@@ -1,6 +1,8 @@
 """The output loads as-is in TFDS, TFX (TFXIO) and Keras."""
 
+import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 
@@ -9,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline import replay
+from pipeline.config import ConfigError
 from tests import helpers as H
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -144,6 +147,28 @@ def test_tfds_load_with_tfds_layout(dataset, tmp_path):
   assert f'OK, {n} examples' in verify.verify(str(tmp_path))
   nested = str(tmp_path / 'vehicles' / '1.0.0')
   assert inspect_lib.resolve_dataset_dir(str(tmp_path)) == nested
+
+
+def test_a_folder_holds_one_layout_at_a_time(dataset, tmp_path):
+  """A dataset written into the folder and one in its OUT/name/version
+  (--tfds_layout) never share it: readers given the folder would read
+  one of the two, and --overwrite replaces only its own; either run is
+  refused, the folder left as it was."""
+  out, _ = dataset
+  flat = H.make_config(out.parent / 'in', tmp_path / 'out', win_len=1024,
+                       label_from='suffix', features=('signal',))
+  nested = dataclasses.replace(flat, tfds_layout=True, overwrite=True)
+  H.run_pipeline(flat)
+  before = sorted(os.listdir(tmp_path / 'out'))
+  with pytest.raises(ConfigError, match='holds a dataset of its own'):
+    H.run_pipeline(nested)
+  assert sorted(os.listdir(tmp_path / 'out')) == before
+  shutil.rmtree(tmp_path / 'out')
+  H.run_pipeline(nested)
+  with pytest.raises(ConfigError, match='holds a --tfds_layout dataset'):
+    H.run_pipeline(dataclasses.replace(flat, overwrite=True))
+  assert os.listdir(tmp_path / 'out') == ['wavbeam']
+  H.run_pipeline(nested)  # the same layout replaces its own
 
 
 def test_tfds_metadata_is_skipped_where_it_cannot_work(dataset, tmp_path):
