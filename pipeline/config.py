@@ -124,7 +124,8 @@ class PipelineConfig:
   pad: bool = _opt('zero-pad the last partial window instead of dropping it',
                    default=False)
   max_windows_per_signal: Optional[int] = _opt(
-      'keep at most this many windows of each file (default: all)',
+      'keep at most this many windows of each file (of each segment, where '
+      'a manifest gives segments; default: all)',
       default=None)
   example_unit: str = _opt(
       'what one example is: window (a --win_len window of a recording, or '

@@ -5,7 +5,7 @@ import pytest
 
 from pipeline import config as config_lib
 from transforms import plan
-from transforms.manifest import Entry
+from transforms.manifest import Entry, Segment
 from transforms.file_reports import BadWav, WavInfo
 
 
@@ -95,3 +95,18 @@ def test_an_allowance_caps_silence_then_num_elems():
   # A recording allowed no window is left out of the block.
   allowed = plan.allowance([planned.windows()], silence_windows=1)
   assert [p.info.index for p in allowed.limit(planned).plans] == [0, 1, 2]
+
+
+def test_max_windows_per_signal_caps_each_file_or_each_segment():
+  config = config_lib.PipelineConfig(input_dir='-', output_dir='-',
+                                     win_len=1024, hop_len=1024,
+                                     max_windows_per_signal=2)
+  info = WavInfo(0, 'x.wav', 16000, 16000, 1, 'PCM_16')
+  assert plan.file_windows(info, config, 16000) == (16000, 2)
+  segment = Segment(line=2, start=0.0, end=0.5)
+  assert plan.segment_windows(8000, config, 16000, segment) == 2
+  one = config_lib.PipelineConfig(input_dir='-', output_dir='-',
+                                  win_len=1024, hop_len=1024)
+  assert plan.segment_windows(8000, one, 16000, segment) == 7
+  with pytest.raises(BadWav, match='segment of line 2 too short'):
+    plan.segment_windows(1000, config, 16000, segment)
