@@ -216,6 +216,26 @@ class StderrRelay:
     self._thread = None
 
 
+class _OwnLines(logging.Handler):
+  """wavbeam's own log records (logger `wavbeam`) as its other lines:
+  `wavbeam: WARNING: ...` on the stderr of the moment."""
+
+  def emit(self, record):
+    try:
+      print(f'wavbeam: {record.levelname}: {record.getMessage()}',
+            file=sys.stderr)
+    except Exception:  # pylint: disable=broad-except
+      self.handleError(record)
+
+
+class _FlagsReportedByWavbeam(logging.Filter):
+  """Drops Beam's warning about flags it cannot parse: wavbeam names each
+  unknown flag itself, with the option it may have meant."""
+
+  def filter(self, record):
+    return 'Discarding unparseable args' not in record.getMessage()
+
+
 class _HarmlessWorkerWarnings(logging.Filter):
   """Drops the warning every Beam worker process logs at start-up on the
   local runner (no semi-persistent directory: a Dataflow notion). Other
@@ -243,7 +263,8 @@ def quiet_logs(verbose: bool = False) -> None:
   """wavbeam's own lines only, unless `verbose`: Beam's worker, gRPC and
   absl loggers say about 30 INFO lines a run (channels opened, state
   caches, harness shutdown), which users read as trouble. Warnings and
-  errors still show."""
+  errors still show; wavbeam's own (logger `wavbeam`) as its other
+  lines."""
   level = logging.INFO if verbose else logging.WARNING
   logging.getLogger().setLevel(level)
   relay = logging.getLogger('apache_beam.runners.portability.local_job_service')
@@ -255,6 +276,14 @@ def quiet_logs(verbose: bool = False) -> None:
     if not verbose and not any(isinstance(f, _ErrorsReportedAtTheEnd)
                                for f in logger.filters):
       logger.addFilter(_ErrorsReportedAtTheEnd())
+  ours = logging.getLogger('wavbeam')
+  if not any(isinstance(h, _OwnLines) for h in ours.handlers):
+    ours.addHandler(_OwnLines())
+    ours.propagate = False
+  options = logging.getLogger('apache_beam.options.pipeline_options')
+  if not verbose and not any(isinstance(f, _FlagsReportedByWavbeam)
+                             for f in options.filters):
+    options.addFilter(_FlagsReportedByWavbeam())
   os.environ.setdefault('GRPC_VERBOSITY', 'INFO' if verbose else 'ERROR')
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if verbose else '2')
 

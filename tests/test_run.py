@@ -56,6 +56,19 @@ def test_cli_errors_name_the_option_and_exit_2(small_input, argv, code,
   assert proc.returncode == code, proc.stderr[-1500:]
   assert message.format(d=d) in proc.stderr, proc.stderr[-1500:]
   assert not os.path.exists(f'{d}/new/metadata.json')
+  # wavbeam's own lines only (it names an unknown flag itself).
+  assert 'Discarding unparseable args' not in proc.stderr
+
+
+def test_a_run_prints_its_warnings_as_its_own_lines(small_input):
+  d = str(small_input)
+  proc = _cli('--input_dir', f'{d}/in', '--output_dir', f'{d}/gz',
+              '--win_len', '1024', '--compression', 'gzip', '--quiet')
+  assert proc.returncode == 0, proc.stderr[-1500:]
+  lines = proc.stderr.splitlines()
+  assert ('wavbeam: WARNING: TFDS metadata not written: --compression=gzip: '
+          'TFDS cannot read compressed shards') in lines
+  assert all(line.startswith('wavbeam: ') for line in lines), lines
 
 
 @pytest.mark.parametrize('launcher,args', [

@@ -218,7 +218,8 @@ def write_interop_files(out: str, metadata) -> dict:
   reason = tfds_info.skip_reason(metadata['name'], metadata['compression'],
                                  metadata['splits'])
   if reason:
-    logging.warning('TFDS metadata not written: %s', reason)
+    logging.getLogger('wavbeam').warning('TFDS metadata not written: %s',
+                                         reason)
     written['tfds'] = f'skipped: {reason}'
   else:
     tfds_files, empty = tfds_info.files(metadata)
@@ -226,7 +227,8 @@ def write_interop_files(out: str, metadata) -> dict:
       write_text(naming.join(out, name), text)
     written['tfds'] = 'written'
     if empty:
-      logging.warning('TFDS metadata leaves out empty splits %s', empty)
+      logging.getLogger('wavbeam').warning(
+          'TFDS metadata leaves out empty splits %s', empty)
       written['tfds'] += f' (empty splits left out: {", ".join(empty)})'
   write_text(naming.join(out, tfx_schema.FILE_NAME), tfx_schema.text(metadata))
   written['tfx'] = tfx_schema.FILE_NAME

@@ -213,8 +213,9 @@ class FolderLock:
     previous = _read_holder(fd)
     if previous:
       self.taken_over = previous
-      logging.warning('wavbeam: taking over the lock of %s, which is no '
-                      'longer running', describe_holder(previous))
+      logging.getLogger('wavbeam').warning(
+          'taking over the lock of %s, which is no longer running',
+          describe_holder(previous))
     record = json.dumps({
         'host': socket.gethostname(),
         'pid': os.getpid(), 'started': datetime.datetime.now(
