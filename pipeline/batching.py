@@ -103,14 +103,20 @@ class BatchBuffers:
     `row` on; `first_example(chunk, i)` is record i as a dict, which
     lays a batch out. Fixed shapes only. Runs of records that follow
     each other in one chunk are filled at once."""
+    for batch in self.filled_chunks(items, size, drop_last, first_example):
+      yield batch.arrays()
+
+  def filled_chunks(self, items: Iterable[Tuple], size: int,
+                    drop_last: bool, first_example) -> Iterator[Batch]:
+    """The filled buffers of batches_of_chunks (as filled())."""
     pending: List[Tuple] = []
     for item in items:
       pending.append(item)
       if len(pending) == size:
-        yield self._fill_chunks(pending, size, first_example).arrays()
+        yield self._fill_chunks(pending, size, first_example)
         pending = []
     if pending and not drop_last:
-      yield self._fill_chunks(pending, size, first_example).arrays()
+      yield self._fill_chunks(pending, size, first_example)
 
   def _fill_chunks(self, items, size, first_example) -> Batch:
     filling = _Filling(first_example(*items[0]), size, self._take)

@@ -109,8 +109,7 @@ class NumpyDataset:
     rng = np.random.default_rng(
         None if self.seed is None else [self.seed, self._epoch])
     self._epoch += 1
-    if (self.batch_size is not None and self._batch_decoder.usable and
-        self.metadata['compression'] != 'gzip'):
+    if self.batch_size is not None and self.chunks_batch():
       return self._located_batches(rng)
     # Examples batched as they come need no copy of their own (shuffled,
     # they wait in the buffer as views of their records).
@@ -130,6 +129,12 @@ class NumpyDataset:
     for i in order:
       yield from self.read_shard(self.shards[i], copy)
 
+  def chunks_batch(self) -> bool:
+    """Whether batches are filled from records read a chunk at a time
+    (chunked_records): arrays of fixed shapes, uncompressed shards."""
+    return (self._batch_decoder.usable and
+            self.metadata['compression'] != 'gzip')
+
   def _located_batches(self, rng) -> Iterator[Dict]:
     """The batches below, of records located a chunk at a time and copied
     straight into the batch (the same batches, in the same order)."""
@@ -139,36 +144,44 @@ class NumpyDataset:
       if self.shuffle:
         records = buffer_shuffle(records, self.shuffle_buffer_size, rng)
       yield from batching.BatchBuffers().batches_of_chunks(
-          records, self.batch_size, self.drop_remainder,
-          lambda chunk, i: chunk.example(i))
+          records, self.batch_size, self.drop_remainder, first_example)
 
   def _chunked_records(self, rng, checker
                        ) -> Iterator[Tuple['_Chunk', int]]:
-    """(chunk, i) per record, in _examples' order: chunks of up to
-    _CHUNK_RECORDS of a shard's records, located by batch_decode (or, in
-    another layout, decoded one by one)."""
+    """(chunk, i) per record, in _examples' order."""
     order = list(range(len(self.shards)))
     if self.shuffle:
       rng.shuffle(order)
     for i in order:
       shard = self.shards[i]
-      first, offsets, views = 0, [], []
-      try:
-        for index, offset, view in self._checked_records(
-            shard, 0, shard['num_examples'], data_crc=False):
-          if not views:
-            first = index
-          offsets.append(offset + 12)  # the data, past its header
-          views.append(view)
-          if len(views) == _CHUNK_RECORDS:
-            yield from self._chunk(shard, first, offsets, views, checker)
-            offsets, views = [], []
-      except DatasetError:
-        # The records before the bad one are handed out first, as
-        # read_shard hands them out.
-        yield from self._chunk(shard, first, offsets, views, checker)
-        raise
+      yield from self.chunked_records(shard, 0, shard['num_examples'],
+                                      checker)
+
+  def chunked_records(self, shard: Dict, start: int, stop: int, checker
+                      ) -> Iterator[Tuple['_Chunk', int]]:
+    """(chunk, i) per record start..stop-1 of a shard, checked as
+    read_records checks them (data CRCs as each is filled into a batch,
+    on `checker`, an executor with one thread, when large): chunks of up
+    to _CHUNK_RECORDS records, located by batch_decode (or, in another
+    layout, decoded one by one). Their batches:
+    batching.BatchBuffers.batches_of_chunks with first_example."""
+    first, offsets, views = start, [], []
+    try:
+      for index, offset, view in self._checked_records(
+          shard, start, stop, data_crc=False):
+        if not views:
+          first = index
+        offsets.append(offset + 12)  # the data, past its header
+        views.append(view)
+        if len(views) == _CHUNK_RECORDS:
+          yield from self._chunk(shard, first, offsets, views, checker)
+          offsets, views = [], []
+    except DatasetError:
+      # The records before the bad one are handed out first, as
+      # read_shard hands them out.
       yield from self._chunk(shard, first, offsets, views, checker)
+      raise
+    yield from self._chunk(shard, first, offsets, views, checker)
 
   def _chunk(self, shard: Dict, first: int, offsets: List[int],
              views: List[memoryview], checker):
@@ -279,6 +292,12 @@ class NumpyDataset:
         <= KEPT_MAPPED_BYTES):
       self._mapped[path] = (identity, buf)
     return buf
+
+
+def first_example(chunk: '_Chunk', i: int) -> Dict:
+  """Record i of a chunk (chunked_records), decoded: what lays a batch
+  out."""
+  return chunk.example(i)
 
 
 class _Chunk:

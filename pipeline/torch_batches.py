@@ -52,9 +52,12 @@ class SharedBatchBuffers(batching.BatchBuffers):
       self._gone.append(number)
 
   def handed_over(self, examples: Iterable[Dict], size: int,
-                  drop_last: bool, variable: Sequence[str] = ()
-                  ) -> Iterator['HandedOver']:
-    for batch in self.filled(examples, size, drop_last, variable):
+                  drop_last: bool, variable: Sequence[str] = (),
+                  first_example=None) -> Iterator['HandedOver']:
+    filled = (self.filled(examples, size, drop_last, variable)
+              if first_example is None else
+              self.filled_chunks(examples, size, drop_last, first_example))
+    for batch in filled:
       first_time = batch.number not in self._sent
       self._sent.add(batch.number)
       gone, self._gone = self._gone, []
@@ -75,19 +78,26 @@ class HandedOver:
 
 
 def batched(pools: Dict, examples: Iterable[Dict], size: int,
-            drop_last: bool, variable: Sequence[str] = ()) -> Iterator:
+            drop_last: bool, variable: Sequence[str] = (),
+            first_example=None) -> Iterator:
   """Batches of `examples` for DataLoader to return, filled into this
   process's pool in `pools` (made on first use, each process its own: a
   worker forked after the training process read must not fill that
   one's): from a worker handed over in shared memory, in the training
   process as tensors. `variable`: keys padded to the batch's longest,
-  with their `<key>_length` (batching.BatchBuffers.batches)."""
+  with their `<key>_length` (batching.BatchBuffers.batches). With
+  `first_example`, `examples` are records read a chunk at a time
+  (batching.BatchBuffers.batches_of_chunks)."""
   shared = torch_data.get_worker_info() is not None
   where = (os.getpid(), shared)
   if where not in pools:
     pools[where] = SharedBatchBuffers() if shared else batching.BatchBuffers()
   if shared:
-    return pools[where].handed_over(examples, size, drop_last, variable)
+    return pools[where].handed_over(examples, size, drop_last, variable,
+                                    first_example)
+  if first_example is not None:
+    return map(tensors, pools[where].batches_of_chunks(
+        examples, size, drop_last, first_example))
   return map(tensors, pools[where].batches(examples, size, drop_last,
                                            variable))
 

@@ -42,6 +42,8 @@ With shuffle, the shard order is drawn from (seed, epoch) and examples
 pass a shuffle buffer seeded by (seed, epoch, rank, worker).
 """
 
+from concurrent import futures
+import itertools
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -108,6 +110,9 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     order = list(range(len(self._counts)))
     if self.shuffle:  # the same order in every worker: each takes its own
       np.random.default_rng([self.seed, self.epoch]).shuffle(order)
+    if (self.batch_size is not None and self.transform is None and
+        self._reader.chunks_batch()):
+      return self._located_batches(order, first, end, worker)
     # Batched as they come, untransformed examples need no copy of their
     # own; shuffled, they wait in the buffer as views of their records.
     examples = self._read(order, first, end,
@@ -132,6 +137,27 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     first = min(worker * units // workers * unit, n)
     end = min((worker + 1) * units // workers * unit, n)
     return self._first + first, self._first + end
+
+  def _located_batches(self, order: List[int], first: int, end: int,
+                       worker: int):
+    """The batches of __iter__, filled from records read a chunk at a
+    time (numpy_reader.NumpyDataset.chunked_records): the same batches."""
+    with futures.ThreadPoolExecutor(
+        1, thread_name_prefix='wavbeam-crc') as checker:
+      counts = [self._counts[i] for i in order]
+      records = itertools.chain.from_iterable(
+          self._reader.chunked_records(self._reader.shards[order[position]],
+                                       start, stop, checker)
+          for position, start, stop in numpy_reader.record_ranges(
+              counts, first, end))
+      if self.shuffle:
+        rng = np.random.default_rng([self.seed, self.epoch, self.rank,
+                                     worker])
+        records = numpy_reader.buffer_shuffle(
+            records, self.shuffle_buffer_size, rng)
+      yield from torch_batches.batched(
+          self._buffers, records, self.batch_size, self.drop_last,
+          first_example=numpy_reader.first_example)
 
   def _read(self, order: List[int], first: int, end: int, copy: bool):
     counts = [self._counts[i] for i in order]

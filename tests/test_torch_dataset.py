@@ -141,6 +141,37 @@ def test_batches_made_in_the_dataset(dataset, workers):
     WavbeamIterableDataset(dataset, 'train', batch_size=0)
 
 
+@pytest.mark.parametrize('workers', [0, 2])
+@pytest.mark.parametrize('shuffle', [False, True])
+def test_batches_read_a_chunk_at_a_time_are_the_examples_batched(
+    dataset, workers, shuffle):
+  """Without a transform, batches are filled from records read a chunk
+  at a time (numpy_reader.chunked_records): the same batches, in the same
+  order, as examples read one at a time and batched (an identity
+  transform takes that way), in each worker and across ranks."""
+  def load(transform):
+    data = WavbeamIterableDataset(dataset, 'train', shuffle=shuffle, seed=5,
+                                  shuffle_buffer_size=6, batch_size=3,
+                                  transform=transform, rank=1, world_size=2)
+    return list(torch.utils.data.DataLoader(
+        data, batch_size=None, num_workers=workers,
+        multiprocessing_context='spawn' if workers else None))
+  chunked, one_by_one = load(None), load(_same)
+  assert len(chunked) == len(one_by_one) > 3
+  for a, b in zip(chunked, one_by_one):
+    assert list(a) == list(b)
+    for key, value in a.items():
+      if isinstance(value, list):
+        assert value == b[key]
+      else:
+        assert value.dtype == b[key].dtype
+        assert value.numpy().tobytes() == b[key].numpy().tobytes()
+
+
+def _same(example):
+  return example
+
+
 def test_torch_distributed_ranks_read_disjoint_parts(dataset, tmp_path):
   """Two real processes in a gloo process group: each rank's reader takes
   its rank from torch.distributed; together they read every example."""
