@@ -108,7 +108,9 @@ class BatchBuffers:
 
   def filled_chunks(self, items: Iterable[Tuple], size: int,
                     drop_last: bool, first_example) -> Iterator[Batch]:
-    """The filled buffers of batches_of_chunks (as filled())."""
+    """The filled buffers of batches_of_chunks (as filled()); a last
+    short batch dropped is still decoded, so its records are checked as
+    every other is."""
     pending: List[Tuple] = []
     for item in items:
       pending.append(item)
@@ -117,6 +119,9 @@ class BatchBuffers:
         pending = []
     if pending and not drop_last:
       yield self._fill_chunks(pending, size, first_example)
+    elif pending:
+      for item in pending:
+        first_example(*item)
 
   def _fill_chunks(self, items, size, first_example) -> Batch:
     filling = _Filling(first_example(*items[0]), size, self._take)

@@ -135,3 +135,23 @@ def test_a_feature_whose_bytes_are_wrong_is_not_located():
     decoder(records[1])
   assert batch_decode.BatchDecoder(schema, ['signal']).locate(
       *_mapped(records)) is None
+
+
+def test_an_int64_varint_with_bits_past_64_is_read_as_tensorflow_reads_it():
+  """A 10-byte varint whose last byte carries bits past the 64th: its low
+  64 bits, located or decoded one by one, as TensorFlow parses it."""
+  element = dict(_elements(1)[0], index=-1)
+  schema = H.schema_of(element)
+  record = bytearray(H.encode_example(element))
+  at = bytes(record).index(b'\xff' * 9 + b'\x01') + 9
+  record[at] = 0x03
+  parsed = tf.io.parse_single_example(
+      bytes(record), {'index': tf.io.FixedLenFeature([], tf.int64)})
+  assert int(parsed['index']) == -1
+  decoder = example_codec.Decoder(schema, ['index'], copy=False)
+  assert decoder(bytes(record))['index'] == -1
+  assert example_codec.decode_example(bytes(record), schema)['index'] == -1
+  octets, starts, stops = _mapped([bytes(record)])
+  located = batch_decode.BatchDecoder(schema, ['index']).locate(
+      octets, starts, stops)
+  assert located.numbers['index'].tolist() == [-1]

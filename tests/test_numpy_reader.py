@@ -211,6 +211,26 @@ def test_a_flipped_data_bit_stops_batches_at_its_record(records, tmp_path,
               if t.name.startswith('wavbeam-crc')]
 
 
+@pytest.mark.parametrize('records', ['dataset', 'large_records'])
+def test_a_dropped_remainder_is_checked_too(records, tmp_path, request):
+  """drop_remainder drops the last short batch, not its checks: a damaged
+  record there still stops the reading, naming it."""
+  out, _ = _copy(request.getfixturevalue(records), tmp_path)
+  reader = numpy_reader.numpy_dataset(str(out), batch_size=2)
+  shard = reader.shards[-1]
+  path = out / shard['file']
+  data = bytearray(path.read_bytes())
+  offsets = [o for o, _ in tfrecord.mapped_records(bytes(data))]
+  data[offsets[-1] + 100] ^= 0x10
+  path.write_bytes(bytes(data))
+  total = len(numpy_reader.numpy_dataset(str(out)))
+  with pytest.raises(numpy_reader.DatasetError,
+                     match=f'record {len(offsets) - 1} at byte '
+                     f'{offsets[-1]}: data CRC mismatch'):
+    list(numpy_reader.numpy_dataset(str(out), batch_size=total - 1,
+                                    drop_remainder=True))
+
+
 def _memory_of(array):
   base = array
   while isinstance(base, np.ndarray):

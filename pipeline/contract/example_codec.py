@@ -235,8 +235,15 @@ def _int64s(payload):
   values, pos = [], 0
   while pos < len(payload):
     v, pos = _read_varint(payload, pos)
-    values.append(v - (1 << 64) if v >= 1 << 63 else v)
+    values.append(_int64_of(v))
   return values
+
+
+def _int64_of(varint: int) -> int:
+  """An int64 varint's value: its low 64 bits, two's complement (bits
+  past them dropped, as protobuf and TensorFlow drop them)."""
+  varint &= (1 << 64) - 1
+  return varint - (1 << 64) if varint >= 1 << 63 else varint
 
 
 def decode_example(data: bytes, schema: schema_lib.Schema,
@@ -433,7 +440,7 @@ class Decoder:
       value, end = _varint_at(buf, start)  # one int64
       if end != start + size:
         raise _Fallback
-      return np.int64(value - (1 << 64) if value >= 1 << 63 else value)
+      return np.int64(_int64_of(value))
     count = size // dtype.itemsize
     values = np.frombuffer(buf, dtype, count, start)
     if self.copy:
