@@ -111,17 +111,12 @@ class BatchBuffers:
     """The filled buffers of batches_of_chunks (as filled()); a last
     short batch dropped is still decoded, so its records are checked as
     every other is."""
-    pending: List[Tuple] = []
-    for item in items:
-      pending.append(item)
-      if len(pending) == size:
-        yield self._fill_chunks(pending, size, first_example)
-        pending = []
-    if pending and not drop_last:
-      yield self._fill_chunks(pending, size, first_example)
-    elif pending:
-      for item in pending:
-        first_example(*item)
+    for group in _groups(items, size):
+      if len(group) == size or (group and not drop_last):
+        yield self._fill_chunks(group, size, first_example)
+      else:
+        for item in group:
+          first_example(*item)
 
   def _fill_chunks(self, items, size, first_example) -> Batch:
     filling = _Filling(first_example(*items[0]), size, self._take)
@@ -146,14 +141,9 @@ class BatchBuffers:
     """filled() for variable-length arrays: a batch's examples are held
     until it is complete, since its buffer's shapes are those of its
     longest."""
-    pending: List[Dict] = []
-    for example in examples:
-      pending.append(example)
-      if len(pending) == size:
-        yield self._fill_padded(pending, size, variable)
-        pending = []
-    if pending and not drop_last:
-      yield self._fill_padded(pending, len(pending), variable)
+    for group in _groups(examples, size):
+      if len(group) == size or (group and not drop_last):
+        yield self._fill_padded(group, len(group), variable)
 
   def _fill_padded(self, pending, size, variable):
     longest = {key: max(len(e[key]) for e in pending) for key in variable}
@@ -282,6 +272,18 @@ class _Filling:
                (self.count,) + self.rows[key].shape[1:])
               for key in self.layout_keys]
     return Batch(self.number, self.memory, layout, self.strings)
+
+
+def _groups(items: Iterable, size: int) -> Iterator[List]:
+  """Lists of `size` items in turn, then the rest (shorter, maybe
+  empty)."""
+  group: List = []
+  for item in items:
+    group.append(item)
+    if len(group) == size:
+      yield group
+      group = []
+  yield group
 
 
 def arrays(memory: np.ndarray, layout: List, strings: Dict) -> Dict:
