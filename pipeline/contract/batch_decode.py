@@ -4,12 +4,12 @@ example_codec.Decoder walks one record in Python; this walks the same
 entry of many records at once with numpy (a gather of a few bytes per
 record), decodes their numbers and strings together, and leaves each
 wanted array where it lies until it is copied into its row of a batch:
-no per-example dict or array on the way. It reads
-the one layout example_codec.encode_batch writes (every feature of the
-schema, keys in sorted order, one value per feature); on anything else
-it reports failure and the caller decodes record by record, with
-example_codec's results and errors. The values are those Decoder gives,
-bit for bit (tested).
+no per-example dict or array on the way. It reads the one layout
+example_codec.encode_batch writes (every feature of the schema, keys in
+sorted order, one value per feature); on anything else it reports
+failure and the caller decodes record by record, with example_codec's
+results and errors. The values are those Decoder gives, bit for bit
+(tested).
 """
 
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -48,9 +48,9 @@ def _require(condition) -> None:
 
 
 class BatchDecoder:
-  """Decodes `keys` of records in the layout encode_batch writes into
-  the rows of a batch (see decode_into). Not for variable-length arrays:
-  `usable` is False when a key is one."""
+  """Locates `keys` in many records of the layout encode_batch writes
+  at once (locate). Not for variable-length arrays, nor keys of 128
+  bytes or more: `usable` is False then."""
 
   def __init__(self, schema: schema_lib.Schema, keys: Sequence[str]):
     specs = schema.as_dict()
