@@ -249,17 +249,15 @@ def check_same_features(config: PipelineConfig, stored: dict,
   """ConfigError unless the part's examples (`expected`, their schema)
   hold the features, dtypes and shapes the dataset's metadata `stored`
   records: readers refuse a dataset whose parts differ."""
+  stored_schema = metadata_lib.schema_of(stored)
+  if stored_schema == expected:
+    return
   try:
-    same = metadata_lib.schema_of(stored) == expected
-    if not same:
-      metadata_lib.schema_of(stored).merge(expected)
+    stored_schema.merge(expected)
+    reason = 'the dataset holds no example of its own'
   except schema_lib.SchemaError as e:
     reason = str(e).replace('between examples', 'between the dataset and '
                             'this part')
-  else:
-    if same:
-      return
-    reason = 'the dataset holds no example of its own'
   typed = (' (a --manifest_extra_columns column is int64 while every value '
            'is a whole number, else a string)'
            if config.manifest_extra_columns else '')

@@ -123,11 +123,17 @@ class NumpyDataset:
                                            self.variable)
 
   def _examples(self, rng, copy: bool) -> Iterator[Dict]:
+    for shard in self._shards_in_order(rng):
+      yield from self.read_shard(shard, copy)
+
+  def _shards_in_order(self, rng) -> Iterator[Dict]:
+    """The shards, in a new order drawn from `rng` when shuffling (drawn
+    when the first is asked for, as the records' shuffle draws next)."""
     order = list(range(len(self.shards)))
     if self.shuffle:
       rng.shuffle(order)
     for i in order:
-      yield from self.read_shard(self.shards[i], copy)
+      yield self.shards[i]
 
   def chunks_batch(self) -> bool:
     """Whether batches are filled from records read a chunk at a time
@@ -138,24 +144,14 @@ class NumpyDataset:
   def _located_batches(self, rng) -> Iterator[Dict]:
     """The batches below, of records located a chunk at a time and copied
     straight into the batch (the same batches, in the same order)."""
-    with futures.ThreadPoolExecutor(
-        1, thread_name_prefix='wavbeam-crc') as checker:
-      records = self._chunked_records(rng, checker)
+    with crc_checker() as checker:
+      records = (record for shard in self._shards_in_order(rng)
+                 for record in self.chunked_records(
+                     shard, 0, shard['num_examples'], checker))
       if self.shuffle:
         records = buffer_shuffle(records, self.shuffle_buffer_size, rng)
       yield from batching.BatchBuffers().batches_of_chunks(
           records, self.batch_size, self.drop_remainder, first_example)
-
-  def _chunked_records(self, rng, checker
-                       ) -> Iterator[Tuple['_Chunk', int]]:
-    """(chunk, i) per record, in _examples' order."""
-    order = list(range(len(self.shards)))
-    if self.shuffle:
-      rng.shuffle(order)
-    for i in order:
-      shard = self.shards[i]
-      yield from self.chunked_records(shard, 0, shard['num_examples'],
-                                      checker)
 
   def chunked_records(self, shard: Dict, start: int, stop: int, checker
                       ) -> Iterator[Tuple['_Chunk', int]]:
@@ -292,6 +288,12 @@ class NumpyDataset:
         <= KEPT_MAPPED_BYTES):
       self._mapped[path] = (identity, buf)
     return buf
+
+
+def crc_checker() -> futures.ThreadPoolExecutor:
+  """The thread that checks batched records' CRCs (chunked_records), for
+  one reading: use it in a `with`, so that it ends with the reading."""
+  return futures.ThreadPoolExecutor(1, thread_name_prefix='wavbeam-crc')
 
 
 def first_example(chunk: '_Chunk', i: int) -> Dict:

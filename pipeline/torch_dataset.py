@@ -42,7 +42,6 @@ With shuffle, the shard order is drawn from (seed, epoch) and examples
 pass a shuffle buffer seeded by (seed, epoch, rank, worker).
 """
 
-from concurrent import futures
 import itertools
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -142,14 +141,10 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
                        worker: int):
     """The batches of __iter__, filled from records read a chunk at a
     time (numpy_reader.NumpyDataset.chunked_records): the same batches."""
-    with futures.ThreadPoolExecutor(
-        1, thread_name_prefix='wavbeam-crc') as checker:
-      counts = [self._counts[i] for i in order]
+    with numpy_reader.crc_checker() as checker:
       records = itertools.chain.from_iterable(
-          self._reader.chunked_records(self._reader.shards[order[position]],
-                                       start, stop, checker)
-          for position, start, stop in numpy_reader.record_ranges(
-              counts, first, end))
+          self._reader.chunked_records(shard, start, stop, checker)
+          for shard, start, stop in self._ranges(order, first, end))
       if self.shuffle:
         rng = np.random.default_rng([self.seed, self.epoch, self.rank,
                                      worker])
@@ -160,11 +155,16 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
           first_example=numpy_reader.first_example)
 
   def _read(self, order: List[int], first: int, end: int, copy: bool):
+    for shard, start, stop in self._ranges(order, first, end):
+      yield from self._reader.read_records(shard, start, stop, copy)
+
+  def _ranges(self, order: List[int], first: int, end: int):
+    """(shard, first record, end) covering records first..end-1 of the
+    shards in `order`."""
     counts = [self._counts[i] for i in order]
     for position, start, stop in numpy_reader.record_ranges(
         counts, first, end):
-      yield from self._reader.read_records(
-          self._reader.shards[order[position]], start, stop, copy)
+      yield self._reader.shards[order[position]], start, stop
 
 
 def _rank_and_size(rank: Optional[int], world_size: Optional[int]):
