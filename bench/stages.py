@@ -24,7 +24,14 @@ left out of the timing (each batch is copied into a buffer just before, as
 a run computes a batch just read); in audio-seconds per second. Each
 job's wall time and shard phase are given as a fraction of it (the limit's
 seconds over theirs). Jobs and limits alternate, corpus by corpus, in
-every round. Results: scratch/bench/stages.json and a table.
+every round.
+
+Beside both it measures the read+write floor: the same 2 processes read
+the corpus's files (from page cache) and write as many bytes as the job's
+shards hold, in records of the job's mean size, and compute nothing. The
+limit plus the floor is the least two cores need for the features and the
+bytes alone; the job's phases are given as a fraction of that too.
+Results: scratch/bench/stages.json and a table.
 """
 
 import argparse
@@ -139,6 +146,48 @@ def features_limit(corpus: str, win_len: int) -> float:
   return max(spent)
 
 
+def _read_write_part(paths, record_bytes, num_records, folder, barrier,
+                     queue):
+  """One process of the floor: reads its files whole, writes its records
+  of zeros to a file of its own; puts the seconds spent."""
+  record = bytes(record_bytes)
+  barrier.wait()
+  started = time.perf_counter_ns()
+  for path in paths:
+    with open(path, 'rb') as f:
+      while f.read(1 << 20):
+        pass
+  with open(os.path.join(folder, f'part-{os.getpid()}'), 'wb') as f:
+    for _ in range(num_records):
+      f.write(record)
+  queue.put((time.perf_counter_ns() - started) / 1e9)
+
+
+def read_write_floor(corpus: str, num_bytes: int, num_records: int) -> float:
+  """Seconds 2 processes take to read the corpus and write `num_bytes` in
+  `num_records` records (the slower one's)."""
+  paths = _audio_files(corpus)
+  parts = deal([os.path.getsize(p) for p in paths], CORES)
+  folder = os.path.join(bench_run.ROOT, 'stages_floor')
+  shutil.rmtree(folder, ignore_errors=True)
+  os.makedirs(folder)
+  os.sync()
+  record_bytes = num_bytes // max(1, num_records)
+  context = multiprocessing.get_context('fork')
+  barrier, queue = context.Barrier(CORES), context.Queue()
+  workers = [context.Process(target=_read_write_part,
+                             args=([paths[i] for i in part], record_bytes,
+                                   num_records // CORES, folder, barrier,
+                                   queue)) for part in parts]
+  for w in workers:
+    w.start()
+  spent = [queue.get() for _ in workers]
+  for w in workers:
+    w.join()
+  shutil.rmtree(folder)
+  return max(spent)
+
+
 def job_round(corpus: str, win_len: int, env) -> dict:
   """One default run, timed whole; its phases and the tasks' work."""
   out = os.path.join(bench_run.ROOT, 'stages_out')
@@ -152,19 +201,26 @@ def job_round(corpus: str, win_len: int, env) -> dict:
   wall, peak, _ = run_measured(bench_run.writers(corpus, out, win_len)
                                ['wavbeam'], env={**env, timeline.ENV: marks})
   with open(os.path.join(out, 'metadata.json')) as f:
-    written = json.load(f)['shards_written']
+    metadata = json.load(f)
+  written = metadata['shards_written']
+  shards = [s for split in metadata['splits'].values()
+            for s in split['shards']]
   with open(marks) as f:
     events = timeline.parse(f)
   first = bench_run.phases(bench_run.metadata(out), started, wall)[0] + started
-  shards = (first, first + written['seconds'])
   return {'wall': wall, 'peak_mb': peak / 1e6,
-          'stages': timeline.stages(events, started, started + wall, shards),
+          'bytes': sum(s['num_bytes'] for s in shards),
+          'records': sum(s['num_examples'] for s in shards),
+          'stages': timeline.stages(events, started, started + wall,
+                                    (first, first + written['seconds'])),
           'work': {name: written[f'{name}_seconds'] for name in WORK}}
 
 
-def summarize(corpus_name, audio_seconds, windows, files, jobs, limits):
+def summarize(corpus_name, audio_seconds, windows, files, jobs, limits,
+              floors):
   """The rounds of one corpus -> medians and spreads."""
   shards = spread(j['stages']['shards'] for j in jobs)
+  least = [s + f for s, f in zip(limits, floors)]
   return {
       'corpus': corpus_name, 'audio_seconds': audio_seconds,
       'windows': windows, 'files': files,
@@ -182,6 +238,11 @@ def summarize(corpus_name, audio_seconds, windows, files, jobs, limits):
                               for j, s in zip(jobs, limits)),
       'shards_of_limit': spread(fraction(s, j['stages']['shards'])
                                 for j, s in zip(jobs, limits)),
+      'floor_seconds': spread(floors),
+      'wall_of_least': spread(fraction(s, j['wall'])
+                              for j, s in zip(jobs, least)),
+      'shards_of_least': spread(fraction(s, j['stages']['shards'])
+                                for j, s in zip(jobs, least)),
       'shards': shards, 'walls': [round(j['wall'], 2) for j in jobs]}
 
 
@@ -200,6 +261,14 @@ def to_markdown(results) -> str:
         f"| {r['corpus']} | " + ' | '.join(cell(r['work'][n]) for n in WORK)
         + f" | {cell(r['busy'])} | {cell(r['limit_audio_s_per_s'], 0)} | "
         f"{cell(r['wall_of_limit'])} | {cell(r['shards_of_limit'])} |")
+  lines += ['', '| corpus | limit, s | read+write floor, s | '
+            'whole job / (limit + floor) | shard phase / (limit + floor) |',
+            '|---' * 5 + '|']
+  for r in results:
+    lines.append(
+        f"| {r['corpus']} | {cell(r['limit_seconds'])} | "
+        f"{cell(r['floor_seconds'])} | {cell(r['wall_of_least'])} | "
+        f"{cell(r['shards_of_least'])} |")
   return '\n'.join(lines)
 
 
@@ -218,15 +287,18 @@ def main(argv=None):
                      len(_audio_files(path)))
   jobs = {name: [] for name in corpora}
   limits = {name: [] for name in corpora}
+  floors = {name: [] for name in corpora}
   for round_number in range(args.repeats):
     for name, (path, _, _, win_len, _) in corpora.items():
       jobs[name].append(job_round(path, win_len, env))
       limits[name].append(features_limit(path, win_len))
+      floors[name].append(read_write_floor(path, jobs[name][-1]['bytes'],
+                                           jobs[name][-1]['records']))
       print(f'{round_number + 1}/{args.repeats} {name}: job '
-            f'{jobs[name][-1]["wall"]:.2f} s, limit {limits[name][-1]:.2f} s',
-            file=sys.stderr)
+            f'{jobs[name][-1]["wall"]:.2f} s, limit {limits[name][-1]:.2f} s,'
+            f' floor {floors[name][-1]:.2f} s', file=sys.stderr)
   results = [summarize(name, seconds, windows, files, jobs[name],
-                       limits[name])
+                       limits[name], floors[name])
              for name, (_, seconds, windows, _, files) in corpora.items()]
   with open(os.path.join(bench_run.ROOT, 'stages.json'), 'w') as f:
     json.dump(results, f, indent=2)

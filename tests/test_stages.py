@@ -158,7 +158,8 @@ def test_summary_of_rounds():
            'stages': {**{n: 0.0 for n in timeline.STAGES}, 'shards': 2.0},
            'work': {'read': 0.5, 'feature': 1.0, 'encode': 0.5,
                     'write': 0.0}} for w in (4.0, 5.0, 8.0)]
-  got = stages_bench.summarize('c', 100.0, 10, 3, jobs, [1.0, 2.0, 1.0])
+  got = stages_bench.summarize('c', 100.0, 10, 3, jobs, [1.0, 2.0, 1.0],
+                               [1.0, 0.5, 3.0])
   assert got['wall']['median'] == 5.0
   assert got['busy']['median'] == 0.5
   assert got['limit_audio_s_per_s'] == {'median': 100.0, 'min': 50.0,
@@ -166,8 +167,11 @@ def test_summary_of_rounds():
   assert got['wall_of_limit'] == {'median': 0.25, 'min': 0.125,
                                   'max': 0.4}
   assert got['shards_of_limit']['median'] == 0.5
+  # Each round's limit + floor against its own job: 2/4, 2.5/5, 4/8.
+  assert got['wall_of_least'] == {'median': 0.5, 'min': 0.5, 'max': 0.5}
+  assert got['shards_of_least'] == {'median': 1.25, 'min': 1.0, 'max': 2.0}
   table = stages_bench.to_markdown([got])
-  assert table.count('\n| c |') == 2
+  assert table.count('\n| c |') == 3
   json.dumps(got)
 
 
@@ -176,3 +180,16 @@ def test_bench_run_reports_spread_beside_medians():
   s = bench_run.spread([4.0, 3.0, 3.5, 6.0, 3.2])
   assert s == (3.5, 3.0, 6.0)
   assert bench_run.cell(s, unit='x') == '3.50x (3.00-6.00x)'
+
+
+def test_read_write_floor_reads_the_corpus_and_writes_the_bytes(
+    tmp_path, monkeypatch):
+  from bench import run as bench_run
+  corpus = tmp_path / 'corpus'
+  corpus.mkdir()
+  for i in range(3):
+    (corpus / f'{i}.wav').write_bytes(bytes(1000 * (i + 1)))
+  monkeypatch.setattr(bench_run, 'ROOT', str(tmp_path))
+  seconds = stages_bench.read_write_floor(str(corpus), 10_000, 10)
+  assert seconds > 0
+  assert not (tmp_path / 'stages_floor').exists()  # nothing left behind
