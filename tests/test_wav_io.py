@@ -122,6 +122,20 @@ def _assert_reads_like_libsndfile(path):
       raise AssertionError('read past the end')
     except wav_io.BadWav as e:
       assert 'read 1 of 2 frames' in str(e)
+    # Decoded straight into a caller's array: mono files only.
+    rows = np.full((2, n // 2), 7.0)
+    if info.channels != 1:
+      assert not files.read_mono_into(path, 0, rows, info)
+      assert (rows == 7.0).all()
+      return
+    assert files.read_mono_into(path, n - 2 * (n // 2), rows, info)
+    assert np.array_equal(rows.ravel().view(np.uint64),
+                          expected[n - 2 * (n // 2):, 0].view(np.uint64))
+    try:
+      files.read_mono_into(path, n - 1, np.empty(2), info)
+      raise AssertionError('read past the end')
+    except wav_io.BadWav as e:
+      assert 'read 1 of 2 frames' in str(e)
 
 
 def test_probe_of_a_plain_file_equals_the_libsndfile_probe(tmp_path):
@@ -136,3 +150,62 @@ def test_probe_of_a_plain_file_equals_the_libsndfile_probe(tmp_path):
   assert info.mtime == os.stat(path).st_mtime
   assert np.array_equal(wav_io.read_range(path, 4000, 1),
                         sf.read(path, start=4000, always_2d=True)[0])
+
+
+def _windows_read(path, win_len, hop_len, refs, files, info=None):
+  from transforms import extract
+  from transforms import plan as plan_lib
+  info = info or wav_io.probe(0, path)[0]
+  count = (info.frames - win_len) // hop_len + 1
+  file_plan = plan_lib.FilePlan(info, 'train', 'a', info.sample_rate,
+                                info.frames, count)
+  config = H.make_config('in', 'out', win_len=win_len, hop_len=hop_len)
+  return extract.read_windows([(file_plan.key, w) for w in refs],
+                              {file_plan.key: file_plan}, config, files)
+
+
+def test_windows_decoded_straight_into_the_batch_equal_the_general_read(
+    tmp_path):
+  """A long mono PCM recording's back-to-back windows are decoded straight
+  into the batch's rows; they equal libsndfile's samples cut by hand, as
+  do the windows of every other case (stereo, overlapping, float,
+  shuffled rows), which take the general path."""
+  win = 4096
+  frames = 3 * (1 << 20) // 4 + 77  # chunks of 256 windows: 3 runs
+  cases = [('PCM_16', 1, win, None), ('PCM_24', 1, win, None),
+           ('PCM_U8', 1, win, None), ('PCM_16', 2, win, None),
+           ('FLOAT', 1, win, None), ('PCM_16', 1, win // 2, None),
+           ('PCM_16', 1, win, 'shuffled')]
+  for subtype, channels, hop, order in cases:
+    path = H.write_wav(str(tmp_path / f'{subtype}_{channels}_{hop}.wav'),
+                       H.noise(frames, channels, seed=channels),
+                       subtype=subtype)
+    # --channels mean (the default) mixes a stereo file's channels.
+    samples = sf.read(path, dtype='float64', always_2d=True)[0].mean(axis=1)
+    count = (frames - win) // hop + 1
+    refs = list(range(count))
+    if order:
+      refs = list(np.random.default_rng(0).permutation(count))
+    expected = np.stack([samples[w * hop:w * hop + win] for w in refs])
+    with wav_io.OpenFiles() as files:
+      got, kept, rejected = _windows_read(path, win, hop, refs, files)
+    assert (kept, rejected) == (list(range(count)), [])
+    assert np.array_equal(got.view(np.uint64), expected.view(np.uint64)), (
+        subtype, channels, hop, order)
+    without_files, _, _ = _windows_read(path, win, hop, refs, None)
+    assert np.array_equal(got.view(np.uint64), without_files.view(np.uint64))
+
+
+def test_a_recording_cut_after_probing_is_rejected_not_read_straight(
+    tmp_path):
+  path = H.write_wav(str(tmp_path / 'a.wav'), H.noise(8 * 1024), rate=16000)
+  info, _ = wav_io.probe(0, path)
+  with open(path, 'r+b') as f:  # the last 3 windows' samples go
+    f.truncate(info.data_offset + 2 * 5 * 1024)
+  with wav_io.OpenFiles() as files:
+    got, kept, rejected = _windows_read(path, 1024, 1024, list(range(8)),
+                                        files, info)
+  assert kept == [] and len(got) == 0
+  assert len(rejected) == 1 and rejected[0].reason.startswith(
+      'changed since it was probed (size 16428 -> 10284 bytes')
+  assert rejected[0].frame_range == (0, 8 * 1024)

@@ -88,6 +88,12 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
         if _read_one(files, chunk, config, out[row], rejections):
           good[row] = True
         continue
+      row = where[(index, first)]
+      if (same_rate and files is not None and
+          all(where[(index, first + i)] == row + i for i in range(count))
+          and _read_straight(files, chunk, config, out, row)):
+        good[row:row + count] = True
+        continue
       try:
         block = read_chunk_windows(chunk, config, files)
       except file_reports.BadWav as e:
@@ -109,6 +115,26 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
               chunk_input_range(one, config.win_len, config.hop_len)))
   kept = np.flatnonzero(good).tolist()
   return (out if good.all() else out[good]), kept, rejections
+
+
+def _read_straight(files: wav_io.OpenFiles, chunk: Chunk,
+                   config: PipelineConfig, out: np.ndarray, row: int) -> bool:
+  """The chunk's windows (at the dataset's rate, rows row, row + 1, ...
+  of `out`) decoded straight into their rows in one pass, when they lie
+  back to back in a mono integer-PCM plain WAV: no copy, and no sample
+  can be NaN or Inf. False otherwise, and when the read fails: the
+  general path then reads the chunk again and reports why."""
+  plan, count = chunk.plan, chunk.num_windows
+  start = chunk.origin + chunk.first_window * config.hop_len
+  if (config.hop_len != config.win_len or chunk.channel not in (None, 0) or
+      not wav_io.always_finite(plan.info.subtype) or
+      start + count * config.win_len > chunk.limit):
+    return False
+  try:
+    return files.read_mono_into(plan.info.path, start,
+                                out[row:row + count], plan.info)
+  except (file_reports.BadWav, *file_reports.INPUT_ERRORS):
+    return False
 
 
 def _chunks(plan: FilePlan, windows: Sequence[int], limit: int):

@@ -257,6 +257,14 @@ _PLAIN_SAMPLES = {'PCM_U8': ('u1', 128, 2.0**-7),
 def decode_plain(data: bytes, subtype: str, channels: int) -> np.ndarray:
   """A plain WAV's sample bytes -> (frames, channels) float64, the values
   libsndfile gives (tested bit for bit)."""
+  out = np.empty(len(data) // _sample_bytes(subtype), np.float64)
+  decode_plain_into(data, subtype, out)
+  return out.reshape(-1, channels)
+
+
+def decode_plain_into(data: bytes, subtype: str, out: np.ndarray) -> None:
+  """decode_plain's samples written into `out` (float64, one value per
+  sample, any shape), converted and scaled in one pass."""
   dtype, zero, scale = _PLAIN_SAMPLES[subtype]
   if subtype == 'PCM_24':  # 3 bytes a sample: into the top of an int32
     packed = np.frombuffer(data, np.uint8).reshape(-1, 3)
@@ -265,12 +273,24 @@ def decode_plain(data: bytes, subtype: str, channels: int) -> np.ndarray:
     samples = wide.view(dtype).ravel()
   else:
     samples = np.frombuffer(data, dtype)
-  out = samples.astype(np.float64)
+  samples = samples.reshape(out.shape)
   if zero:
-    out -= zero
-  if scale != 1.0:
+    np.subtract(samples, zero, out=out, dtype=np.float64)
     out *= scale
-  return out.reshape(-1, channels)
+  elif scale != 1.0:
+    np.multiply(samples, scale, out=out, dtype=np.float64)
+  else:
+    np.copyto(out, samples)
+
+
+def always_finite(subtype: str) -> bool:
+  """Integer PCM: every sample decodes to a finite value."""
+  return subtype.startswith('PCM_')
+
+
+def _sample_bytes(subtype: str) -> int:
+  return 3 if subtype == 'PCM_24' else np.dtype(
+      _PLAIN_SAMPLES[subtype][0]).itemsize
 
 
 class PlainWav:
@@ -279,10 +299,7 @@ class PlainWav:
 
   def __init__(self, raw, info: WavInfo):
     self.raw, self.info = raw, info
-    self.frame_bytes = info.channels * np.dtype(
-        _PLAIN_SAMPLES[info.subtype][0]).itemsize
-    if info.subtype == 'PCM_24':
-      self.frame_bytes = info.channels * 3
+    self.frame_bytes = info.channels * _sample_bytes(info.subtype)
 
   def seek(self, frame: int) -> None:
     self.raw.seek(self.info.data_offset + frame * self.frame_bytes)
@@ -293,6 +310,18 @@ class PlainWav:
     data = self.raw.read(count * self.frame_bytes)
     data = data[:len(data) - len(data) % self.frame_bytes]
     return decode_plain(data, self.info.subtype, self.info.channels)
+
+  def read_into(self, out: np.ndarray) -> None:
+    """The next out.size // channels frames decoded into `out`; BadWav
+    when the recording ends first."""
+    start = self._frame()
+    wanted = out.size // self.info.channels
+    data = self.raw.read(max(0, min(wanted, self.info.frames - start))
+                         * self.frame_bytes)
+    if len(data) != wanted * self.frame_bytes:
+      raise BadWav(f'read {len(data) // self.frame_bytes} of {wanted} '
+                   f'frames from {start}')
+    decode_plain_into(data, self.info.subtype, out)
 
   def _frame(self) -> int:
     return (self.raw.tell() - self.info.data_offset) // self.frame_bytes
@@ -327,29 +356,46 @@ class OpenFiles:
                  probed: Optional[WavInfo] = None) -> np.ndarray:
     """As read_range(path, ...); with `probed`, raises BadWav when the file
     is no longer the one probed (checked when it is opened)."""
+    return read_frames(self._opened(path, probed), start, count)
+
+  def read_mono_into(self, path: str, start: int, out: np.ndarray,
+                     probed: WavInfo) -> bool:
+    """Frames [start, start + out.size) of a mono plain WAV decoded
+    straight into `out`, the values read_range gives; False, and nothing
+    read, for any other file."""
+    if probed.data_offset < 0 or probed.channels != 1:
+      return False
+    wav = self._opened(path, probed)
+    if not isinstance(wav, PlainWav):  # opened earlier without `probed`
+      return False
+    wav.seek(start)
+    wav.read_into(out)
+    return True
+
+  def _opened(self, path: str, probed: Optional[WavInfo]):
     if path in self._open:
       self._open.move_to_end(path)
-    else:
-      if probed is not None:
-        check_unchanged(probed)
-      if len(self._open) >= self.max_open:
+      return self._open[path][1]
+    if probed is not None:
+      check_unchanged(probed)
+    if len(self._open) >= self.max_open:
+      self._close_oldest()
+    stack = contextlib.ExitStack()
+    try:
+      if probed is not None and probed.data_offset >= 0:
+        wav = PlainWav(stack.enter_context(open_binary(path)), probed)
+      else:
+        wav = stack.enter_context(open_audio(path))
+    except BaseException:
+      stack.close()
+      raise
+    self._open[path] = (stack, wav)
+    if isinstance(wav, DecodedWhole):
+      self._decoded_bytes += wav.nbytes
+      while (self._decoded_bytes > self.max_decoded_bytes and
+             len(self._open) > 1):
         self._close_oldest()
-      stack = contextlib.ExitStack()
-      try:
-        if probed is not None and probed.data_offset >= 0:
-          wav = PlainWav(stack.enter_context(open_binary(path)), probed)
-        else:
-          wav = stack.enter_context(open_audio(path))
-      except BaseException:
-        stack.close()
-        raise
-      self._open[path] = (stack, wav)
-      if isinstance(wav, DecodedWhole):
-        self._decoded_bytes += wav.nbytes
-        while (self._decoded_bytes > self.max_decoded_bytes and
-               len(self._open) > 1):
-          self._close_oldest()
-    return read_frames(self._open[path][1], start, count)
+    return wav
 
   def _close_oldest(self):
     _, (stack, wav) = self._open.popitem(last=False)
