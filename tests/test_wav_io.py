@@ -166,16 +166,18 @@ def _windows_read(path, win_len, hop_len, refs, files, info=None):
 
 def test_windows_decoded_straight_into_the_batch_equal_the_general_read(
     tmp_path):
-  """A long mono PCM recording's back-to-back windows are decoded straight
-  into the batch's rows; they equal libsndfile's samples cut by hand, as
-  do the windows of every other case (stereo, overlapping, float,
-  shuffled rows), which take the general path."""
+  """A mono PCM recording's windows are decoded straight into the batch's
+  rows, back-to-back ones together, others one by one; they equal
+  libsndfile's samples cut by hand, as do the windows of every other case
+  (stereo, overlapping, float, shuffled rows), which take the general
+  path."""
   win = 4096
   frames = 3 * (1 << 20) // 4 + 77  # chunks of 256 windows: 3 runs
   cases = [('PCM_16', 1, win, None), ('PCM_24', 1, win, None),
            ('PCM_U8', 1, win, None), ('PCM_16', 2, win, None),
            ('FLOAT', 1, win, None), ('PCM_16', 1, win // 2, None),
-           ('PCM_16', 1, win, 'shuffled')]
+           ('PCM_16', 1, win, 'shuffled'), ('PCM_16', 1, win, 'alternate'),
+           ('PCM_16', 2, win, 'alternate'), ('FLOAT', 1, win, 'alternate')]
   for subtype, channels, hop, order in cases:
     path = H.write_wav(str(tmp_path / f'{subtype}_{channels}_{hop}.wav'),
                        H.noise(frames, channels, seed=channels),
@@ -184,12 +186,14 @@ def test_windows_decoded_straight_into_the_batch_equal_the_general_read(
     samples = sf.read(path, dtype='float64', always_2d=True)[0].mean(axis=1)
     count = (frames - win) // hop + 1
     refs = list(range(count))
-    if order:
+    if order == 'shuffled':
       refs = list(np.random.default_rng(0).permutation(count))
+    elif order == 'alternate':  # each window read on its own
+      refs = refs[::2]
     expected = np.stack([samples[w * hop:w * hop + win] for w in refs])
     with wav_io.OpenFiles() as files:
       got, kept, rejected = _windows_read(path, win, hop, refs, files)
-    assert (kept, rejected) == (list(range(count)), [])
+    assert (kept, rejected) == (list(range(len(refs))), [])
     assert np.array_equal(got.view(np.uint64), expected.view(np.uint64)), (
         subtype, channels, hop, order)
     without_files, _, _ = _windows_read(path, win, hop, refs, None)

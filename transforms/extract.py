@@ -158,7 +158,12 @@ def _read_one(files: wav_io.OpenFiles, chunk: Chunk, config: PipelineConfig,
   n = min(config.win_len, chunk.limit - start)
   frames = (start, start + n)
   try:
-    block = files.read_range(plan.info.path, start, n, plan.info)
+    straight = files.read_mono_into(plan.info.path, start, row[:n],
+                                    plan.info)
+    if not straight:
+      row[:n] = audio.one_channel(
+          files.read_range(plan.info.path, start, n, plan.info),
+          config.channels, chunk.channel)
   except file_reports.BadWav as e:
     rejections.append(file_reports.Rejection(plan.info.path, str(e), 'read',
                                              frames))
@@ -167,9 +172,9 @@ def _read_one(files: wav_io.OpenFiles, chunk: Chunk, config: PipelineConfig,
     rejections.append(file_reports.Rejection(
         plan.info.path, str(file_reports.unreadable(e)), 'read', frames))
     return False
-  row[:n] = audio.one_channel(block, config.channels, chunk.channel)
   row[n:] = 0.0
-  if not np.isfinite(row[:n]).all():
+  if not wav_io.always_finite(plan.info.subtype) and not np.isfinite(
+      row[:n]).all():
     rejections.append(file_reports.Rejection(
         plan.info.path, 'non-finite samples (NaN or Inf)', 'read', frames))
     return False
