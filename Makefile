@@ -29,7 +29,7 @@ test: $(TEST_STAMP)
 	$(BIN)/ruff check --quiet .
 	$(BIN)/python -m pytest -q tests
 
-# The pure functions and the small pieces, without whole runs (under a
+# The pure functions and the small pieces, without whole runs (about a
 # minute on two cores): the loop while changing code; `make test` before
 # a commit.
 test-fast: $(TEST_STAMP)
