@@ -128,22 +128,28 @@ def _features_part(paths, win_len, barrier, queue):
   queue.put(spent / 1e9)
 
 
-def features_limit(corpus: str, win_len: int) -> float:
-  """Seconds 2 processes take to compute the features of all the corpus's
-  windows from memory (the slower one's)."""
+def _slower_part(corpus: str, part, *args) -> float:
+  """The corpus's files dealt to CORES forked processes, each running
+  `part(its paths, *args, barrier, queue)`: the slower one's seconds."""
   paths = _audio_files(corpus)
   parts = deal([os.path.getsize(p) for p in paths], CORES)
   context = multiprocessing.get_context('fork')
   barrier, queue = context.Barrier(CORES), context.Queue()
-  workers = [context.Process(target=_features_part,
-                             args=([paths[i] for i in part], win_len,
-                                   barrier, queue)) for part in parts]
+  workers = [context.Process(target=part,
+                             args=([paths[i] for i in dealt], *args,
+                                   barrier, queue)) for dealt in parts]
   for w in workers:
     w.start()
   spent = [queue.get() for _ in workers]
   for w in workers:
     w.join()
   return max(spent)
+
+
+def features_limit(corpus: str, win_len: int) -> float:
+  """Seconds 2 processes take to compute the features of all the corpus's
+  windows from memory (the slower one's)."""
+  return _slower_part(corpus, _features_part, win_len)
 
 
 def _read_write_part(paths, record_bytes, num_records, folder, barrier,
@@ -166,26 +172,16 @@ def _read_write_part(paths, record_bytes, num_records, folder, barrier,
 def read_write_floor(corpus: str, num_bytes: int, num_records: int) -> float:
   """Seconds 2 processes take to read the corpus and write `num_bytes` in
   `num_records` records (the slower one's)."""
-  paths = _audio_files(corpus)
-  parts = deal([os.path.getsize(p) for p in paths], CORES)
   folder = os.path.join(bench_run.ROOT, 'stages_floor')
   shutil.rmtree(folder, ignore_errors=True)
   os.makedirs(folder)
   os.sync()
-  record_bytes = num_bytes // max(1, num_records)
-  context = multiprocessing.get_context('fork')
-  barrier, queue = context.Barrier(CORES), context.Queue()
-  workers = [context.Process(target=_read_write_part,
-                             args=([paths[i] for i in part], record_bytes,
-                                   num_records // CORES, folder, barrier,
-                                   queue)) for part in parts]
-  for w in workers:
-    w.start()
-  spent = [queue.get() for _ in workers]
-  for w in workers:
-    w.join()
-  shutil.rmtree(folder)
-  return max(spent)
+  try:
+    return _slower_part(corpus, _read_write_part,
+                        num_bytes // max(1, num_records),
+                        num_records // CORES, folder)
+  finally:
+    shutil.rmtree(folder)
 
 
 def job_round(corpus: str, win_len: int, env) -> dict:

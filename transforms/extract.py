@@ -121,9 +121,10 @@ def _read_straight(files: wav_io.OpenFiles, chunk: Chunk,
                    config: PipelineConfig, out: np.ndarray, row: int) -> bool:
   """The chunk's windows (at the dataset's rate, rows row, row + 1, ...
   of `out`) decoded straight into their rows in one pass, when they lie
-  back to back in a mono integer-PCM plain WAV: no copy, and no sample
-  can be NaN or Inf. False otherwise, and when the read fails: the
-  general path then reads the chunk again and reports why."""
+  back to back in a mono integer-PCM plain WAV: no array in between, and
+  no NaN check (integer samples cannot hold one). False otherwise, and
+  when the read fails: the general path then reads the chunk again and
+  reports why."""
   plan, count = chunk.plan, chunk.num_windows
   start = chunk.origin + chunk.first_window * config.hop_len
   if (config.hop_len != config.win_len or chunk.channel not in (None, 0) or
