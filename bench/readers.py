@@ -30,7 +30,8 @@ import numpy as np
 
 ROOT = os.path.join('scratch', 'bench')
 DATASETS = {'1h': ('1h', 32768), 'clips1s': ('clips1s', 16000)}
-READERS = ('replay_dataset', 'hand_written', 'tfds_as_dataset',
+READERS = ('replay_dataset', 'replay_dataset_tf', 'hand_written',
+           'tfds_as_dataset',
            'numpy_reader', 'numpy_reader_batched', 'tfrecord_package',
            'torch_loader_0_workers', 'torch_loader_2_workers',
            'torch_augment_0_workers', 'torch_augment_2_workers',
@@ -96,6 +97,10 @@ def make_reader(name, out):
   if name == 'replay_dataset':
     return lambda: _count(replay.replay_dataset(out, 'train',
                                                 batch_size=BATCH))
+  if name == 'replay_dataset_tf':
+    return lambda: _count(replay.replay_dataset(out, 'train',
+                                                batch_size=BATCH,
+                                                engine='tf'))
   if name == 'hand_written':
     return lambda: _count(read_bench.hand_written(out))
   if name == 'tfds_as_dataset':

@@ -250,7 +250,8 @@ def to_markdown(results, reading):
     lines.append('|---|---|---|---|')
     hand = reading['hand_written']['examples_per_s']
     tfds = reading['tfds_as_dataset']['examples_per_s']
-    for name in ('replay_dataset', 'hand_written', 'tfds_as_dataset'):
+    for name in ('replay_dataset', 'replay_dataset_tf', 'hand_written',
+                 'tfds_as_dataset'):
       eps = reading[name]['examples_per_s']
       lines.append(f'| {name} | {eps:.0f} | {eps / hand:.2f}x | '
                    f'{eps / tfds:.2f}x |')

@@ -157,9 +157,13 @@ class BatchBuffers:
     return filling.batch()
 
   def allocate(self, number: int, size: int) -> np.ndarray:
-    """A new buffer of `size` bytes (torch_batches: in shared memory)."""
+    """A new buffer of `size` bytes starting at a multiple of _ALIGN
+    (torch_batches: in shared memory). TensorFlow takes over arrays so
+    aligned without a copy (replay_dataset's numpy engine)."""
     del number
-    return np.empty(size, np.uint8)
+    memory = np.empty(size + _ALIGN, np.uint8)
+    skip = -memory.ctypes.data % _ALIGN
+    return memory[skip:skip + size]
 
   def retired(self, number: int) -> None:
     """Called when buffer `number` leaves the pool."""

@@ -244,8 +244,9 @@ class NumpyDataset:
         raise DatasetError(f'{e} (run python -m pipeline.verify on the '
                            'dataset)') from e
     if count != stop:
-      raise DatasetError(f'shard {path} holds {count} records, '
-                         f'metadata.json says {shard["num_examples"]}')
+      raise DatasetError(f'shard {path} holds fewer records than the '
+                         f'{shard["num_examples"]} metadata.json says: '
+                         f'{count}')
 
   def _records(self, stack, path: str, start: int, where: str,
                whole: bool = False, data_crc: bool = True):

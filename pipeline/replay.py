@@ -3,10 +3,14 @@
     ds = replay_dataset('out/', 'train', batch_size=32)
 
 Elements equal what the pipeline produced (same keys, dtypes, shapes and
-values, bit-exact). Shards are read in parallel, records are parsed a batch
-at a time (batch, then parse), float32 arrays are parsed natively and other
-arrays decoded from raw bytes, and the
-dataset knows its cardinality from the shard lengths in metadata.json.
+values, bit-exact), and the dataset knows its cardinality from the shard
+lengths in metadata.json. Two engines build the same elements:
+- 'numpy' (local folders): numpy_reader locates the records in the mapped
+  shards and copies each array once, straight into its batch, which
+  tf.data takes over (`from_generator`): no parse, no second copy.
+- 'tf' (any file system TensorFlow reads, gzip, or a dataset made of
+  TensorFlow ops only): shards read in parallel by tf.data, records parsed
+  a batch at a time.
 """
 
 import dataclasses
@@ -15,13 +19,15 @@ from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
+from pipeline import numpy_reader
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import dataset as dataset_lib
 from pipeline.contract import schema as schema_lib
 from pipeline.contract.errors import DatasetError  # noqa: F401  (re-exported)
 
-_PARSE_BATCH = 64  # records parsed per parse_example call when not batching
+_PARSE_BATCH = 64  # records decoded together when not batching
 _SHUFFLE_BUFFER = 1024
+ENGINES = ('auto', 'numpy', 'tf')
 
 # Every function given to tf.data here branches on Python values only:
 # AutoGraph's rewrite of their source would change nothing and costs
@@ -132,8 +138,7 @@ def _normalizers(metadata, normalize, split, keys_read, output_dir):
   return scale
 
 
-def _decoder(specs: Dict[str, schema_lib.FeatureSpec], scale=None,
-             all_specs=None):
+def _decoder(specs: Dict[str, schema_lib.FeatureSpec], all_specs=None):
   """A batch of serialized records -> dict of batched tensors. A
   variable-length array is zero-padded to the batch's longest and its
   per-example lengths are added as `<key>_length` (from its stored length
@@ -143,7 +148,6 @@ def _decoder(specs: Dict[str, schema_lib.FeatureSpec], scale=None,
   for spec in specs.values():
     if spec.variable:
       parse_specs[spec.length_key] = _parse_spec(all_specs[spec.length_key])
-  scale = scale or {}
 
   def decode(serialized):
     parsed = tf.io.parse_example(serialized, parse_specs)
@@ -158,23 +162,68 @@ def _decoder(specs: Dict[str, schema_lib.FeatureSpec], scale=None,
                                  little_endian=True, fixed_length=longest)
         value = tf.reshape(value, [tf.shape(serialized)[0], *spec.shape]
                            if spec.variable else [-1, *spec.shape])
-      if key in scale:
-        mean, std = scale[key]
-        value = (tf.cast(value, tf.float64) - mean) / std
-        value = tf.cast(value, tf.float32)
       if spec.variable:
-        lengths = parsed[spec.length_key]
-        if key in scale:  # padding stays 0 after normalizing
-          mask = tf.sequence_mask(lengths, tf.shape(value)[1])
-          mask = tf.reshape(mask, tf.concat(
-              [tf.shape(mask), tf.ones([len(spec.shape) - 1], tf.int32)],
-              0))
-          value = tf.where(mask, value, tf.zeros_like(value))
-        out[schema_lib.length_key_of(key)] = lengths
+        out[schema_lib.length_key_of(key)] = parsed[spec.length_key]
       out[key] = value
     return out
 
   return _as_is(decode)
+
+
+def _standardizer(specs: Dict[str, schema_lib.FeatureSpec], scale):
+  """A decoded batch -> the same with the `scale` features standardized,
+  (x - mean) / std as float32; padding stays 0."""
+  def standardize(batch):
+    out = dict(batch)
+    for key, (mean, std) in scale.items():
+      value = (tf.cast(batch[key], tf.float64) - mean) / std
+      value = tf.cast(value, tf.float32)
+      if specs[key].variable:
+        lengths = batch[schema_lib.length_key_of(key)]
+        mask = tf.sequence_mask(lengths, tf.shape(value)[1])
+        mask = tf.reshape(mask, tf.concat(
+            [tf.shape(mask), tf.ones([len(specs[key].shape) - 1], tf.int32)],
+            0))
+        value = tf.where(mask, value, tf.zeros_like(value))
+      out[key] = value
+    return out
+  return _as_is(standardize)
+
+
+def _numpy_batches(output_dir: str, split: str, specs, *, rows: int,
+                   drop_remainder: bool, shuffle: bool, seed, buffer_size,
+                   parts, variant) -> tf.data.Dataset:
+  """Decoded batches of `rows` examples (the last short unless
+  `drop_remainder`), read by numpy_reader, with its checks; a new epoch
+  (a new order, when shuffling) each time the dataset is iterated."""
+  reader = numpy_reader.NumpyDataset(
+      output_dir, split, features=list(specs), batch_size=rows,
+      shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
+      shuffle_buffer_size=buffer_size, parts=parts, variant=variant)
+  first = rows if drop_remainder else None
+  signature = {}
+  for key, spec in specs.items():
+    dtype = tf.string if spec.dtype == 'string' else tf.as_dtype(spec.dtype)
+    if spec.variable:
+      signature[key] = tf.TensorSpec([first, None, *spec.shape[1:]], dtype)
+      signature[schema_lib.length_key_of(key)] = tf.TensorSpec([first],
+                                                               tf.int64)
+    else:
+      signature[key] = tf.TensorSpec([first, *spec.shape], dtype)
+  return tf.data.Dataset.from_generator(
+      lambda: iter(reader), output_signature=signature).apply(
+          tf.data.experimental.assert_cardinality(len(reader)))
+
+
+def _uses_numpy(engine: str, output_dir: str, metadata: Dict) -> bool:
+  if engine not in ENGINES:
+    raise DatasetError(f'engine={engine!r}: one of {", ".join(ENGINES)}')
+  local = '://' not in output_dir
+  if engine == 'numpy' and not local:
+    raise DatasetError(f"engine='numpy' reads local folders, not "
+                       f"{output_dir}: use engine='tf'")
+  return engine == 'numpy' or (engine == 'auto' and local and
+                               metadata['compression'] != 'gzip')
 
 
 def _unpadded(specs: Dict[str, schema_lib.FeatureSpec]):
@@ -221,15 +270,16 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
                    parts: Optional[Sequence] = None,
                    variant: Optional[str] = None,
                    bucket_boundaries: Optional[Sequence[int]] = None,
-                   bucket_key: Optional[str] = None) -> tf.data.Dataset:
+                   bucket_key: Optional[str] = None,
+                   engine: str = 'auto') -> tf.data.Dataset:
   """The examples of `split` as a tf.data.Dataset.
 
   Args:
-    features: keys to read (default: all). Only these are parsed.
-    batch_size: batch elements (parsed a batch at a time either way).
+    features: keys to read (default: all). Only these are decoded.
+    batch_size: batch elements (decoded a batch at a time either way).
     shuffle: shuffle shard order and examples (buffer `shuffle_buffer_size`).
-    seed, deterministic: as in tf.data; deterministic=False may reorder
-      elements across shards for speed.
+    seed, deterministic: as in tf.data; deterministic=False lets the 'tf'
+      engine reorder elements across shards for speed.
     as_supervised: yield (input, label) pairs: `input_key` (default: the
       metadata's input_key, the first computed feature) and `label_key`.
     repeat: repeat forever (cardinality becomes infinite).
@@ -247,6 +297,13 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
       variable-length feature read) at these boundaries, in its own units
       (samples of a signal, frames of a spectrogram). Less padding; the
       batches come in another order.
+
+    engine: 'numpy' (local folders: numpy_reader's batches, handed to
+      tf.data without a copy), 'tf' (TensorFlow ops only: any file system
+      tf.io.gfile reads, gzip, the tf.data service, iterator checkpoints)
+      or 'auto': 'numpy' for an uncompressed local dataset, else 'tf'. The
+      same elements; unshuffled, 'numpy' reads shards one after another,
+      'tf' interleaves them a record at a time.
 
   Variable-length arrays (--example_unit file) come whole per example;
   batched, each is zero-padded to the longest of its batch and
@@ -267,9 +324,67 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
   files = dataset_lib.shard_files(_GFILE, output_dir, metadata, split,
                                   _WORDS)
   total = metadata['splits'][split]['num_examples']
-  compression = 'GZIP' if metadata['compression'] == 'gzip' else ''
+  specs = {k: schema[k] for k in keys}
+  variable = any(spec.variable for spec in specs.values())
+  if bucket_boundaries is not None:
+    if batch_size is None:
+      raise DatasetError('bucket_boundaries needs a batch_size')
+    bucket_key = _bucket_key(schema, keys, bucket_key,
+                             input_key or metadata['input_key'], output_dir)
+    boundaries = [int(b) for b in bucket_boundaries]
+    if not boundaries or boundaries != sorted(set(boundaries)) or \
+        boundaries[0] <= 0:
+      raise DatasetError(f'bucket_boundaries={list(bucket_boundaries)}: '
+                         'give increasing positive lengths')
+  # Batches as asked for, or decoded _PARSE_BATCH records at a time and
+  # handed out one by one (or bucketed) below.
+  as_batched = batch_size is not None and bucket_boundaries is None
+  rows = batch_size if as_batched else _PARSE_BATCH
+  drop = drop_remainder and as_batched
+  if _uses_numpy(engine, output_dir, metadata):
+    ds = _numpy_batches(output_dir, split, specs, rows=rows,
+                        drop_remainder=drop, shuffle=shuffle, seed=seed,
+                        buffer_size=shuffle_buffer_size, parts=parts,
+                        variant=None)
+    if repeat:
+      ds = ds.repeat()
+  else:
+    ds = _records(files, metadata['splits'][split]['shards'], total,
+                  metadata['compression'], shuffle, seed, deterministic,
+                  shuffle_buffer_size, repeat)
+    ds = ds.batch(rows, drop_remainder=drop).map(
+        _decoder(specs, schema), num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=deterministic)
+  if scale:
+    ds = ds.map(_standardizer(specs, scale),
+                num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=deterministic)
+  if bucket_boundaries is not None:
+    length_of = schema_lib.length_key_of(bucket_key)
+    with_lengths = {**specs, **{schema_lib.length_key_of(k): None
+                                for k, s in specs.items() if s.variable}}
+    ds = ds.unbatch().map(_unpadded(with_lengths))
+    ds = ds.bucket_by_sequence_length(
+        _as_is(lambda d: tf.cast(d[length_of], tf.int32)), boundaries,
+        [batch_size] * (len(boundaries) + 1),
+        drop_remainder=drop_remainder)
+  elif not as_batched:
+    ds = ds.unbatch()
+    if variable:
+      ds = ds.map(_unpadded(specs))
+    if not repeat:
+      ds = ds.apply(tf.data.experimental.assert_cardinality(total))
+  if as_supervised:
+    ds = ds.map(_as_is(lambda d: (d[input_key], d[label_key])))
+  return ds.prefetch(tf.data.AUTOTUNE)
 
-  counts = [s['num_examples'] for s in metadata['splits'][split]['shards']]
+
+def _records(files, shards, total, compression, shuffle, seed,
+             deterministic, shuffle_buffer_size, repeat) -> tf.data.Dataset:
+  """The split's serialized records, read by tf.data (the 'tf' engine):
+  shards in parallel, each checked (_checked_shard)."""
+  counts = [s['num_examples'] for s in shards]
+  compression = 'GZIP' if compression == 'gzip' else ''
   # Typed constants: an empty split has no file to infer a dtype from.
   ds = tf.data.Dataset.from_tensor_slices(
       (tf.constant(list(files), tf.string), tf.constant(counts, tf.int64)))
@@ -284,42 +399,4 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
     ds = ds.shuffle(shuffle_buffer_size, seed=seed)
   if repeat:
     ds = ds.repeat()
-  specs = {k: schema[k] for k in keys}
-  decode = _decoder(specs, scale, schema)
-  variable = any(spec.variable for spec in specs.values())
-  if bucket_boundaries is not None:
-    if batch_size is None:
-      raise DatasetError('bucket_boundaries needs a batch_size')
-    bucket_key = _bucket_key(schema, keys, bucket_key,
-                             input_key or metadata['input_key'], output_dir)
-    boundaries = [int(b) for b in bucket_boundaries]
-    if not boundaries or boundaries != sorted(set(boundaries)) or \
-        boundaries[0] <= 0:
-      raise DatasetError(f'bucket_boundaries={list(bucket_boundaries)}: '
-                         'give increasing positive lengths')
-    length_of = schema_lib.length_key_of(bucket_key)
-    with_lengths = {**specs, **{schema_lib.length_key_of(k): None
-                                for k, s in specs.items() if s.variable}}
-    ds = ds.batch(_PARSE_BATCH).map(
-        decode, num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=deterministic).unbatch().map(
-            _unpadded(with_lengths))
-    ds = ds.bucket_by_sequence_length(
-        _as_is(lambda d: tf.cast(d[length_of], tf.int32)), boundaries,
-        [batch_size] * (len(boundaries) + 1),
-        drop_remainder=drop_remainder)
-  elif batch_size is not None:
-    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE,
-                deterministic=deterministic)
-  else:
-    ds = ds.batch(_PARSE_BATCH).map(decode,
-                                    num_parallel_calls=tf.data.AUTOTUNE,
-                                    deterministic=deterministic).unbatch()
-    if variable:
-      ds = ds.map(_unpadded(specs))
-    if not repeat:
-      ds = ds.apply(tf.data.experimental.assert_cardinality(total))
-  if as_supervised:
-    ds = ds.map(_as_is(lambda d: (d[input_key], d[label_key])))
-  return ds.prefetch(tf.data.AUTOTUNE)
+  return ds

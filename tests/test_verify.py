@@ -104,12 +104,13 @@ def _replay_error(out, **kw):
   return str(e.value)
 
 
+@pytest.mark.parametrize('engine', ['tf', 'numpy'])
 @pytest.mark.parametrize('batch_size,features,where', [
     (None, None, 'data'), (5, None, 'data'), (5, ['target'], 'data'),
     (None, None, 'header'), (3, ['index'], 'header')])
 def test_replay_names_the_shard_with_a_corrupt_record(dataset, tmp_path,
                                                       batch_size, features,
-                                                      where):
+                                                      where, engine):
   out, shards = _copy(dataset, tmp_path)
   path = out / shards[1]['file']
   data = bytearray(path.read_bytes())
@@ -119,13 +120,20 @@ def test_replay_names_the_shard_with_a_corrupt_record(dataset, tmp_path,
   offset = record_size * 5 + 300 if where == 'data' else record_size * 2 + 1
   data[offset] ^= 0x01
   path.write_bytes(bytes(data))
-  message = _replay_error(out, batch_size=batch_size, features=features)
-  assert f'wavbeam: shard {path} holds fewer records than metadata.json ' \
-      'says' in message
+  message = _replay_error(out, batch_size=batch_size, features=features,
+                          engine=engine)
+  if engine == 'tf':
+    assert f'wavbeam: shard {path} holds fewer records than metadata.json ' \
+        'says' in message
+  else:  # numpy_reader's words, which name the record
+    record, crc = (5, 'data') if where == 'data' else (2, 'length')
+    assert f'DatasetError: shard {path}: record {record} at byte ' in message
+    assert f'{crc} CRC mismatch' in message
 
 
+@pytest.mark.parametrize('engine', ['tf', 'numpy'])
 def test_replay_names_a_shard_with_more_or_fewer_records_than_listed(
-    dataset, tmp_path):
+    dataset, tmp_path, engine):
   for delta, says in ((-1, 'more'), (+1, 'fewer')):
     out, shards = _copy(dataset, tmp_path / says)
     meta = json.load(open(out / 'metadata.json'))
@@ -133,8 +141,8 @@ def test_replay_names_a_shard_with_more_or_fewer_records_than_listed(
     entry['num_examples'] += delta
     _count_consistently(meta, 'train', delta)
     (out / 'metadata.json').write_text(json.dumps(meta))
-    message = _replay_error(out, shuffle=True, seed=1)
-    assert (f'wavbeam: shard {out / entry["file"]} holds {says} records '
+    message = _replay_error(out, shuffle=True, seed=1, engine=engine)
+    assert (f'shard {out / entry["file"]} holds {says} records '
             'than') in message
 
 

@@ -1,0 +1,216 @@
+"""replay_dataset's two engines: the same elements, bit for bit, with every
+argument; the numpy engine where it can read, the tf engine elsewhere."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from pipeline import batching
+from pipeline import numpy_reader
+from pipeline import replay
+from pipeline import run as run_lib
+from tests import helpers as H
+
+WINDOWS = ['--win_len', '1024', '--n_fft', '256', '--fft_hop', '128',
+           '--max_examples_per_shard', '7', '--features',
+           'signal,spectrogram,log_mel']
+FILES = ['--example_unit', 'file', '--signal_dtype', 'int16', '--features',
+         'signal,spectrogram', '--n_fft', '256', '--fft_hop', '128',
+         '--max_examples_per_shard', '5']
+
+
+def _run(d, name, options):
+  for i in range(8):
+    H.write_wav(str(d / 'in' / ('a', 'b')[i % 2] / f'{i}.wav'),
+                H.noise(3000 + 1500 * i, seed=i))
+  out = d / name
+  run_lib.run(['--input_dir', str(d / 'in'), '--output_dir', str(out),
+               *options, '--runner=FnApiRunner'])
+  return str(out)
+
+
+@pytest.fixture(scope='module')
+def windows(tmp_path_factory):
+  return _run(tmp_path_factory.mktemp('engines'), 'windows', WINDOWS)
+
+
+@pytest.fixture(scope='module')
+def files(tmp_path_factory):
+  return _run(tmp_path_factory.mktemp('engines'), 'files', FILES)
+
+
+def _elements(ds):
+  return [tf.nest.map_structure(lambda t: t.numpy(), e) for e in ds]
+
+
+def _rows(elements, batched):
+  """Every example of the elements (batches split, padding cut), as
+  sortable tuples of (key, dtype, shape, bytes)."""
+  rows = []
+  for element in elements:
+    if isinstance(element, tuple):
+      element = dict(enumerate(element))
+    size = len(next(iter(element.values()))) if batched else None
+    for e in ([{k: v[i] for k, v in element.items()} for i in range(size)]
+              if batched else [element]):
+      # Batches of other examples pad to other lengths: compared unpadded.
+      e = {k: v[:e[f'{k}_length']] if f'{k}_length' in e else v
+           for k, v in e.items()}
+      rows.append(tuple(sorted(
+          (str(k), np.asarray(v).dtype.str, np.shape(v),
+           np.asarray(v).tobytes()) for k, v in e.items())))
+  return sorted(rows)
+
+
+def _both(output_dir, **kw):
+  return {engine: replay.replay_dataset(output_dir, 'train', engine=engine,
+                                        **kw)
+          for engine in ('tf', 'numpy')}
+
+
+@pytest.mark.parametrize('kw', [
+    {}, {'batch_size': 4}, {'features': ['log_mel', 'target']},
+    {'batch_size': 3, 'features': ['signal']},
+    {'as_supervised': True, 'batch_size': 5},
+    {'normalize': ['spectrogram'], 'batch_size': 6},
+    {'normalize': ['log_mel']},
+    {'shuffle': True, 'seed': 4, 'batch_size': 4}],
+    ids=lambda kw: ','.join(kw) or 'defaults')
+def test_the_engines_give_the_same_examples(windows, kw):
+  made = _both(windows, **kw)
+  tf_elements, np_elements = (_elements(made[e]) for e in ('tf', 'numpy'))
+  assert len(tf_elements) == len(np_elements) == int(
+      made['numpy'].cardinality()) == int(made['tf'].cardinality())
+  batched = 'batch_size' in kw
+  assert _rows(tf_elements, batched) == _rows(np_elements, batched)
+  assert all(a.is_compatible_with(b) for a, b in zip(
+      tf.nest.flatten(made['tf'].element_spec),
+      tf.nest.flatten(made['numpy'].element_spec)))
+
+
+def test_the_numpy_engine_reads_as_numpy_dataset_does(windows):
+  """Same order, same values: shards one after another, and shuffled,
+  the same order for the same seed."""
+  for kw in ({}, {'shuffle': True, 'seed': 9}):
+    got = _elements(replay.replay_dataset(windows, 'train', engine='numpy',
+                                          batch_size=4, **kw))
+    want = list(numpy_reader.numpy_dataset(windows, 'train', batch_size=4,
+                                           **kw))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+      assert sorted(g) == sorted(w)
+      for key, value in w.items():
+        if isinstance(value, list):
+          assert [s.decode() for s in g[key]] == value
+        else:
+          assert g[key].dtype == value.dtype
+          assert np.array_equal(g[key], value)
+
+
+def test_shuffled_numpy_engine_draws_a_new_order_each_pass(windows):
+  ds = replay.replay_dataset(windows, 'train', engine='numpy', shuffle=True,
+                             seed=2, features=['index', 'win_start_idx'])
+  passes = [[(int(e['index']), int(e['win_start_idx'])) for e in ds]
+            for _ in range(2)]
+  assert sorted(passes[0]) == sorted(passes[1])
+  assert passes[0] != passes[1]
+  again = replay.replay_dataset(windows, 'train', engine='numpy',
+                                shuffle=True, seed=2,
+                                features=['index', 'win_start_idx'])
+  assert [(int(e['index']), int(e['win_start_idx']))
+          for e in again] == passes[0]
+
+
+def test_dropped_remainders_and_repeats(windows):
+  total = replay.load_metadata(windows)['splits']['train']['num_examples']
+  for engine in ('tf', 'numpy'):
+    ds = replay.replay_dataset(windows, 'train', engine=engine, batch_size=5,
+                               drop_remainder=True)
+    batches = _elements(ds)
+    assert len(batches) == total // 5 == int(ds.cardinality())
+    assert all(len(b['index']) == 5 for b in batches)
+    assert ds.element_spec['spectrogram'].shape[0] in (5, None)
+    repeated = replay.replay_dataset(windows, 'train', engine=engine,
+                                     repeat=True, features=['index'])
+    assert int(repeated.cardinality()) == tf.data.INFINITE_CARDINALITY
+    assert len(list(repeated.take(2 * total + 1))) == 2 * total + 1
+  spec = replay.replay_dataset(windows, 'train', engine='numpy',
+                               batch_size=5, drop_remainder=True).element_spec
+  assert spec['signal'].shape[0] == 5  # static, for a fixed batch size
+
+
+@pytest.mark.parametrize('kw', [
+    {}, {'batch_size': 3}, {'batch_size': 3, 'normalize': ['spectrogram']},
+    {'batch_size': 2, 'bucket_boundaries': [6000, 9000]}],
+    ids=lambda kw: ','.join(kw) or 'defaults')
+def test_variable_length_examples_are_the_same_on_both_engines(files, kw):
+  made = _both(files, **kw)
+  tf_elements, np_elements = (_elements(made[e]) for e in ('tf', 'numpy'))
+  assert _rows(tf_elements, 'batch_size' in kw) == _rows(
+      np_elements, 'batch_size' in kw)
+  if 'batch_size' in kw:
+    for batch in np_elements:
+      lengths = batch['signal_length']
+      assert batch['signal'].shape[1] == lengths.max()
+      for row, n in zip(batch['signal'], lengths):
+        assert not row[n:].any()  # padding is zeros
+
+
+def test_a_gzip_dataset_reads_the_same_on_both_engines(tmp_path):
+  out = _run(tmp_path, 'gzip', WINDOWS + ['--compression', 'gzip'])
+  assert not replay._uses_numpy('auto', out, replay.load_metadata(out))
+  made = _both(out, batch_size=4)
+  assert _rows(_elements(made['tf']), True) == _rows(
+      _elements(made['numpy']), True)
+
+
+def test_the_engine_is_chosen_or_refused_by_name(windows):
+  local = replay.load_metadata(windows)
+  assert replay._uses_numpy('auto', windows, local)
+  assert not replay._uses_numpy('tf', windows, local)
+  assert not replay._uses_numpy('auto', 'gs://bucket/out', local)
+  with pytest.raises(replay.DatasetError, match="engine='numpy' reads local"
+                     r" folders, not gs://bucket/out: use engine='tf'"):
+    replay._uses_numpy('numpy', 'gs://bucket/out', local)
+  with pytest.raises(replay.DatasetError,
+                     match="engine='arrow': one of auto, numpy, tf"):
+    replay.replay_dataset(windows, 'train', engine='arrow')
+
+
+def test_kept_batches_stay_intact(windows):
+  """TensorFlow takes the numpy engine's batch buffers over without a copy:
+  a batch kept while later ones are read keeps its values."""
+  want = list(numpy_reader.numpy_dataset(windows, 'train', batch_size=2,
+                                         features=['signal', 'index']))
+  kept = list(replay.replay_dataset(windows, 'train', engine='numpy',
+                                    batch_size=2,
+                                    features=['signal', 'index']))
+  for got, expected in zip(kept, want):
+    assert np.array_equal(got['signal'].numpy(), expected['signal'])
+    assert np.array_equal(got['index'].numpy(), expected['index'])
+
+
+def test_batch_buffers_start_at_a_multiple_of_64():
+  buffers = batching.BatchBuffers()
+  examples = [{'x': np.full(3, i, np.int16), 'y': np.float32(i)}
+              for i in range(9)]
+  for batch in buffers.batches(iter(examples), 4, False):
+    for value in batch.values():
+      assert value.ctypes.data % 64 == 0
+
+
+def test_a_keras_model_fits_on_the_numpy_engine(windows):
+  meta = json.loads(open(f'{windows}/metadata.json').read())
+  ds = replay.replay_dataset(windows, 'train', engine='numpy', batch_size=4,
+                             as_supervised=True, input_key='log_mel')
+  shape = meta['schema']['log_mel']['shape']
+  model = tf.keras.Sequential([
+      tf.keras.Input(shape), tf.keras.layers.Flatten(),
+      tf.keras.layers.Dense(meta['num_classes'])])
+  model.compile('sgd', tf.keras.losses.SparseCategoricalCrossentropy(
+      from_logits=True))
+  history = model.fit(ds, epochs=2, verbose=0)
+  assert len(history.history['loss']) == 2
+  assert all(np.isfinite(history.history['loss']))
