@@ -5,9 +5,10 @@
 
 Writes the bench corpus with the default CLI (format 2), makes a format-1
 copy of it (every float32 array re-encoded as raw bytes, metadata.json as
-version 1 wrote it), then reads both with `replay_dataset` (batch 64, every
-feature), one fresh process per read, interleaved, and reports the median
-examples/s of the first pass and of a second pass in the same process.
+version 1 wrote it), then reads both with `replay_dataset(...,
+engine='tf')` (TensorFlow's parser; batch 64, every feature), one fresh
+process per read, interleaved, and reports the median examples/s of the
+first pass and of a second pass in the same process.
 """
 
 import argparse
@@ -31,7 +32,8 @@ def read_twice(output_dir: str) -> None:
   rates = []
   for _ in range(2):
     start, n = time.perf_counter(), 0
-    for batch in replay.replay_dataset(output_dir, batch_size=BATCH):
+    for batch in replay.replay_dataset(output_dir, batch_size=BATCH,
+                                        engine='tf'):
       n += int(batch['index'].shape[0])
     rates.append(n / (time.perf_counter() - start))
   print(json.dumps({'examples': n, 'first': rates[0], 'second': rates[1]}))
