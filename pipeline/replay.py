@@ -192,14 +192,14 @@ def _standardizer(specs: Dict[str, schema_lib.FeatureSpec], scale):
 
 def _numpy_batches(output_dir: str, split: str, specs, *, rows: int,
                    drop_remainder: bool, shuffle: bool, seed, buffer_size,
-                   parts, variant) -> tf.data.Dataset:
+                   parts) -> tf.data.Dataset:
   """Decoded batches of `rows` examples (the last short unless
   `drop_remainder`), read by numpy_reader, with its checks; a new epoch
   (a new order, when shuffling) each time the dataset is iterated."""
   reader = numpy_reader.NumpyDataset(
       output_dir, split, features=list(specs), batch_size=rows,
       shuffle=shuffle, seed=seed, drop_remainder=drop_remainder,
-      shuffle_buffer_size=buffer_size, parts=parts, variant=variant)
+      shuffle_buffer_size=buffer_size, parts=parts)
   first = rows if drop_remainder else None
   signature = {}
   for key, spec in specs.items():
@@ -215,9 +215,13 @@ def _numpy_batches(output_dir: str, split: str, specs, *, rows: int,
           tf.data.experimental.assert_cardinality(len(reader)))
 
 
-def _uses_numpy(engine: str, output_dir: str, metadata: Dict) -> bool:
+def _checked_engine(engine: str) -> str:
   if engine not in ENGINES:
     raise DatasetError(f'engine={engine!r}: one of {", ".join(ENGINES)}')
+  return engine
+
+
+def _uses_numpy(engine: str, output_dir: str, metadata: Dict) -> bool:
   local = '://' not in output_dir
   if engine == 'numpy' and not local:
     raise DatasetError(f"engine='numpy' reads local folders, not "
@@ -309,6 +313,7 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
   batched, each is zero-padded to the longest of its batch and
   `<key>_length` (int64) gives every example's own length.
   """
+  _checked_engine(engine)
   output_dir, metadata = dataset_lib.open_dataset(
       dataset_lib.variant_folder(output_dir, variant, _GFILE), _GFILE, parts)
   schema = metadata_lib.schema_of(metadata).as_dict()
@@ -344,8 +349,7 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
   if _uses_numpy(engine, output_dir, metadata):
     ds = _numpy_batches(output_dir, split, specs, rows=rows,
                         drop_remainder=drop, shuffle=shuffle, seed=seed,
-                        buffer_size=shuffle_buffer_size, parts=parts,
-                        variant=None)
+                        buffer_size=shuffle_buffer_size, parts=parts)
     if repeat:
       ds = ds.repeat()
   else:
