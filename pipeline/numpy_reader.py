@@ -45,6 +45,9 @@ _CHECKED_APART = 32 << 10
 # mapped, up to this many bytes a reader: mapping a shard again and
 # faulting its pages in took a sixth of a warm pass over 1-s clips.
 KEPT_MAPPED_BYTES = 8 << 30
+# and up to this many shards: each mapping holds a file descriptor open,
+# and processes commonly may open 1,024.
+KEPT_MAPPED_FILES = 256
 
 
 
@@ -268,7 +271,8 @@ class NumpyDataset:
   def _mapping(self, stack, path: str, whole: bool):
     """The shard mapped into memory (None if empty): the mapping an
     earlier pass made while the file is the same file (inode, size,
-    modification time), else a new one, kept within KEPT_MAPPED_BYTES.
+    modification time), else a new one, kept within KEPT_MAPPED_BYTES and
+    KEPT_MAPPED_FILES.
     Never closed here: records are views of it, and so are arrays decoded
     without a copy; it is unmapped when the last of them goes."""
     f = stack.enter_context(open(path, 'rb'))
@@ -285,7 +289,8 @@ class NumpyDataset:
     populate = getattr(mmap, 'MAP_POPULATE', 0) if whole else 0
     buf = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | populate,
                     prot=mmap.PROT_READ)
-    if (sum(len(m) for _, m in self._mapped.values()) + len(buf)
+    if (len(self._mapped) < KEPT_MAPPED_FILES and
+        sum(len(m) for _, m in self._mapped.values()) + len(buf)
         <= KEPT_MAPPED_BYTES):
       self._mapped[path] = (identity, buf)
     return buf

@@ -15,6 +15,7 @@ lengths in metadata.json. Two engines build the same elements:
 
 import dataclasses
 import os
+import re
 from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
@@ -68,7 +69,8 @@ _GFILE = dataset_lib.FileSystem(tf.io.gfile.exists, _read_text,
 _WORDS = dataclasses.replace(dataset_lib.READER_WORDS, outside='{outside}')
 
 
-def _checked_shard(path, num_examples, compression) -> tf.data.Dataset:
+def _checked_shard(path, pattern, num_examples,
+                   compression) -> tf.data.Dataset:
   """A shard's records: exactly `num_examples` of them, or an error that
   names the shard.
 
@@ -83,8 +85,17 @@ def _checked_shard(path, num_examples, compression) -> tf.data.Dataset:
     not an Example (its first byte, 'w', is an invalid protobuf tag):
     parsing it fails with TensorFlow's "Could not parse example input,
     value: '<marker>'", and the marker's text names the shard.
+  - a shard gone since the dataset was made: ignore_errors would retry
+    opening it forever, so it is looked for first (`pattern`, the path
+    with glob characters escaped).
   """
   shard = tf.strings.join(['wavbeam: shard ', path])
+  present = tf.debugging.Assert(
+      tf.size(tf.io.matching_files(pattern)) > 0,
+      [shard, ' is missing: it was removed after replay_dataset opened the'
+       ' dataset'])
+  with tf.control_dependencies([present]):
+    path = tf.identity(path)
 
   def fail(_):
     message = tf.strings.join([
@@ -389,13 +400,15 @@ def _records(files, shards, total, compression, shuffle, seed,
   shards in parallel, each checked (_checked_shard)."""
   counts = [s['num_examples'] for s in shards]
   compression = 'GZIP' if compression == 'gzip' else ''
+  patterns = [re.sub(r'([*?\[\]\\])', r'\\\1', f) for f in files]
   # Typed constants: an empty split has no file to infer a dtype from.
   ds = tf.data.Dataset.from_tensor_slices(
-      (tf.constant(list(files), tf.string), tf.constant(counts, tf.int64)))
+      (tf.constant(list(files), tf.string), tf.constant(patterns, tf.string),
+       tf.constant(counts, tf.int64)))
   if shuffle:
-    ds = ds.shuffle(len(files), seed=seed)
+    ds = ds.shuffle(max(1, len(files)), seed=seed)
   ds = ds.interleave(
-      _as_is(lambda f, n: _checked_shard(f, n, compression)),
+      _as_is(lambda f, p, n: _checked_shard(f, p, n, compression)),
       cycle_length=max(1, min(len(files), 8)), block_length=1,
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
   ds = ds.apply(tf.data.experimental.assert_cardinality(total))

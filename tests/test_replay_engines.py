@@ -2,6 +2,11 @@
 argument; the numpy engine where it can read, the tf engine elsewhere."""
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -12,6 +17,8 @@ from pipeline import numpy_reader
 from pipeline import replay
 from pipeline import run as run_lib
 from tests import helpers as H
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 WINDOWS = ['--win_len', '1024', '--n_fft', '256', '--fft_hop', '128',
            '--max_examples_per_shard', '7', '--features',
@@ -214,3 +221,80 @@ def test_a_keras_model_fits_on_the_numpy_engine(windows):
   history = model.fit(ds, epochs=2, verbose=0)
   assert len(history.history['loss']) == 2
   assert all(np.isfinite(history.history['loss']))
+
+
+_ITERATE = '''
+import sys
+from pipeline import replay
+ds = replay.replay_dataset(sys.argv[1], 'train', engine=sys.argv[2],
+                           batch_size=4)
+open(sys.argv[3], 'w').write('opened')
+input()  # the test removes a shard meanwhile
+try:
+  for _ in ds:
+    pass
+except Exception as e:
+  print(str(e).splitlines()[0] if sys.argv[2] == 'tf' else str(e))
+  sys.exit(1)
+'''
+
+
+@pytest.mark.parametrize('engine', ['tf', 'numpy'])
+def test_a_shard_removed_after_opening_fails_naming_it(windows, tmp_path,
+                                                       engine):
+  """Not a read that never ends: tf.data's ignore_errors would retry
+  opening a missing shard forever."""
+  out = tmp_path / 'out[1]'  # glob characters in the folder's name
+  shutil.copytree(windows, out)
+  shard = out / replay.load_metadata(str(out))['splits']['train'][
+      'shards'][1]['file']
+  opened = tmp_path / 'opened'
+  proc = subprocess.Popen(
+      [sys.executable, '-c', _ITERATE, str(out), engine, str(opened)],
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      text=True, cwd=ROOT)
+  try:
+    while not opened.exists() and proc.poll() is None:
+      time.sleep(0.05)
+    shard.unlink()
+    stdout, stderr = proc.communicate('\n', timeout=120)
+  finally:
+    proc.kill()
+  assert proc.returncode == 1, stderr
+  assert str(shard) in stdout
+  assert ('is missing' if engine == 'tf' else 'No such file') in stdout
+
+
+def test_a_folder_with_glob_characters_reads_on_the_tf_engine(windows,
+                                                               tmp_path):
+  out = tmp_path / 'a*b?[c]'
+  shutil.copytree(windows, out)
+  got = _elements(replay.replay_dataset(str(out), 'train', engine='tf'))
+  assert _rows(got, False) == _rows(
+      _elements(replay.replay_dataset(windows, 'train', engine='tf')), False)
+
+
+def test_an_empty_split_reads_as_nothing_on_both_engines(tmp_path):
+  d = tmp_path
+  H.write_wav(str(d / 'in' / 'a' / '0.wav'), H.noise(3000))
+  run_lib.run(['--input_dir', str(d / 'in'), '--output_dir', str(d / 'out'),
+               '--win_len', '1024', '--splits', 'train=0.999,test=0.001',
+               '--runner=FnApiRunner'])
+  assert replay.load_metadata(str(d / 'out'))['splits']['test'][
+      'num_examples'] == 0
+  for engine in ('tf', 'numpy'):
+    for kw in ({}, {'shuffle': True}, {'shuffle': True, 'batch_size': 2}):
+      ds = replay.replay_dataset(str(d / 'out'), 'test', engine=engine, **kw)
+      assert list(ds) == [] and int(ds.cardinality()) == 0, (engine, kw)
+
+
+def test_a_reader_keeps_at_most_so_many_shards_mapped(windows, monkeypatch):
+  """Each kept mapping holds a file descriptor."""
+  monkeypatch.setattr(numpy_reader, 'KEPT_MAPPED_FILES', 2)
+  shards = replay.load_metadata(windows)['splits']['train']['shards']
+  assert len(shards) > 2
+  reader = numpy_reader.NumpyDataset(windows, 'train', batch_size=3)
+  for _ in range(2):
+    assert sum(len(b['index']) for b in reader) == sum(
+        s['num_examples'] for s in shards)
+    assert len(reader._mapped) == 2
