@@ -19,6 +19,7 @@ from concurrent import futures
 import contextlib
 import gzip
 import mmap
+import numbers
 import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -84,6 +85,8 @@ class NumpyDataset:
     (self.output_dir, self.metadata, self.schema,
      self.keys) = open_split(dataset_lib.variant_folder(output_dir, variant),
                              split, features, parts)
+    check_sizes(batch_size=batch_size,
+                shuffle_buffer_size=shuffle_buffer_size)
     self.split = split
     self.variable = variable_keys(self.schema, self.keys)
     self.shards = self.metadata['splits'][split]['shards']
@@ -109,8 +112,9 @@ class NumpyDataset:
         -n // self.batch_size)
 
   def __iter__(self) -> Iterator:
+    # Any integer seeds (tf.data takes negative ones too).
     rng = np.random.default_rng(
-        None if self.seed is None else [self.seed, self._epoch])
+        None if self.seed is None else [self.seed % 2**64, self._epoch])
     self._epoch += 1
     if self.batch_size is not None and self.chunks_batch():
       return self._located_batches(rng)
@@ -377,6 +381,15 @@ class _Chunk:
   def _path(self) -> str:
     return dataset_lib.listed_file(dataset_lib.LOCAL,
                                    self.dataset.output_dir, self.shard)
+
+
+def check_sizes(**sizes) -> None:
+  """DatasetError for a size (batch_size=, ...) given that is not a
+  positive integer."""
+  for name, value in sizes.items():
+    if value is not None and (not isinstance(value, numbers.Integral) or
+                              isinstance(value, bool) or value < 1):
+      raise DatasetError(f'{name}={value!r}: give a positive integer')
 
 
 def variable_keys(schema: schema_lib.Schema,

@@ -16,6 +16,7 @@ lengths in metadata.json. Two engines build the same elements:
 import dataclasses
 import os
 import re
+import weakref
 from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
@@ -221,9 +222,24 @@ def _numpy_batches(output_dir: str, split: str, specs, *, rows: int,
                                                                tf.int64)
     else:
       signature[key] = tf.TensorSpec([first, *spec.shape], dtype)
-  return tf.data.Dataset.from_generator(
-      lambda: iter(reader), output_signature=signature).apply(
+  # tf.data keeps the function given to from_generator for the life of
+  # the process, so it holds the reader (its mapped shards, a file
+  # descriptor each) weakly; the dataset, which its iterators keep alive,
+  # holds it.
+  held = weakref.ref(reader)
+
+  def one_pass():
+    kept = held()
+    if kept is None:
+      raise DatasetError('the dataset replay_dataset made is gone: keep it '
+                         'while iterating')
+    return iter(kept)
+
+  ds = tf.data.Dataset.from_generator(
+      one_pass, output_signature=signature).apply(
           tf.data.experimental.assert_cardinality(len(reader)))
+  ds._wavbeam_reader = reader  # pylint: disable=protected-access
+  return ds
 
 
 def _checked_engine(engine: str) -> str:
@@ -325,6 +341,9 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
   `<key>_length` (int64) gives every example's own length.
   """
   _checked_engine(engine)
+  output_dir = os.fspath(output_dir)
+  numpy_reader.check_sizes(batch_size=batch_size,
+                           shuffle_buffer_size=shuffle_buffer_size)
   output_dir, metadata = dataset_lib.open_dataset(
       dataset_lib.variant_folder(output_dir, variant, _GFILE), _GFILE, parts)
   schema = metadata_lib.schema_of(metadata).as_dict()
@@ -352,12 +371,16 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
         boundaries[0] <= 0:
       raise DatasetError(f'bucket_boundaries={list(bucket_boundaries)}: '
                          'give increasing positive lengths')
+  use_numpy = _uses_numpy(engine, output_dir, metadata)
   # Batches as asked for, or decoded _PARSE_BATCH records at a time and
-  # handed out one by one (or bucketed) below.
+  # handed out one by one, bucketed, or batched again: the numpy engine's
+  # batches end with each pass, and repeated batches run across passes
+  # (tf.data's repeat().batch()).
   as_batched = batch_size is not None and bucket_boundaries is None
-  rows = batch_size if as_batched else _PARSE_BATCH
-  drop = drop_remainder and as_batched
-  if _uses_numpy(engine, output_dir, metadata):
+  rebatched = as_batched and repeat and use_numpy
+  rows = batch_size if as_batched and not rebatched else _PARSE_BATCH
+  drop = drop_remainder and as_batched and not rebatched
+  if use_numpy:
     ds = _numpy_batches(output_dir, split, specs, rows=rows,
                         drop_remainder=drop, shuffle=shuffle, seed=seed,
                         buffer_size=shuffle_buffer_size, parts=parts)
@@ -383,6 +406,15 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
         _as_is(lambda d: tf.cast(d[length_of], tf.int32)), boundaries,
         [batch_size] * (len(boundaries) + 1),
         drop_remainder=drop_remainder)
+  elif rebatched:
+    ds = ds.unbatch()
+    if variable:
+      with_lengths = {**specs, **{schema_lib.length_key_of(k): None
+                                  for k, s in specs.items() if s.variable}}
+      ds = ds.map(_unpadded(with_lengths)).padded_batch(
+          batch_size, drop_remainder=drop_remainder)
+    else:
+      ds = ds.batch(batch_size, drop_remainder=drop_remainder)
   elif not as_batched:
     ds = ds.unbatch()
     if variable:

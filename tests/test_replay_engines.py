@@ -1,8 +1,10 @@
 """replay_dataset's two engines: the same elements, bit for bit, with every
 argument; the numpy engine where it can read, the tf engine elsewhere."""
 
+import gc
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -298,3 +300,55 @@ def test_a_reader_keeps_at_most_so_many_shards_mapped(windows, monkeypatch):
     assert sum(len(b['index']) for b in reader) == sum(
         s['num_examples'] for s in shards)
     assert len(reader._mapped) == 2
+
+
+@pytest.mark.parametrize('drop_remainder', [False, True])
+def test_repeated_batches_run_across_passes_on_both_engines(
+    windows, files, drop_remainder):
+  """As tf.data's repeat().batch(): 3 passes' examples in full batches."""
+  for out in (windows, files):
+    total = replay.load_metadata(out)['splits']['train']['num_examples']
+    taken = {}
+    for engine in ('tf', 'numpy'):
+      ds = replay.replay_dataset(out, 'train', engine=engine, repeat=True,
+                                 batch_size=3, drop_remainder=drop_remainder)
+      taken[engine] = _elements(ds.take(total))  # 3 passes
+      assert all(len(b['index']) == 3 for b in taken[engine])
+    assert _rows(taken['tf'], True) == _rows(taken['numpy'], True)
+
+
+def test_sizes_and_seeds_are_checked_alike_on_both_engines(windows):
+  for engine in ('tf', 'numpy'):
+    for kw in ({'batch_size': 0}, {'batch_size': -1}, {'batch_size': 2.5},
+               {'shuffle': True, 'shuffle_buffer_size': 0}):
+      name, value = [(k, v) for k, v in kw.items() if k != 'shuffle'][0]
+      with pytest.raises(replay.DatasetError,
+                         match=rf'{name}={value}: give a positive integer'):
+        replay.replay_dataset(windows, 'train', engine=engine, **kw)
+    got = _elements(replay.replay_dataset(
+        pathlib.Path(windows), 'train', engine=engine, shuffle=True,
+        seed=-1, features=['index', 'win_start_idx']))
+    assert _rows(got, False) == _rows(_elements(replay.replay_dataset(
+        windows, 'train', features=['index', 'win_start_idx'])), False)
+
+
+def test_datasets_let_go_of_their_shards_when_dropped(windows):
+  """tf.data keeps from_generator's function for the life of the process:
+  it must not keep the reader, whose mappings hold file descriptors."""
+  def open_files():
+    return len(os.listdir('/proc/self/fd'))
+  for _ in range(2):  # TensorFlow's own descriptors, opened once
+    for _ in replay.replay_dataset(windows, 'train', engine='numpy'):
+      pass
+  gc.collect()
+  before = open_files()
+  for _ in range(10):
+    ds = replay.replay_dataset(windows, 'train', engine='numpy', batch_size=4)
+    assert sum(len(b['index']) for b in ds) > 0
+    del ds
+  gc.collect()
+  assert open_files() == before
+  it = iter(replay.replay_dataset(windows, 'train', engine='numpy'))
+  gc.collect()  # the iterator alone keeps its dataset and reader
+  assert len(list(it)) == replay.load_metadata(windows)['splits']['train'][
+      'num_examples']
