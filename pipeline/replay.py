@@ -397,24 +397,23 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
     ds = ds.map(_standardizer(specs, scale),
                 num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=deterministic)
+  # Examples cut out of padded batches, keeping their lengths to be
+  # batched again.
+  cut_keeping_lengths = _unpadded({
+      **specs, **{schema_lib.length_key_of(k): None
+                  for k, s in specs.items() if s.variable}})
   if bucket_boundaries is not None:
     length_of = schema_lib.length_key_of(bucket_key)
-    with_lengths = {**specs, **{schema_lib.length_key_of(k): None
-                                for k, s in specs.items() if s.variable}}
-    ds = ds.unbatch().map(_unpadded(with_lengths))
+    ds = ds.unbatch().map(cut_keeping_lengths)
     ds = ds.bucket_by_sequence_length(
         _as_is(lambda d: tf.cast(d[length_of], tf.int32)), boundaries,
         [batch_size] * (len(boundaries) + 1),
         drop_remainder=drop_remainder)
+  elif rebatched and variable:
+    ds = ds.unbatch().map(cut_keeping_lengths).padded_batch(
+        batch_size, drop_remainder=drop_remainder)
   elif rebatched:
-    ds = ds.unbatch()
-    if variable:
-      with_lengths = {**specs, **{schema_lib.length_key_of(k): None
-                                  for k, s in specs.items() if s.variable}}
-      ds = ds.map(_unpadded(with_lengths)).padded_batch(
-          batch_size, drop_remainder=drop_remainder)
-    else:
-      ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    ds = ds.unbatch().batch(batch_size, drop_remainder=drop_remainder)
   elif not as_batched:
     ds = ds.unbatch()
     if variable:
