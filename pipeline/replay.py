@@ -242,10 +242,9 @@ def _numpy_batches(output_dir: str, split: str, specs, *, rows: int,
   return ds
 
 
-def _checked_engine(engine: str) -> str:
+def _checked_engine(engine: str) -> None:
   if engine not in ENGINES:
     raise DatasetError(f'engine={engine!r}: one of {", ".join(ENGINES)}')
-  return engine
 
 
 def _uses_numpy(engine: str, output_dir: str, metadata: Dict) -> bool:
