@@ -40,15 +40,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   if command not in COMMANDS:
     print(f'{usage()}\nerror: unknown command {command!r}', file=sys.stderr)
     return 2
-  return load(command).main(rest)
+  return load(command, rest).main(rest)
 
 
-def load(command: str):
-  """The module of a command; `run` with Beam imported lean (see
-  pipeline.lean_beam: this is a command's process, not a library's)."""
+def load(command: str, argv: Sequence[str] = ()):
+  """The module of a command; `run` (its arguments `argv`) with Beam
+  imported lean (see pipeline.lean_beam: this is a command's process, not
+  a library's)."""
   if command == 'run':
     from pipeline import lean_beam  # pylint: disable=import-outside-toplevel
-    lean_beam.import_beam()
+    lean_beam.import_beam(argv)
   return importlib.import_module(COMMANDS[command][0])
 
 

@@ -1,22 +1,38 @@
-"""Imports Beam without pandas and pyarrow, for the `run` command.
+"""Imports Beam lean, for the `run` command.
 
 `import apache_beam` imports pandas and pyarrow only to register batch
 converters for DataFrame- and Arrow-batched DoFns and for Parquet and
 BigQuery I/O; no wavbeam step uses them. Together they cost about 0.3 s
 of start-up and 70 MB of resident memory in the launcher, and again in
-every forked worker's resident count.
+every forked worker's resident count. It also imports the Google Cloud
+clients of its Dataflow runner and of its BigQuery, Pub/Sub, Bigtable,
+Spanner, Datastore and AI connectors (0.2 s): a run on this machine that
+names no remote location needs none of them. Cloud Storage stays: a
+manifest may list gs:// recordings.
 
 Only the commands (`wavbeam run`, `python -m pipeline.run`) import Beam
 this way, first thing, before any thread exists: the Beam modules
 imported meanwhile keep lacking them for the life of the process, which
-a program that imports wavbeam may not want. Both libraries stay
-importable afterwards (Dask and TFDV import them when they need them).
+a program that imports wavbeam may not want. Every library stays
+importable afterwards (Dask and TFDV import pandas and pyarrow when they
+need them).
 """
 
 import os
 import sys
+import weakref
+from typing import Sequence
 
 DATAFRAME_LIBRARIES = ('pandas', 'pyarrow')
+CLOUD_SERVICE_LIBRARIES = (
+    'google.cloud.dataflow', 'google.cloud.bigquery',
+    'google.cloud.bigquery_storage_v1', 'google.cloud.pubsub',
+    'google.cloud.bigtable', 'google.cloud.spanner', 'google.cloud.datastore',
+    'google.cloud.language', 'google.cloud.videointelligence',
+    'google.cloud.vision', 'google.cloud.dlp',
+    'google.cloud.recommendationengine')
+# --runner values that run on this machine (pipeline.run's local runner).
+LOCAL_RUNNERS = ('DirectRunner', 'FnApiRunner', 'SwitchingDirectRunner')
 
 
 def one_blas_thread() -> None:
@@ -28,16 +44,39 @@ def one_blas_thread() -> None:
   os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')
 
 
-def import_beam():
-  """Imports apache_beam with DATAFRAME_LIBRARIES hidden (after
-  one_blas_thread), unless Beam or either library is already imported
-  (then nothing changes: Beam keeps the converters it registered)."""
+def runs_here(argv: Sequence[str]) -> bool:
+  """Whether a run command line names only local places and runners: no
+  location with a scheme (gs://, s3://, ...) and no remote --runner."""
+  argv = list(argv)
+  if any('://' in arg for arg in argv):
+    return False
+  for i, arg in enumerate(argv):
+    if arg == '--runner':
+      runner = argv[i + 1] if i + 1 < len(argv) else ''
+    elif arg.startswith('--runner='):
+      runner = arg.split('=', 1)[1]
+    else:
+      continue
+    if runner not in LOCAL_RUNNERS:
+      return False
+  return True
+
+
+def import_beam(argv: Sequence[str] = ()):
+  """Imports apache_beam (after one_blas_thread) with DATAFRAME_LIBRARIES
+  hidden, and CLOUD_SERVICE_LIBRARIES too when the command line `argv`
+  runs here (runs_here); then remember_repeated_lookups. Unless Beam or a
+  dataframe library is already imported: then nothing is hidden and Beam
+  keeps what it registered."""
   one_blas_thread()
   if 'apache_beam' in sys.modules:
     return sys.modules['apache_beam']
   hidden = [name for name in DATAFRAME_LIBRARIES if name not in sys.modules]
   if len(hidden) < len(DATAFRAME_LIBRARIES):
     hidden = []
+  elif runs_here(argv):
+    hidden += [name for name in CLOUD_SERVICE_LIBRARIES
+               if name not in sys.modules]
   for name in hidden:
     sys.modules[name] = None  # `import name` raises ImportError
   try:
@@ -46,4 +85,58 @@ def import_beam():
     for name in hidden:
       if sys.modules.get(name, ...) is None:
         del sys.modules[name]
+  remember_repeated_lookups()
   return apache_beam
+
+
+def remember_repeated_lookups() -> None:
+  """Beam repeats two lookups while it builds and starts a pipeline, and
+  each costs far more than its answer, which never changes; they are kept:
+
+  - Whether a DoFn has state or timer parameters: it inspects every
+    method (an inspect.signature each), 468 times and 0.2 s in a default
+    run. A DoFn's methods do not change once it is built: the answer is
+    kept per DoFn object.
+  - PipelineOptions.view_as: it parses the options' flags again with an
+    argparse parser of every option class (each argument asks the
+    terminal's size), 328 times and 0.18 s. A view is a window on the
+    options object's one dict of values, so the same view serves every
+    caller: kept per options object and class.
+
+  Each is kept while its object lives."""
+  # pylint: disable=import-outside-toplevel
+  from apache_beam.options.pipeline_options import PipelineOptions
+  from apache_beam.transforms import userstate
+  if not getattr(userstate.get_dofn_specs, 'remembered', False):
+    userstate.get_dofn_specs = _per_object(
+        userstate.get_dofn_specs,
+        # Callers get sets of their own, as from Beam's function.
+        copy=lambda specs: (set(specs[0]), set(specs[1])))
+  if not getattr(PipelineOptions.view_as, 'remembered', False):
+    PipelineOptions.view_as = _per_object(PipelineOptions.view_as)
+
+
+def _per_object(compute, copy=lambda result: result):
+  """compute(obj, *args), kept per live `obj` and `args` (hashable); each
+  call returns copy(the kept result). Calls compute through the returned
+  function's __wrapped__."""
+  known = {}
+
+  def remembered(obj, *args):
+    key = (id(obj),) + args
+    seen = known.get(key)
+    if seen is not None and seen[0]() is obj:
+      return copy(seen[1])
+    result = remembered.__wrapped__(obj, *args)
+    try:
+      ref = weakref.ref(obj, lambda _, key=key: known.pop(key, None))
+    except TypeError:  # an object without weak references: not kept
+      return result
+    known[key] = ref, result
+    return copy(result)
+
+  remembered.remembered = True
+  remembered.__wrapped__ = compute
+  remembered.__doc__ = compute.__doc__
+  remembered.__name__ = compute.__name__
+  return remembered

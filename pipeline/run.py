@@ -19,7 +19,7 @@ from pipeline import lean_beam
 
 lean_beam.one_blas_thread()  # before numpy is first imported
 if __name__ == '__main__':  # the command; a program importing it keeps Beam
-  lean_beam.import_beam()   # whole (see lean_beam)
+  lean_beam.import_beam(sys.argv[1:])  # whole (see lean_beam)
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import DirectOptions  # noqa: E402

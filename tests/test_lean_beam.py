@@ -110,3 +110,126 @@ def test_openblas_has_one_thread_when_numpy_loads(load):
       {load}
       """)
   assert out == '1'
+
+
+def test_a_local_run_imports_beam_without_cloud_service_clients():
+  out = _python("""
+      import sys
+      from pipeline import cli, lean_beam
+      cli.load('run', ['--input_dir', 'in', '--output_dir', 'out'])
+      print(sorted(n for n in lean_beam.CLOUD_SERVICE_LIBRARIES
+                   if sys.modules.get(n) is not None))
+      # Cloud Storage stays: a manifest may list gs:// recordings.
+      from apache_beam.io.filesystems import FileSystems
+      print(type(FileSystems.get_filesystem('gs://bucket/a.wav')).__name__)
+      # And every hidden library is importable afterwards.
+      import google.cloud.bigquery
+      from apache_beam.runners.dataflow import dataflow_runner
+      print(google.cloud.bigquery.Client.__name__,
+            dataflow_runner.DataflowRunner.__name__)
+      """)
+  assert out.splitlines() == ['[]', 'GCSFileSystem', 'Client DataflowRunner']
+
+
+@pytest.mark.parametrize('argv', [
+    ['--input_dir', 'gs://bucket/in', '--output_dir', 'out'],
+    ['--input_dir', 'in', '--output_dir', 's3://bucket/out'],
+    ['--input_dir', 'in', '--output_dir', 'out', '--runner', 'DataflowRunner'],
+    ['--input_dir', 'in', '--output_dir', 'out', '--runner=PortableRunner']])
+def test_a_remote_run_imports_beam_with_its_cloud_clients(argv):
+  out = _python(f"""
+      import sys
+      from pipeline import cli
+      cli.load('run', {argv!r})
+      print('google.cloud.bigquery' in sys.modules,
+            'google.cloud.dataflow' in sys.modules)
+      """)
+  assert out == 'True True'
+
+
+@pytest.mark.parametrize('argv, here', [
+    ([], True),
+    (['--input_dir', '/data/in', '--output_dir', 'out'], True),
+    (['--runner', 'FnApiRunner'], True),
+    (['--runner=DirectRunner'], True),
+    (['--runner', 'DaskRunner'], False),
+    (['--runner'], False),
+    (['--manifest', 'gs://b/m.csv'], False),
+    (['--output_dir=file:///tmp/out'], False)])
+def test_runs_here(argv, here):
+  from pipeline import lean_beam
+  assert lean_beam.runs_here(argv) is here
+
+
+def test_dofn_specs_are_remembered_per_dofn_and_stay_right():
+  out = _python("""
+      import apache_beam as beam
+      from apache_beam.transforms import userstate
+      from apache_beam.coders import VarIntCoder
+      from pipeline import lean_beam
+      inspect_dofn = userstate.get_dofn_specs
+      lean_beam.remember_repeated_lookups()
+      lean_beam.remember_repeated_lookups()  # a second call changes nothing
+      assert userstate.get_dofn_specs.remembered
+      assert userstate.get_dofn_specs.__wrapped__ is inspect_dofn
+
+      class Stateful(beam.DoFn):
+        COUNT = userstate.ReadModifyWriteStateSpec('count', VarIntCoder())
+        def process(self, kv, count=beam.DoFn.StateParam(COUNT)):
+          count.write((count.read() or 0) + 1)
+          yield kv
+
+      calls = []
+      def counted(dofn):
+        calls.append(dofn)
+        return inspect_dofn(dofn)
+      userstate.get_dofn_specs.__wrapped__ = counted
+      stateful, plain = Stateful(), beam.Map(str).fn
+      for _ in range(3):
+        assert userstate.is_stateful_dofn(stateful)
+        assert not userstate.is_stateful_dofn(plain)
+      print(len(calls))
+      first = userstate.get_dofn_specs(stateful)
+      assert first == inspect_dofn(stateful)
+      first[0].clear()  # a caller's sets are its own
+      print(len(userstate.get_dofn_specs(stateful)[0]))
+      # A new DoFn is inspected, even where a dead one's id is reused.
+      for _ in range(20):
+        assert not userstate.is_stateful_dofn(beam.Map(len).fn)
+      print(len(calls))
+      with beam.Pipeline(runner='FnApiRunner') as p:
+        _ = (p | beam.Create([('a', 1), ('a', 2), ('b', 3)])
+             | beam.ParDo(Stateful()) | beam.combiners.Count.Globally()
+             | beam.Map(print))
+      """)
+  assert out.splitlines() == ['2', '1', '22', '3']
+
+
+def test_options_views_are_kept_per_options_object_and_class():
+  out = _python("""
+      from apache_beam.options.pipeline_options import (
+          DebugOptions, DirectOptions, PipelineOptions, StandardOptions)
+      from pipeline import lean_beam
+      view_as = PipelineOptions.view_as
+      lean_beam.remember_repeated_lookups()
+      calls = []
+      def counted(options, cls):
+        calls.append(cls)
+        return view_as(options, cls)
+      PipelineOptions.view_as.__wrapped__ = counted
+      options = PipelineOptions(['--direct_num_workers=3', '--runner=X'])
+      direct = options.view_as(DirectOptions)
+      assert options.view_as(DirectOptions) is direct
+      print(direct.direct_num_workers, options.view_as(StandardOptions).runner)
+      # Views share the options' values, both ways.
+      options.view_as(StandardOptions).runner = 'Y'
+      options.view_as(DebugOptions).add_experiment('e')
+      print(options.view_as(StandardOptions).runner,
+            options.view_as(DebugOptions).experiments,
+            options.get_all_options()['runner'])
+      # Another options object has views of its own.
+      other = PipelineOptions(['--direct_num_workers=5'])
+      print(other.view_as(DirectOptions).direct_num_workers,
+            other.view_as(StandardOptions).runner, len(calls))
+      """)
+  assert out.splitlines() == ['3 X', "Y ['e'] Y", '5 None 5']
