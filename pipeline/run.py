@@ -406,6 +406,7 @@ def main(argv=None) -> int:
   except config_lib.ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
+  lean_beam.freeze_objects()
   try:
     # Forked before the relay's thread exists: see forked_workers.
     with forked_workers.started(forked_workers_for(config, beam_args)):

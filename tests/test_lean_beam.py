@@ -233,3 +233,36 @@ def test_options_views_are_kept_per_options_object_and_class():
             other.view_as(StandardOptions).runner, len(calls))
       """)
   assert out.splitlines() == ['3 X', "Y ['e'] Y", '5 None 5']
+
+
+def test_a_command_freezes_its_objects_before_the_run_and_still_collects():
+  out = _python("""
+      import gc, sys
+      from pipeline import cli, lean_beam
+      gc.disable()  # a caller's choice is kept
+      cli.load('run', [])
+      print(gc.isenabled())
+      gc.enable()
+      cli.load('run', [])
+      print(gc.isenabled(), gc.get_freeze_count() == 0)
+      lean_beam.freeze_objects()
+      print(gc.get_freeze_count() > 100000)
+      class Cycle:
+        pass
+      a, b = Cycle(), Cycle()
+      a.other, b.other = b, a
+      del a, b
+      print(gc.collect() >= 2)
+      """)
+  assert out.splitlines() == ['False', 'True True', 'True', 'True']
+
+
+def test_a_program_running_the_command_keeps_its_objects_collectable():
+  out = _python("""
+      import gc
+      from pipeline import lean_beam
+      import pipeline.run
+      lean_beam.freeze_objects()
+      print(gc.get_freeze_count())
+      """)
+  assert out == '0'
