@@ -235,7 +235,7 @@ def test_options_views_are_kept_per_options_object_and_class():
   assert out.splitlines() == ['3 X', "Y ['e'] Y", '5 None 5']
 
 
-def test_a_command_imports_beam_uncollected_and_freezes_objects_before_the_run():
+def test_a_command_imports_beam_uncollected_then_freezes_before_the_run():
   out = _python("""
       import gc, sys
       from pipeline import cli, lean_beam
