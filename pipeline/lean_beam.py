@@ -108,9 +108,13 @@ def freeze_objects() -> None:
   the process, yet each full collection walked it again (a million
   objects, 0.08-0.2 s per run in the launcher), and in a forked worker
   the walk wrote to every page it shares with the launcher. Elsewhere (a
-  program running pipeline.run.main, the tests) nothing changes."""
+  program running pipeline.run.main, the tests) nothing changes. Once
+  per process: a program that runs the command again would freeze the
+  garbage of the runs before, never to be collected."""
+  global _COMMAND  # pylint: disable=global-statement
   if _COMMAND:
     gc.freeze()
+    _COMMAND = False
 
 
 def remember_repeated_lookups() -> None:
