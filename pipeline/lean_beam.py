@@ -34,6 +34,9 @@ CLOUD_SERVICE_LIBRARIES = (
     'google.cloud.recommendationengine')
 # --runner values that run on this machine (pipeline.run's local runner).
 LOCAL_RUNNERS = ('DirectRunner', 'FnApiRunner', 'SwitchingDirectRunner')
+# Whether import_beam ran, so this is a command's process, and
+# freeze_objects has yet to run.
+_COMMAND = False
 
 
 def one_blas_thread() -> None:
@@ -96,9 +99,6 @@ def import_beam(argv: Sequence[str] = ()):
   global _COMMAND  # pylint: disable=global-statement
   _COMMAND = True
   return apache_beam
-
-
-_COMMAND = False  # import_beam ran: this is a command's process
 
 
 def freeze_objects() -> None:
