@@ -147,13 +147,14 @@ def remember_repeated_lookups() -> None:
 def _per_object(compute, copy=lambda result: result):
   """compute(obj, *args), kept per live `obj` and `args` (hashable); each
   call returns copy(the kept result). Calls compute through the returned
-  function's __wrapped__."""
+  function's __wrapped__. An entry goes when its object dies (its weak
+  reference's callback), before another object can take its id."""
   known = {}
 
   def remembered(obj, *args):
     key = (id(obj),) + args
     seen = known.get(key)
-    if seen is not None and seen[0]() is obj:
+    if seen is not None:
       return copy(seen[1])
     result = remembered.__wrapped__(obj, *args)
     try:
