@@ -181,7 +181,7 @@ def test_dofn_specs_are_remembered_per_dofn_and_stay_right():
 
       calls = []
       def counted(dofn):
-        calls.append(dofn)
+        calls.append(type(dofn))  # not the DoFn: it must be able to die
         return inspect_dofn(dofn)
       userstate.get_dofn_specs.__wrapped__ = counted
       stateful, plain = Stateful(), beam.Map(str).fn
@@ -193,16 +193,27 @@ def test_dofn_specs_are_remembered_per_dofn_and_stay_right():
       assert first == inspect_dofn(stateful)
       first[0].clear()  # a caller's sets are its own
       print(len(userstate.get_dofn_specs(stateful)[0]))
-      # A new DoFn is inspected, even where a dead one's id is reused.
-      for _ in range(20):
-        assert not userstate.is_stateful_dofn(beam.Map(len).fn)
-      print(len(calls))
+      # A new DoFn is inspected, even where a dead one's id is reused:
+      # stateful and plain ones die in turn, their ids taken again.
+      class Plain(beam.DoFn):
+        def process(self, kv):
+          yield kv
+      ids = set()
+      reused = 0
+      for _ in range(10):
+        for kind, stateful in ((Stateful, True), (Plain, False)):
+          dofn = kind()
+          reused += id(dofn) in ids
+          ids.add(id(dofn))
+          assert userstate.is_stateful_dofn(dofn) is stateful
+          del dofn
+      print(len(calls), reused > 0)
       with beam.Pipeline(runner='FnApiRunner') as p:
         _ = (p | beam.Create([('a', 1), ('a', 2), ('b', 3)])
              | beam.ParDo(Stateful()) | beam.combiners.Count.Globally()
              | beam.Map(print))
       """)
-  assert out.splitlines() == ['2', '1', '22', '3']
+  assert out.splitlines() == ['2', '1', '22 True', '3']
 
 
 def test_options_views_are_kept_per_options_object_and_class():
