@@ -95,20 +95,19 @@ def make_reader(name, out):
   from bench import read_bench
   from pipeline import replay
   if name == 'replay_dataset':
-    return lambda: _count(replay.replay_dataset(out, 'train',
-                                                batch_size=BATCH))
-  if name == 'replay_dataset_tf':
-    return lambda: _count(replay.replay_dataset(out, 'train',
-                                                batch_size=BATCH,
-                                                engine='tf'))
-  if name == 'hand_written':
-    return lambda: _count(read_bench.hand_written(out))
-  if name == 'tfds_as_dataset':
+    dataset = replay.replay_dataset(out, 'train', batch_size=BATCH)
+  elif name == 'replay_dataset_tf':
+    dataset = replay.replay_dataset(out, 'train', batch_size=BATCH,
+                                    engine='tf')
+  elif name == 'hand_written':
+    dataset = read_bench.hand_written(out)
+  elif name == 'tfds_as_dataset':
     import tensorflow_datasets as tfds
-    builder = tfds.builder_from_directory(out)
-    return lambda: _count(builder.as_dataset(split='train',
-                                             batch_size=BATCH))
-  raise ValueError(name)
+    dataset = tfds.builder_from_directory(out).as_dataset(split='train',
+                                                         batch_size=BATCH)
+  else:
+    raise ValueError(name)
+  return lambda: _count(dataset)
 
 
 def _tfrecord_package(out):

@@ -338,8 +338,9 @@ def test_sizes_and_seeds_are_checked_alike_on_both_engines(windows):
 
 
 def test_datasets_let_go_of_their_shards_when_dropped(windows):
-  """tf.data keeps from_generator's function for the life of the process:
-  it must not keep the reader, whose mappings hold file descriptors."""
+  """tf.data may keep the function it calls after the dataset is gone: it
+  must not keep the reader, whose mappings hold file descriptors, nor a
+  pass left unfinished."""
   def open_files():
     return len(os.listdir('/proc/self/fd'))
   for _ in range(2):  # TensorFlow's own descriptors, opened once
@@ -350,6 +351,7 @@ def test_datasets_let_go_of_their_shards_when_dropped(windows):
   for _ in range(10):
     ds = replay.replay_dataset(windows, 'train', engine='numpy', batch_size=4)
     assert sum(len(b['index']) for b in ds) > 0
+    assert len(list(ds.take(1))) == 1  # a pass left under way
     del ds
   gc.collect()
   assert open_files() == before
@@ -357,3 +359,62 @@ def test_datasets_let_go_of_their_shards_when_dropped(windows):
   gc.collect()  # the iterator alone keeps its dataset and reader
   assert len(list(it)) == replay.load_metadata(windows)['splits']['train'][
       'num_examples']
+
+
+def test_a_pass_left_unfinished_gives_way_to_the_next(windows):
+  """Each new iterator begins a pass of its own, in the reader's order for
+  it: a pass cut short (take) leaves nothing behind."""
+  reader = numpy_reader.numpy_dataset(windows, 'train', batch_size=3,
+                                      shuffle=True, seed=5)
+  passes = [list(reader) for _ in range(3)]  # a new order each pass
+  ds = replay.replay_dataset(windows, 'train', engine='numpy', batch_size=3,
+                             shuffle=True, seed=5)
+  assert len(passes[0]) > 3
+  got = (_elements(ds.take(2)) + _elements(ds) +
+         _elements(ds.take(len(passes[0]) + 5)))
+  want = passes[0][:2] + passes[1] + passes[2]
+  assert len(got) == len(want)
+  for g, w in zip(got, want):
+    assert np.array_equal(g['index'], w['index'])
+    assert np.array_equal(g['signal'], w['signal'])
+
+
+def test_iterators_read_at_once_each_read_a_pass_of_their_own(windows):
+  """As many passes as iterators, each in the reader's order for it (a new
+  order per pass, when shuffling), read in turns."""
+  reader = numpy_reader.numpy_dataset(windows, 'train', batch_size=2,
+                                      shuffle=True, seed=3)
+  passes = [list(reader) for _ in range(3)]
+  ds = replay.replay_dataset(windows, 'train', engine='numpy', batch_size=2,
+                             shuffle=True, seed=3)
+  iterators = [iter(ds) for _ in range(3)]
+  got = [[], [], []]
+  for turn in range(len(passes[0])):
+    for i in ((0, 1, 2) if turn % 2 else (2, 0, 1)):
+      got[i].append(next(iterators[i]))
+  for i, it in enumerate(iterators):
+    assert next(it, None) is None
+  # Iterators begin their passes when they first prefetch, in any order.
+  def order(batches):
+    return [(np.asarray(b['index']).tobytes(), np.asarray(b['signal']).tobytes())
+            for b in batches]
+  want = sorted(order(p) for p in passes)
+  assert want[0] != want[1] != want[2]
+  assert sorted(order(m) for m in got) == want
+
+
+def test_a_pass_left_open_too_long_is_dropped_with_a_clear_error(windows):
+  ds = replay.replay_dataset(windows, 'train', engine='numpy', batch_size=2,
+                             features=['index'])
+  replay._Passes.MOST_OPEN = 2  # pylint: disable=protected-access
+  try:
+    first = iter(ds)
+    next(first)
+    for _ in range(2):
+      assert len(_elements(ds.take(1))) == 1  # each left unfinished
+    with pytest.raises(tf.errors.OpError, match=r"this iterator's pass was "
+                       r'dropped: 2 newer ones have begun since'):
+      for _ in first:
+        pass
+  finally:
+    replay._Passes.MOST_OPEN = 8  # pylint: disable=protected-access
