@@ -396,7 +396,7 @@ def test_iterators_read_at_once_each_read_a_pass_of_their_own(windows):
     assert next(it, None) is None
   # Iterators begin their passes when they first prefetch, in any order.
   def order(batches):
-    return [(np.asarray(b['index']).tobytes(), np.asarray(b['signal']).tobytes())
+    return [tuple(np.asarray(b[k]).tobytes() for k in ('index', 'signal'))
             for b in batches]
   want = sorted(order(p) for p in passes)
   assert want[0] != want[1] != want[2]
@@ -404,17 +404,22 @@ def test_iterators_read_at_once_each_read_a_pass_of_their_own(windows):
 
 
 def test_a_pass_left_open_too_long_is_dropped_with_a_clear_error(windows):
-  ds = replay.replay_dataset(windows, 'train', engine='numpy', batch_size=2,
-                             features=['index'])
-  replay._Passes.MOST_OPEN = 2  # pylint: disable=protected-access
-  try:
-    first = iter(ds)
-    next(first)
-    for _ in range(2):
-      assert len(_elements(ds.take(1))) == 1  # each left unfinished
-    with pytest.raises(tf.errors.OpError, match=r"this iterator's pass was "
-                       r'dropped: 2 newer ones have begun since'):
-      for _ in first:
-        pass
-  finally:
-    replay._Passes.MOST_OPEN = 8  # pylint: disable=protected-access
+  """Passes, asked for as scan asks (token, index): the least recently read
+  goes when too many are open; a finished one leaves at once."""
+  reader = numpy_reader.NumpyDataset(windows, 'train', batch_size=2,
+                                     features=['index'])
+  want = [b['index'] for b in numpy_reader.NumpyDataset(
+      windows, 'train', batch_size=2, features=['index'])]
+  passes = replay._Passes(reader, ['index'])  # pylint: disable=protected-access
+  passes.MOST_OPEN = 2
+  old, kept = passes.batch_at(-1, 0)[0], passes.batch_at(-1, 0)[0]
+  passes.batch_at(old, 1)  # read: now the newest
+  third = passes.batch_at(-1, 0)[0]  # `kept` goes
+  with pytest.raises(replay.DatasetError, match=r"this iterator's pass was "
+                     r'dropped: 2 newer ones have begun since'):
+    passes.batch_at(kept, 1)
+  got = [want[0], want[1]] + [passes.batch_at(old, i)[1]
+                              for i in range(2, len(want))]
+  assert all(np.array_equal(g, w) for g, w in zip(got, want))
+  passes.batch_at(-1, 0)  # `old` finished: none goes
+  assert np.array_equal(passes.batch_at(third, 1)[1], want[1])
