@@ -261,8 +261,8 @@ class _Passes:
   its own, in the order the reader gives it.
 
   Why not `from_generator`: it builds a dataset for every pass and hands
-  each batch on through `flat_map`, which made reading 1 h of 32768-sample
-  windows about two thirds as fast.
+  each batch on through `flat_map`: batches of 64 windows of 32768 samples
+  took 8.8 ms each that way, 5.4 ms this way.
 
   Nothing tells when an iterator is dropped unfinished (`take`, a loop
   left early): its pass stays open until MOST_OPEN newer ones have begun,
