@@ -265,10 +265,11 @@ class _Passes:
   took 8.8 ms each that way, 5.4 ms this way.
 
   Nothing tells when an iterator is dropped unfinished (`take`, a loop
-  left early): its pass stays open until MOST_OPEN newer ones have begun,
-  or the dataset goes.
+  left early): its pass stays open until MOST_OPEN passes begun or read
+  since have pushed it out, or the dataset goes (each open pass keeps its
+  reading's CRC thread).
   """
-  MOST_OPEN = 8
+  MOST_OPEN = 32
 
   def __init__(self, reader: numpy_reader.NumpyDataset, keys):
     self._reader = reader
@@ -276,6 +277,7 @@ class _Passes:
     self._last = len(reader) - 1
     self._lock = threading.Lock()  # one reader: its passes read in turn
     self._open = collections.OrderedDict()  # token: batches, oldest first
+    self._failed = collections.OrderedDict()  # token: its error, newest last
     self._tokens = itertools.count()
 
   def batch_at(self, token: int, index: int) -> list:
@@ -287,18 +289,35 @@ class _Passes:
           self._open.popitem(last=False)
       batches = self._open.get(token)
       if batches is None:
-        raise DatasetError(
-            f"replay_dataset(engine='numpy'): this iterator's pass was "
-            f'dropped: {self.MOST_OPEN} newer ones have begun since (an '
-            'iterator left unfinished counts until then)')
+        raise DatasetError(self._gone(token))
       self._open.move_to_end(token)
-      batch = next(batches, None)
-      if index == self._last or batch is None:
+      try:
+        batch = next(batches, None)
+        if batch is None:
+          raise DatasetError(f'the reader ended its pass before batch '
+                             f'{index} of its length')
+      except Exception as e:
         del self._open[token]
-      if batch is None:
-        raise DatasetError(f'the reader ended its pass before batch {index} '
-                           'of its length')
+        self._failed[token] = f'{type(e).__name__}: {e}'
+        while len(self._failed) > self.MOST_OPEN:
+          self._failed.popitem(last=False)
+        raise
+      if index == self._last:
+        del self._open[token]
       return [token, *(batch[key] for key in self._keys)]
+
+  def _gone(self, token: int) -> str:
+    """Why an iterator's pass cannot go on."""
+    if token < 0:  # scan keeps its first token when batch 0 failed
+      return ("replay_dataset(engine='numpy'): this iterator's pass ended "
+              'at an error in its first batch, raised then')
+    if token in self._failed:
+      return ("replay_dataset(engine='numpy'): this iterator's pass ended "
+              f'at an error: {self._failed[token]}')
+    return (f"replay_dataset(engine='numpy'): this iterator's pass was "
+            f'dropped: {self.MOST_OPEN} passes were begun or read since it '
+            "last was (iterators left unfinished count); iterate fewer at "
+            "once, or use engine='tf'")
 
 
 def _checked_engine(engine: str) -> None:
@@ -311,7 +330,15 @@ def _uses_numpy(engine: str, output_dir: str, metadata: Dict) -> bool:
   if engine == 'numpy' and not local:
     raise DatasetError(f"engine='numpy' reads local folders, not "
                        f"{output_dir}: use engine='tf'")
-  return engine == 'numpy' or (engine == 'auto' and local and
+  # Built while a function is traced (tf.function, Dataset.interleave's
+  # function), the dataset's Python object, which holds the reader, is
+  # gone when the function runs.
+  traced = not tf.executing_eagerly()
+  if engine == 'numpy' and traced:
+    raise DatasetError("engine='numpy' builds its dataset eagerly, not in a "
+                       "traced function (tf.function, Dataset.interleave's "
+                       "function): build it outside, or use engine='tf'")
+  return engine == 'numpy' or (engine == 'auto' and local and not traced and
                                metadata['compression'] != 'gzip')
 
 
@@ -390,9 +417,10 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
     engine: 'numpy' (local folders: numpy_reader's batches, handed to
       tf.data without a copy), 'tf' (TensorFlow ops only: any file system
       tf.io.gfile reads, gzip, the tf.data service, iterator checkpoints)
-      or 'auto': 'numpy' for an uncompressed local dataset, else 'tf'. The
-      same elements; unshuffled, 'numpy' reads shards one after another,
-      'tf' interleaves them a record at a time.
+      or 'auto': 'numpy' for an uncompressed local dataset built eagerly
+      (not inside a tf.function), else 'tf'. The same elements;
+      unshuffled, 'numpy' reads shards one after another, 'tf' interleaves
+      them a record at a time.
 
   Variable-length arrays (--example_unit file) come whole per example;
   batched, each is zero-padded to the longest of its batch and

@@ -416,10 +416,61 @@ def test_a_pass_left_open_too_long_is_dropped_with_a_clear_error(windows):
   passes.batch_at(old, 1)  # read: now the newest
   third = passes.batch_at(-1, 0)[0]  # `kept` goes
   with pytest.raises(replay.DatasetError, match=r"this iterator's pass was "
-                     r'dropped: 2 newer ones have begun since'):
+                     r'dropped: 2 passes were begun or read since it last '
+                     r"was .*use engine='tf'"):
     passes.batch_at(kept, 1)
   got = [want[0], want[1]] + [passes.batch_at(old, i)[1]
                               for i in range(2, len(want))]
   assert all(np.array_equal(g, w) for g, w in zip(got, want))
   passes.batch_at(-1, 0)  # `old` finished: none goes
   assert np.array_equal(passes.batch_at(third, 1)[1], want[1])
+
+
+@pytest.mark.parametrize('shard', [0, 1])
+def test_a_pass_that_failed_says_so_when_asked_again(windows, tmp_path,
+                                                     shard):
+  """A corrupt record fails its batch naming the record; the same iterator
+  asked again is told its pass ended there (scan never got the token of a
+  pass whose first batch failed)."""
+  out = tmp_path / 'copy'
+  shutil.copytree(windows, out)
+  entry = replay.load_metadata(str(out))['splits']['train']['shards'][shard]
+  path = out / entry['file']
+  data = bytearray(path.read_bytes())
+  data[len(data) // entry['num_examples'] // 2] ^= 0x01  # 1st record's data
+  path.write_bytes(bytes(data))
+  passes = replay._Passes(  # pylint: disable=protected-access
+      numpy_reader.NumpyDataset(str(out), 'train', batch_size=2), ['index'])
+  token, index = -1, 0
+  with pytest.raises(replay.DatasetError, match=f'shard {path}: record 0 '):
+    while True:
+      token = passes.batch_at(token, index)[0]
+      index += 1
+  assert (index == 0) == (shard == 0)
+  with pytest.raises(replay.DatasetError) as again:
+    passes.batch_at(token, index + 1)
+  if shard == 0:
+    assert 'ended at an error in its first batch, raised then' in str(
+        again.value)
+  else:
+    assert f'ended at an error: DatasetError: shard {path}: record 0 ' in str(
+        again.value)
+
+
+def test_a_traced_function_builds_on_the_tf_engine(windows):
+  """In a traced function the dataset's Python object, which holds the
+  numpy engine's reader, is gone when the function runs: 'auto' reads
+  with the tf engine there, 'numpy' is refused."""
+  eager = _rows(_elements(replay.replay_dataset(windows, 'train',
+                                                features=['index'])), False)
+  inside = tf.data.Dataset.range(1).interleave(
+      lambda _: replay.replay_dataset(windows, 'train', features=['index']))
+  assert _rows(_elements(inside), False) == eager
+
+  @tf.function(autograph=False)  # the error as raised
+  def build():
+    return replay.replay_dataset(windows, 'train', engine='numpy')
+  with pytest.raises(replay.DatasetError, match="engine='numpy' builds its "
+                     r"dataset eagerly, not in a traced function .*use "
+                     "engine='tf'"):
+    build()
