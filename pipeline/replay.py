@@ -285,8 +285,7 @@ class _Passes:
       if index == 0:
         token = next(self._tokens)
         self._open[token] = iter(self._reader)
-        while len(self._open) > self.MOST_OPEN:
-          self._open.popitem(last=False)
+        self._keep_newest(self._open)
       batches = self._open.get(token)
       if batches is None:
         raise DatasetError(self._gone(token))
@@ -299,12 +298,15 @@ class _Passes:
       except Exception as e:
         del self._open[token]
         self._failed[token] = f'{type(e).__name__}: {e}'
-        while len(self._failed) > self.MOST_OPEN:
-          self._failed.popitem(last=False)
+        self._keep_newest(self._failed)
         raise
       if index == self._last:
         del self._open[token]
       return [token, *(batch[key] for key in self._keys)]
+
+  def _keep_newest(self, table: collections.OrderedDict) -> None:
+    while len(table) > self.MOST_OPEN:
+      table.popitem(last=False)
 
   def _gone(self, token: int) -> str:
     """Why an iterator's pass cannot go on."""
