@@ -15,13 +15,16 @@ raises DatasetError naming the shard and the record. Local files (or any
 mounted file system).
 """
 
+import atexit
 from concurrent import futures
 import contextlib
 import gzip
 import mmap
 import numbers
 import os
+import types
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+import weakref
 
 import numpy as np
 
@@ -49,6 +52,8 @@ KEPT_MAPPED_BYTES = 8 << 30
 # and up to this many shards: each mapping holds a file descriptor open,
 # and processes commonly may open 1,024.
 KEPT_MAPPED_FILES = 256
+# The passes handed out and not finished yet (see closed_at_exit).
+_UNFINISHED = weakref.WeakSet()
 
 
 
@@ -117,17 +122,16 @@ class NumpyDataset:
         None if self.seed is None else [self.seed % 2**64, self._epoch])
     self._epoch += 1
     if self.batch_size is not None and self.chunks_batch():
-      return self._located_batches(rng)
+      return closed_at_exit(self._located_batches(rng))
     # Examples batched as they come need no copy of their own (shuffled,
     # they wait in the buffer as views of their records).
     examples = self._examples(rng, copy=self.batch_size is None)
     if self.shuffle:
       examples = buffer_shuffle(examples, self.shuffle_buffer_size, rng)
     if self.batch_size is None:
-      return examples
-    return batching.BatchBuffers().batches(examples, self.batch_size,
-                                           self.drop_remainder,
-                                           self.variable)
+      return closed_at_exit(examples)
+    return closed_at_exit(batching.BatchBuffers().batches(
+        examples, self.batch_size, self.drop_remainder, self.variable))
 
   def _examples(self, rng, copy: bool) -> Iterator[Dict]:
     for shard in self._shards_in_order(rng):
@@ -298,6 +302,31 @@ class NumpyDataset:
         <= KEPT_MAPPED_BYTES):
       self._mapped[path] = (identity, buf)
     return buf
+
+
+def closed_at_exit(iterator: Iterator) -> Iterator:
+  """A pass over records (`iterator`, as a generator), closed when the
+  program exits if it is still unfinished then (a loop left early, an
+  iterator kept in a global): otherwise Python closes its generators
+  after it has torn down the modules their code uses, and prints a
+  traceback for each."""
+  if not isinstance(iterator, types.GeneratorType):
+    iterator = _generator_of(iterator)
+  _UNFINISHED.add(iterator)
+  return iterator
+
+
+def _generator_of(iterator: Iterator) -> Iterator:
+  yield from iterator
+
+
+@atexit.register
+def _close_unfinished() -> None:
+  for generator in list(_UNFINISHED):
+    try:
+      generator.close()
+    except Exception:  # pylint: disable=broad-except
+      pass  # one running in another thread, or failing as it closes
 
 
 def crc_checker() -> futures.ThreadPoolExecutor:

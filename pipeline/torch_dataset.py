@@ -111,7 +111,8 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
       np.random.default_rng([self.seed, self.epoch]).shuffle(order)
     if (self.batch_size is not None and self.transform is None and
         self._reader.chunks_batch()):
-      return self._located_batches(order, first, end, worker)
+      return numpy_reader.closed_at_exit(
+          self._located_batches(order, first, end, worker))
     # Batched as they come, untransformed examples need no copy of their
     # own; shuffled, they wait in the buffer as views of their records.
     examples = self._read(order, first, end,
@@ -124,9 +125,10 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     if self.transform is not None:
       examples = map(self.transform, examples)
     if self.batch_size is None:
-      return examples
-    return torch_batches.batched(self._buffers, examples, self.batch_size,
-                                 self.drop_last, self._reader.variable)
+      return numpy_reader.closed_at_exit(examples)
+    return numpy_reader.closed_at_exit(torch_batches.batched(
+        self._buffers, examples, self.batch_size, self.drop_last,
+        self._reader.variable))
 
   def _worker_range(self, worker: int, workers: int):
     """This worker's records, as positions in the rank's range; cut at
