@@ -13,12 +13,14 @@ lengths in metadata.json. Two engines build the same elements:
   a batch at a time.
 """
 
+import atexit
 import collections
 import dataclasses
 import itertools
 import os
 import re
 import threading
+import time
 import weakref
 from typing import Dict, Optional, Sequence
 
@@ -232,11 +234,16 @@ def _numpy_batches(output_dir: str, split: str, specs, *, rows: int,
   held = weakref.ref(passes)
 
   def batch_at(token, index):
-    kept = held()
-    if kept is None:
-      raise DatasetError('the dataset replay_dataset made is gone: keep it '
-                         'while iterating')
-    return kept.batch_at(int(token), int(index))
+    if not _CALLS.begin():
+      raise StopIteration  # the program is exiting (_EngineCalls)
+    try:
+      kept = held()
+      if kept is None:
+        raise DatasetError('the dataset replay_dataset made is gone: keep '
+                           'it while iterating')
+      return kept.batch_at(int(token), int(index))
+    finally:
+      _CALLS.end()
 
   def step(token, index):
     token, *columns = tf.numpy_function(
@@ -320,6 +327,53 @@ class _Passes:
             f'dropped: {self.MOST_OPEN} passes were begun or read since it '
             "last was (iterators left unfinished count); iterate fewer at "
             "once, or use engine='tf'")
+
+
+class _EngineCalls:
+  """The numpy engine's calls from tf.data's threads, stopped as the
+  program exits, before Python finalizes: a thread that asks for the GIL
+  after that is ended on the spot, and the iterator it was filling (a
+  prefetch left running by a loop left early) then waits for it for
+  ever as Python destroys it. Stopped, calls fail at once, so tf.data's
+  buffers fill and its threads go idle (as at the end of a pass: tf.data
+  logs no error for it)."""
+  QUIET = 0.05      # seconds without a call: the buffers are full
+  MOST_WAIT = 5.0   # for a call under way (a batch read from a slow disk)
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self._running = 0
+    self._last = 0.0
+    self._stopped = False
+
+  def begin(self) -> bool:
+    """Whether a call may go on (then end() it); False once stopped."""
+    with self._lock:
+      self._last = time.monotonic()
+      if self._stopped:
+        return False
+      self._running += 1
+      return True
+
+  def end(self) -> None:
+    with self._lock:
+      self._running -= 1
+      self._last = time.monotonic()
+
+  def stop(self) -> None:
+    with self._lock:
+      self._stopped = True
+    deadline = time.monotonic() + self.MOST_WAIT
+    while time.monotonic() < deadline:
+      with self._lock:
+        if (self._running == 0 and
+            time.monotonic() - self._last >= self.QUIET):
+          return
+      time.sleep(0.01)
+
+
+_CALLS = _EngineCalls()
+atexit.register(_CALLS.stop)
 
 
 def _checked_engine(engine: str) -> None:

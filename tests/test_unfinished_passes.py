@@ -1,7 +1,8 @@
 """Readers left in the middle of a pass when the program ends (a loop left
 early, an iterator kept in a global) end it quietly: Python would close
 their generators after tearing down the modules they use, and print a
-traceback for each."""
+traceback for each; and replay_dataset's tf.data threads, reading ahead,
+would hang the program's exit."""
 
 import os
 import subprocess
@@ -78,7 +79,14 @@ def datasets(tmp_path_factory):
 def test_a_pass_left_unfinished_ends_quietly_with_the_program(datasets,
                                                               reader):
   out, files = datasets
-  script = (f'OUT, FILES = {out!r}, {files!r}\n' + _LEFT_UNFINISHED[reader] +
+  # As in a training script, a framework imported first: with its many
+  # modules, Python tears numpy_reader's down before it closes the pass.
+  # Chunks of 2 records: the pass stops inside a shard's chunks, as it
+  # does on shards of more records than a chunk holds.
+  script = (f'OUT, FILES = {out!r}, {files!r}\n'
+            'import torch\n'
+            'from pipeline import numpy_reader\n'
+            'numpy_reader._CHUNK_RECORDS = 2\n' + _LEFT_UNFINISHED[reader] +
             'next(it), next(it)\nprint("read")\n')
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
   proc = subprocess.run([sys.executable, '-c', script], capture_output=True,
@@ -87,3 +95,41 @@ def test_a_pass_left_unfinished_ends_quietly_with_the_program(datasets,
   assert proc.stdout.split() == ['read']
   assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
   assert 'Exception ignored' not in proc.stderr, proc.stderr[-3000:]
+
+
+# A batch being read ahead (prefetch) as the program exits: its reading
+# lasts until Python finalizes, or a second.
+_READ_AHEAD_AT_EXIT = """
+import sys, time
+from pipeline import replay
+read = replay._Passes.batch_at
+calls = []
+def slowly(self, token, index):
+  calls.append(index)
+  if len(calls) > 2:
+    until = time.monotonic() + 1
+    while time.monotonic() < until and not sys.is_finalizing():
+      time.sleep(0.001)
+  return read(self, token, index)
+replay._Passes.batch_at = slowly
+it = iter(replay.replay_dataset(sys.argv[1], 'train', batch_size=2))
+next(it), next(it)
+print('read')
+"""
+
+
+def test_a_replay_pass_reading_ahead_lets_the_program_exit(datasets):
+  """A tf.data thread that asks for the GIL once Python finalizes is ended
+  on the spot, and the iterator it was filling waits for it for ever as
+  Python destroys it: the numpy engine's calls stop before that."""
+  out, _ = datasets
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  try:
+    proc = subprocess.run([sys.executable, '-c', _READ_AHEAD_AT_EXIT, out],
+                          capture_output=True, text=True, cwd=ROOT, env=env,
+                          check=False, timeout=120)
+  except subprocess.TimeoutExpired:
+    pytest.fail('the program hung as it exited')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert proc.stdout.split() == ['read']
+  assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
