@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from pipeline import replay
 from tests import helpers as H
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -89,8 +90,12 @@ def test_a_pass_left_unfinished_ends_quietly_with_the_program(datasets,
             'numpy_reader._CHUNK_RECORDS = 2\n' + _LEFT_UNFINISHED[reader] +
             'next(it), next(it)\nprint("read")\n')
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  proc = subprocess.run([sys.executable, '-c', script], capture_output=True,
-                        text=True, cwd=ROOT, env=env, check=False)
+  try:
+    proc = subprocess.run([sys.executable, '-c', script],
+                          capture_output=True, text=True, cwd=ROOT, env=env,
+                          check=False, timeout=120)
+  except subprocess.TimeoutExpired:
+    pytest.fail('the program hung as it exited')
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert proc.stdout.split() == ['read']
   assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
@@ -133,3 +138,21 @@ def test_a_replay_pass_reading_ahead_lets_the_program_exit(datasets):
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert proc.stdout.split() == ['read']
   assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_once_stopped_the_numpy_engine_reads_nothing_more(datasets):
+  """What the exit does first: from then on every batch fails at once,
+  without reading (tf.data's buffers fill, and its threads go idle)."""
+  out, _ = datasets
+  script = ('import sys\nfrom pipeline import replay\n'
+            "ds = replay.replay_dataset(sys.argv[1], 'train', batch_size=2)\n"
+            'print(sum(1 for _ in ds))\nreplay._CALLS.stop()\n'
+            'try:\n  print(sum(1 for _ in ds))\n'
+            'except Exception as e:\n  print(type(e).__name__)\n')
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  proc = subprocess.run([sys.executable, '-c', script, out],
+                        capture_output=True, text=True, cwd=ROOT, env=env,
+                        check=False, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  batches = len(replay.replay_dataset(out, 'train', batch_size=2))
+  assert proc.stdout.split() == [str(batches), 'InvalidArgumentError']
