@@ -31,7 +31,7 @@ from pipeline.contract import naming
 from pipeline.contract import parts as parts_lib
 from pipeline.contract import rejects as rejects_lib
 from pipeline.contract import schema as schema_lib
-from pipeline.config import ConfigError, PipelineConfig
+from pipeline.config import ConfigError, PipelineConfig, splits_text
 from transforms import filesystem
 from transforms import finalize
 from transforms import listing
@@ -112,10 +112,23 @@ def check_same_options(config: PipelineConfig, stored: dict) -> None:
     if name in FREE_OPTIONS:
       continue
     was = stored.get(name, defaults[name])
-    if was != value:
+    if name == 'splits':
+      # A dataset that gives its splits as an object kept no order.
+      value = dict(value) if isinstance(was, dict) else value
+      if was != value:
+        raise ConfigError(name, splits_text(config.splits), 'the dataset at '
+                          f'{config.dataset_dir} was written with '
+                          f'{splits_text(_pairs(was))}: the order of the '
+                          'splits decides which files each gets; an --append '
+                          'run uses the options it was written with')
+    elif was != value:
       raise ConfigError(name, value, f'the dataset at {config.dataset_dir} '
                         f'was written with {was!r}; an --append run uses the '
                         'options it was written with')
+
+
+def _pairs(splits):
+  return list(splits.items()) if isinstance(splits, dict) else splits
 
 
 def seen_files(part_dirs: List[str]) -> Tuple[Dict[str, tuple], Set[str]]:

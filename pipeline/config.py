@@ -145,7 +145,8 @@ class PipelineConfig:
       '--example_unit file or segment: reject (rejects.jsonl) recordings or '
       'segments shorter than this', default=0.0)
   num_elems: Optional[int] = _opt(
-      'stop after this many examples, taken in file order (default: all)',
+      'stop after this many examples, taken in file order; not with '
+      '--append (default: all)',
       default=None)
   channels: str = _opt('multi-channel files: mean (average to mono) or first',
                        default='mean', choices=CHANNEL_POLICIES)
@@ -260,7 +261,8 @@ class PipelineConfig:
       'every shard', default=False)
   shuffle_seed: int = _opt('seed of the write order', default=0)
   num_shards: Optional[int] = _opt(
-      'write this many shards per split (at most one per example)',
+      'write this many shards per split (at most one per example; '
+      '--sink write_to_tfrecord writes this many, empty ones included)',
       default=None)
   max_examples_per_shard: Optional[int] = _opt(
       'start a new shard after this many examples', default=None)
@@ -479,6 +481,11 @@ class PipelineConfig:
     if self.append and self.overwrite:
       raise ConfigError('append', True, 'give --append or --overwrite, not '
                         'both')
+    if self.append and self.num_elems is not None:
+      raise ConfigError('num_elems', self.num_elems, 'stops a run partway '
+                        'through its recordings, and --append skips every '
+                        'recording the dataset has seen, those past the '
+                        'stop too: append to a dataset written without it')
     if self.variants:
       for name in ('tfds_layout',):
         if getattr(self, name):
@@ -521,9 +528,9 @@ class PipelineConfig:
         if not old or not new or new == OTHER_CLASSES:
           raise ConfigError('label_map', text, f'{old}={new}: give CLASS=NEW '
                             f'with a NEW class name (or {OTHER_CLASSES}=NEW)')
-        if any(ord(c) < 32 for c in old + new):
+        if not (naming.is_class_name(old) and naming.is_class_name(new)):
           raise ConfigError('label_map', text, f'{old}={new}: a class name '
-                            'holds no control characters')
+                            f'holds {naming.CLASS_NAME_RULE}')
       olds = [old for old, _ in self.label_map]
       if len(set(olds)) != len(olds):
         raise ConfigError('label_map', text, 'renames a class twice')
@@ -539,10 +546,9 @@ class PipelineConfig:
       raise ConfigError('silence_from', ','.join(self.silence_from),
                         '--label_from none gives no classes, so windows '
                         'cannot be labelled silence')
-    if not self.silence_label or any(ord(c) < 32 for c in
-                                     self.silence_label):
+    if not naming.is_class_name(self.silence_label):
       raise ConfigError('silence_label', self.silence_label, 'give a class '
-                        'name (no control characters)')
+                        f'name ({naming.CLASS_NAME_RULE})')
     if self.silence_windows is not None:
       _positive('silence_windows', self.silence_windows)
       _at_most('silence_windows', self.silence_windows, MAX_COUNT)
@@ -791,7 +797,9 @@ class PipelineConfig:
     """The options as JSON values (tuples as lists, at every depth), so
     that what metadata.json gives back compares equal to them."""
     out = {k: _as_json(v) for k, v in dataclasses.asdict(self).items()}
-    out['splits'] = {n: f for n, f in self.splits}
+    # [name, fraction] pairs in their order, which assigns files (a JSON
+    # object would lose it: metadata.json sorts its keys).
+    out['splits'] = [[n, f] for n, f in self.splits]
     return out
 
   @classmethod
@@ -806,8 +814,10 @@ class PipelineConfig:
       raise ConfigError(name, options[name], 'is not an option of this '
                         'wavbeam (written by a later version?)')
     values = dict(options)
-    if isinstance(values.get('splits'), Mapping):
+    if isinstance(values.get('splits'), Mapping):  # an object: no order
       values['splits'] = tuple(values['splits'].items())
+    elif isinstance(values.get('splits'), list):
+      values['splits'] = tuple(tuple(pair) for pair in values['splits'])
     return cls(**values)
 
 

@@ -10,9 +10,11 @@ from typing import List, Optional
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import dataset as dataset_lib
+from pipeline.contract.errors import DatasetError
 from pipeline.contract import naming
 from pipeline.contract import parts as parts_lib
 from pipeline.config import ConfigError, PipelineConfig
+from pipeline import variants as variants_lib
 from transforms import filesystem
 from transforms import sources
 from transforms import run_marker
@@ -98,6 +100,32 @@ def _part_folders(out: str) -> List[str]:
              for m in matched[0].metadata_list if m.path.startswith(prefix)}
   return sorted(naming.join(out, n) for n in names
                 if parts_lib.is_part_name(n))
+
+
+def check_own_folder(config: PipelineConfig) -> None:
+  """ConfigError when --output_dir belongs to a dataset in the folder
+  above it: a variant of the sweep there (variants.json lists it), or a
+  part of the dataset there that --append added. A run of its own in it
+  would leave that sweep or dataset inconsistent."""
+  parent, _, name = config.output_dir.rstrip('/').rpartition('/')
+  parent = parent or ('/' if config.output_dir.startswith('/') else '.')
+  if not name or '://' not in parent and '://' in config.output_dir:
+    return  # a bucket's root, or a folder right under it: nothing above
+  try:
+    index = variants_lib.read_index(parent)
+  except DatasetError:
+    index = None  # not a sweep's (its own runs refuse it)
+  if index is not None and name in index['variants']:
+    raise ConfigError(
+        'output_dir', config.output_dir, f'is variant {name!r} of the sweep '
+        f'in {parent}: write the sweep (--variants, with --append or '
+        '--overwrite) or to another folder')
+  if parts_lib.is_part_name(name) and FileSystems.exists(
+      naming.join(parent, naming.METADATA_FILE)):
+    raise ConfigError(
+        'output_dir', config.output_dir, f'is a part of the dataset in '
+        f'{parent} (--append adds them): write that dataset, or to another '
+        'folder')
 
 
 def prepare(config: PipelineConfig, run_id: str) -> None:

@@ -174,6 +174,7 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
   local default run forks its forked workers here unless the caller
   (the CLI) already has. With --variants, runs every variant and returns
   {variant: its result}."""
+  output_folder.check_own_folder(config)
   if config.variants:
     return _run_variants(config, beam_args, extra_features, show_progress)
   with forked_workers.started(forked_workers_for(config, beam_args)) \

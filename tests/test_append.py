@@ -224,6 +224,7 @@ def test_an_interrupted_append_leaves_the_dataset_complete(corpus):
 
 
 def test_refusals(corpus, tmp_path):
+  before = sorted(os.listdir(corpus / 'out'))
   proc = _cli('--input_dir', str(corpus / 'in'), '--output_dir',
               str(corpus / 'out'), *FLAGS[:-3], '--fft_hop', '64',
               '--append', check=False)
@@ -236,7 +237,43 @@ def test_refusals(corpus, tmp_path):
               str(corpus / 'out'), *FLAGS, '--append', '--overwrite',
               check=False)
   assert proc.returncode == 2 and 'not both' in proc.stderr
+  # The same fractions in another order would send files to other splits.
+  reordered = [f if f != 'train=0.6,test=0.4' else 'test=0.4,train=0.6'
+               for f in FLAGS]
+  proc = _cli('--input_dir', str(corpus / 'in'), '--output_dir',
+              str(corpus / 'out'), *reordered, '--append', check=False)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert ("--splits='test=0.4,train=0.6': the dataset at "
+          f"{corpus / 'out'} was written with train=0.6,test=0.4: the order "
+          'of the splits decides which files each gets') in proc.stderr
+  proc = _cli('--input_dir', str(corpus / 'in'), '--output_dir',
+              str(corpus / 'out'), *FLAGS, '--append', '--num_elems', '5',
+              check=False)
+  assert proc.returncode == 2 and '--num_elems=5: stops a run partway' in \
+      proc.stderr, proc.stderr[-2000:]
+  assert sorted(os.listdir(corpus / 'out')) == before
   shutil.rmtree(corpus / 'out')
+
+
+def test_a_part_folder_is_not_written_on_its_own(corpus):
+  """A run whose --output_dir is a part --append added (listed in
+  parts.json or not) is refused: it would leave the dataset above
+  inconsistent."""
+  _day(corpus / 'in', 10, 3, ['owl', 'wren'])
+  _cli('--input_dir', str(corpus / 'in'), '--output_dir', str(corpus / 'out'),
+       *FLAGS, '--append', '--quiet')
+  part = corpus / 'out' / 'part-00001'
+  before = sorted(os.listdir(part))
+  for folder in (part, corpus / 'out' / 'part-00002'):
+    for extra in ([], ['--overwrite'], ['--append']):
+      proc = _cli('--input_dir', str(corpus / 'in'), '--output_dir',
+                  str(folder), *FLAGS, *extra, check=False)
+      assert proc.returncode == 2, proc.stderr[-2000:]
+      assert (f"--output_dir='{folder}': is a part of the dataset in "
+              f"{corpus / 'out'}") in proc.stderr, proc.stderr[-2000:]
+  assert sorted(os.listdir(part)) == before
+  assert not (corpus / 'out' / 'part-00002').exists()
+  assert 'OK' in verify.verify(str(corpus / 'out'))
 
 
 def test_a_part_whose_features_would_differ_is_refused(tmp_path):

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline import replay
+from pipeline import run as run_lib
 from pipeline.config import ConfigError
 from tests import helpers as H
 
@@ -162,6 +163,11 @@ def test_a_folder_holds_one_layout_at_a_time(dataset, tmp_path):
   before = sorted(os.listdir(tmp_path / 'out'))
   with pytest.raises(ConfigError, match='holds a dataset of its own'):
     H.run_pipeline(nested)
+  assert sorted(os.listdir(tmp_path / 'out')) == before
+  # The command locks OUT/other/1.0.0 first: the folders it made go too.
+  with pytest.raises(ConfigError, match='holds a dataset of its own'):
+    run_lib.run(dataclasses.replace(nested, dataset_name='other'),
+                ['--runner=FnApiRunner'])
   assert sorted(os.listdir(tmp_path / 'out')) == before
   shutil.rmtree(tmp_path / 'out')
   H.run_pipeline(nested)

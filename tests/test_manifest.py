@@ -305,3 +305,42 @@ def test_a_row_naming_a_fifo_is_rejected_without_blocking(tmp_path):
                                                 'rejects.jsonl')]
   assert [(r['path'], r['reason'].split(';')[0]) for r in rejects] == [
       (str(tmp_path / 'elsewhere.wav'), 'not a regular file: a FIFO')]
+
+
+def test_class_names_with_control_characters_are_rejected(tmp_path):
+  """A class is one line of target.labels.txt (TFDS reads the names one a
+  line): a folder or manifest class with a line break or a tab is no class
+  name; its file is rejected with the reason, from either source."""
+  for i, folder in enumerate(('alpha', 'new\nline', 'zulu', 'tab\there')):
+    H.write_wav(str(tmp_path / 'in' / folder / 'a.wav'), H.noise(4096, seed=i))
+  meta = H.run_pipeline(H.make_config(tmp_path / 'in', tmp_path / 'out',
+                                      win_len=1024))
+  assert meta['classes'] == ['alpha', 'zulu']
+  assert (tmp_path / 'out' / 'target.labels.txt').read_text() == \
+      'alpha\nzulu\n'
+  reasons = {os.path.dirname(os.path.relpath(path, tmp_path / 'in')): why
+             for path, why in _reject_reasons(tmp_path / 'out')}
+  assert reasons == {
+      folder: f'no label: its class {folder!r} is not a class name (no '
+      'control characters, such as line breaks and tabs)'
+      for folder in ('new\nline', 'tab\there')}
+  rows = [['path', 'label']] + [[f'{folder}/a.wav', label] for folder, label
+                                in (('alpha', 'one'), ('zulu', 'two\nlines'),
+                                    ('new\nline', 'three'))]
+  manifest = tmp_path / 'm.csv'
+  with open(manifest, 'w', newline='', encoding='utf-8') as f:
+    csv.writer(f).writerows(rows)
+  meta = H.run_pipeline(H.make_config(
+      tmp_path / 'in', tmp_path / 'out2', win_len=1024,
+      manifest=str(manifest), manifest_label_column='label'))
+  assert meta['classes'] == ['one', 'three']
+  assert {os.path.dirname(os.path.relpath(path, tmp_path / 'in')): why
+          for path, why in _reject_reasons(tmp_path / 'out2')
+          if 'not a class name' in why} == {
+      'zulu': "no label: its class 'two\\nlines' is not a class name (no "
+      'control characters, such as line breaks and tabs)'}
+
+
+def _reject_reasons(out):
+  with open(os.path.join(out, 'rejects.jsonl'), encoding='utf-8') as f:
+    return [(r['path'], r['reason']) for r in map(json.loads, f)]

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+from pipeline import verify
 from pipeline.contract import metadata
 from tests import helpers as H
 
@@ -227,3 +228,25 @@ def test_split_assignment_is_stable_and_follows_fractions():
       ' 2d711642b726b044'.replace(' ', ''), 16) / 2**64
   assert splits.split_from_folder('train/dog/a.wav') == 'train'
   assert splits.split_from_folder('a.wav') is None
+
+
+def test_split_folders_that_cannot_name_a_split_are_rejected(tmp_path):
+  """--split_from subdir: a top folder whose name could not name a split
+  (it names shard files) gives no split; its files are rejected with the
+  reason, and the rest is a dataset every reader reads."""
+  for split in ('train', 'my test', 'x.y'):
+    for i in range(2):
+      H.write_wav(str(tmp_path / 'in' / split / 'c' / f'{i}.wav'),
+                  H.noise(2048, seed=i))
+  meta = H.run_pipeline(H.make_config(tmp_path / 'in', tmp_path / 'out',
+                                      win_len=512, split_from='subdir'))
+  assert sorted(meta['splits']) == ['train']
+  assert meta['counts']['files_rejected'] == 4
+  rejects = [json.loads(line) for line in open(tmp_path / 'out' /
+                                               'rejects.jsonl')]
+  assert sorted((os.path.relpath(r['path'], tmp_path / 'in'), r['reason'])
+                for r in rejects) == [
+      (f'{folder}/c/{i}.wav', f'no split: its folder {folder!r} is not a '
+       'split name (--split_from=subdir; use letters, digits and "_" only)')
+      for folder in ('my test', 'x.y') for i in range(2)]
+  assert 'OK' in verify.verify(str(tmp_path / 'out'))

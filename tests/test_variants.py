@@ -189,10 +189,13 @@ def test_verify_finds_variants_that_hold_other_recordings(sweep, tmp_path):
   fewer = tmp_path / 'fewer'
   shutil.copytree(sweep / 'in', fewer)
   os.remove(next(fewer.glob('owl/*.wav')))
+  # A variant replaced by a dataset of fewer recordings (a run cannot
+  # write into a sweep's variant: it is copied in).
   proc = _cli('--input_dir', str(fewer), '--output_dir',
-              str(tmp_path / 'out' / 'mfcc20'), '--overwrite', *COMMON,
-              *VARIANT_FLAGS['mfcc20'])
+              str(tmp_path / 'alone'), *COMMON, *VARIANT_FLAGS['mfcc20'])
   assert proc.returncode == 0, proc.stderr[-3000:]
+  shutil.rmtree(tmp_path / 'out' / 'mfcc20')
+  shutil.copytree(tmp_path / 'alone', tmp_path / 'out' / 'mfcc20')
   assert 'OK' in verify.verify(str(tmp_path / 'out' / 'mfcc20'))
   with pytest.raises(verify.VerifyError, match="variants 'mfcc20' and "
                      "'nfft256' do not hold the same windows"):
@@ -356,6 +359,25 @@ def test_a_sweep_and_a_dataset_never_share_a_folder(sweep, tmp_path):
     assert proc.returncode == 2 and 'holds a dataset' in proc.stderr, \
         proc.stderr[-2000:]
   assert 'OK' in verify.verify(str(single))
+
+
+def test_a_variant_folder_is_not_written_on_its_own(sweep):
+  """A run whose --output_dir is a variant the sweep above lists is
+  refused, with --append, --overwrite or neither: it would leave the sweep
+  inconsistent (its variants hold other windows, or other options than
+  variants.json says)."""
+  variant = sweep / 'out' / 'nfft256'
+  before = {n: (variant / n).read_bytes() for n in sorted(os.listdir(variant))}
+  for extra in ([], ['--overwrite'], ['--append']):
+    proc = _cli('--input_dir', str(sweep / 'in'), '--output_dir',
+                f'{variant}/', *COMMON, *VARIANT_FLAGS['nfft256'], *extra)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert (f"--output_dir='{variant}/': is variant 'nfft256' of the sweep "
+            f"in {sweep / 'out'}") in proc.stderr, proc.stderr[-2000:]
+  assert {n: (variant / n).read_bytes()
+          for n in sorted(os.listdir(variant))} == before
+  assert 'the same windows of the same recordings' in verify.verify(
+      str(sweep / 'out')).splitlines()[-1]
 
 
 def test_repeated_json_keys_and_impossible_frequencies(tmp_path):

@@ -5,6 +5,7 @@ import functools
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from pipeline.config import ConfigError, OTHER_CLASSES, label_map_text
+from pipeline.contract import naming
 from transforms import patterns
 from transforms import splits
 
@@ -111,7 +112,10 @@ def classes_of_block(block, config) -> List[Tuple[Optional[str], str]]:
       for segment in (entry.segments if entry is not None and
                       entry.segments else (None,)):
         label = corpus_label(path, config, entry, segment)
-        found.add((label, renamed(label, config.label_map)))
+        new = renamed(label, config.label_map)
+        if new and not naming.is_class_name(new):
+          continue  # not a class: its file or segment is rejected (plan)
+        found.add((label, new))
   return sorted(found, key=lambda pair: (pair[0] or '', pair[1]))
 
 

@@ -10,6 +10,7 @@ import dataclasses
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from pipeline.config import PipelineConfig
+from pipeline.contract import naming
 from transforms import audio
 from transforms import labels
 from transforms import splits
@@ -233,6 +234,10 @@ def plan_file(info: WavInfo, config: PipelineConfig, dataset_rate: int,
     if split is None:
       raise BadWav('no split: --split_from=subdir needs the file inside a '
                    'split folder (DIR/SPLIT/...)')
+    if not naming.is_split_name(split):
+      raise BadWav(f'no split: its folder {split!r} is not a split name '
+                   f'(--split_from=subdir; use {naming.SPLIT_NAME_RULE} '
+                   'only)')
   else:
     split = splits.split_by_hash(rel_path, config.splits)
   silence = labels.is_silence(info.path, config)
@@ -245,6 +250,8 @@ def plan_file(info: WavInfo, config: PipelineConfig, dataset_rate: int,
   if config.label_from != 'none' and not label and not per_segment:
     raise BadWav(f'no label: --label_from={config.label_from} finds no class '
                  'in this path')
+  if label:
+    check_class_name(label, 'its')
   if config.sample_rate is None and info.sample_rate != dataset_rate:
     raise BadWav(f'sample rate {info.sample_rate} Hz differs from the '
                  f"dataset's {dataset_rate} Hz (pass --sample_rate to "
@@ -308,6 +315,8 @@ def plan_spans(info: WavInfo, config: PipelineConfig, dataset_rate: int,
       if config.manifest_label_column and not label:
         raise BadWav(f'no label: the segment of line {segment.line} has an '
                      f'empty {config.manifest_label_column!r}')
+      if label:
+        check_class_name(label, f'the segment of line {segment.line}:')
       if config.example_unit == 'segment':
         try:
           n = file_example(stop - start, config, dataset_rate)
@@ -324,6 +333,13 @@ def plan_spans(info: WavInfo, config: PipelineConfig, dataset_rate: int,
     raise BadWav(f'no usable segment: all {len(entry.segments)} are '
                  'rejected, each with its reason')
   return tuple(spans)
+
+
+def check_class_name(label: str, whose: str) -> None:
+  """BadWav unless `label` can be a class of the dataset."""
+  if not naming.is_class_name(label):
+    raise BadWav(f'no label: {whose} class {label!r} is not a class name '
+                 f'({naming.CLASS_NAME_RULE})')
 
 
 def segment_windows(frames: int, config: PipelineConfig, dataset_rate: int,

@@ -179,15 +179,17 @@ class FolderLock:
     self.dataset_dir = dataset_dir
     self.path = naming.join(dataset_dir, LOCK_FILE)
     self._fd = None
-    self._made_folder = False
+    self._made_folders = []  # the folders __enter__ made, deepest last
     self.taken_over: Optional[dict] = None  # the dead holder's record
 
   def __enter__(self):
     if not filesystem.is_local(self.dataset_dir):
       return self
-    if not os.path.isdir(self.dataset_dir):
-      os.makedirs(self.dataset_dir, exist_ok=True)
-      self._made_folder = True
+    folder = os.path.abspath(self.dataset_dir)
+    while not os.path.isdir(folder):
+      self._made_folders.insert(0, folder)
+      folder = os.path.dirname(folder)
+    os.makedirs(self.dataset_dir, exist_ok=True)
     while True:
       fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
       try:
@@ -235,11 +237,11 @@ class FolderLock:
       pass
     os.close(self._fd)
     self._fd = None
-    if self._made_folder:
+    for folder in reversed(self._made_folders):
       try:
-        os.rmdir(self.dataset_dir)  # only if the run left nothing there
+        os.rmdir(folder)  # only if the run left nothing there
       except OSError:
-        pass
+        break
 
 
 def _read_holder(fd: int) -> dict:

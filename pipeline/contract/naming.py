@@ -22,6 +22,8 @@ SPLIT_NAME_RULE = 'letters, digits and "_"'
 # that it can never be variants.json or a temporary file.
 VARIANT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_-]{0,99}')
 VARIANT_NAME_RULE = 'letters, digits, "_" and "-" (not first)'
+# A class name is one line of the labels file TFDS reads (one name a line).
+CLASS_NAME_RULE = 'no control characters, such as line breaks and tabs'
 
 
 def is_dataset_name(name) -> bool:
@@ -34,6 +36,11 @@ def is_variant_name(name) -> bool:
 
 def is_split_name(name) -> bool:
   return isinstance(name, str) and bool(SPLIT_NAME.fullmatch(name))
+
+
+def is_class_name(name) -> bool:
+  return (isinstance(name, str) and bool(name) and
+          not any(ord(c) < 32 or ord(c) == 127 for c in name))
 
 
 # shard_name in TFDS's template language (dataset_info.json).
