@@ -68,10 +68,18 @@ def test_bad_lists_fail_before_anything_runs(speech_commands, tmp_path):
   twice.write_text(f'{names[0]}\n\n{names[1]}\n')
   other = tmp_path / 'other.txt'
   other.write_text(f'{names[1]}\n')
+  outside = tmp_path / 'outside.txt'
+  outside.write_text(f'{names[2]}\n{root / names[3]}\n')
+  above = tmp_path / 'above.txt'
+  above.write_text(f'./{names[2]}\nyes/../../x/{names[4]}\n')
   for lists, message in (
       (f'validation={twice},test={other}',
        f'{names[1]} is listed twice: {twice} line 3 (validation) and '
        f'{other} line 1 (test)'),
+      (f'validation={outside}', f"{outside} line 2: '{root / names[3]}' is "
+       'not a path below --input_dir: a list names files relative to it'),
+      (f'validation={above}', f"{above} line 2: 'yes/../../x/{names[4]}' "
+       'is not a path below --input_dir'),
       ('validation=no_such_list.txt', 'cannot read'),
       ('train=validation_list.txt', 'names a split twice'),
       ('validation', 'is not SPLIT=FILE')):

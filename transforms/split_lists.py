@@ -43,6 +43,12 @@ def _read(input_dir: str, lists: Tuple[Tuple[str, str], ...]
         continue
       # As the listing names files: a//b.wav and ./a/b.wav are a/b.wav.
       name = posixpath.normpath(name)
+      if (name.startswith('/') or FileSystems.get_scheme(name) or
+          name == '..' or name.startswith('../')):
+        raise ConfigError('split_lists', text,
+                          f'{location} line {number}: {line.strip()!r} is '
+                          'not a path below --input_dir: a list names files '
+                          'relative to it')
       if name in found:
         other, where, at = found[name]
         raise ConfigError('split_lists', text,
