@@ -344,3 +344,23 @@ def test_class_names_with_control_characters_are_rejected(tmp_path):
 def _reject_reasons(out):
   with open(os.path.join(out, 'rejects.jsonl'), encoding='utf-8') as f:
     return [(r['path'], r['reason']) for r in map(json.loads, f)]
+
+
+def test_a_row_leading_out_of_the_input_folder_is_rejected_saying_so(
+    tmp_path):
+  """A relative row names a file below input_dir; one that climbs out of
+  it is rejected with that reason (a file elsewhere is given by its
+  absolute path, and then read)."""
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(4096, seed=1))
+  for i, name in enumerate(('y.wav', 'z.wav')):
+    H.write_wav(str(tmp_path / 'elsewhere' / name), H.noise(4096, seed=i))
+  manifest = tmp_path / 'm.csv'
+  manifest.write_text('path,label\na/x.wav,one\n../elsewhere/y.wav,two\n'
+                      f'{tmp_path / "elsewhere" / "z.wav"},three\n')
+  meta = H.run_pipeline(H.make_config(
+      tmp_path / 'in', tmp_path / 'out', win_len=1024,
+      manifest=str(manifest), manifest_label_column='label'))
+  assert meta['classes'] == ['one', 'three']
+  assert rejects(tmp_path / 'out') == {
+      'y.wav': 'listed on line 3 of the manifest as a path that leads out '
+      'of input_dir: give a file elsewhere by its absolute path'}

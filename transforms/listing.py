@@ -133,9 +133,14 @@ def _listed_paths(config: PipelineConfig):
     if entry is None:
       refused[path] = f'no row in the manifest ({found.text})'
     elif path not in listed and path.startswith(root):
-      refused[path] = (f'listed on line {entry.line} of the manifest, but '
-                       f'there is no such file under input_dir (of '
-                       f'{formats})')
+      if path[len(root):] == '..' or path[len(root):].startswith('../'):
+        refused[path] = (f'listed on line {entry.line} of the manifest as a '
+                         'path that leads out of input_dir: give a file '
+                         'elsewhere by its absolute path')
+      else:
+        refused[path] = (f'listed on line {entry.line} of the manifest, but '
+                         'there is no such file under input_dir (of '
+                         f'{formats})')
   return every, found.entries, refused
 
 
