@@ -24,6 +24,7 @@ VARIANT_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_-]{0,99}')
 VARIANT_NAME_RULE = 'letters, digits, "_" and "-" (not first)'
 # A class name is one line of the labels file TFDS reads (one name a line).
 CLASS_NAME_RULE = 'no control characters, such as line breaks and tabs'
+_CONTROL_CHARACTER = re.compile(r'[\x00-\x1f\x7f]')
 
 
 def is_dataset_name(name) -> bool:
@@ -40,7 +41,7 @@ def is_split_name(name) -> bool:
 
 def is_class_name(name) -> bool:
   return (isinstance(name, str) and bool(name) and
-          not any(ord(c) < 32 or ord(c) == 127 for c in name))
+          not _CONTROL_CHARACTER.search(name))
 
 
 # shard_name in TFDS's template language (dataset_info.json).
