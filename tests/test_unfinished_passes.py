@@ -89,17 +89,23 @@ def test_a_pass_left_unfinished_ends_quietly_with_the_program(datasets,
             'from pipeline import numpy_reader\n'
             'numpy_reader._CHUNK_RECORDS = 2\n' + _LEFT_UNFINISHED[reader] +
             'next(it), next(it)\nprint("read")\n')
+  proc = _python(script)
+  assert proc.stdout.split() == ['read']
+  assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+  assert 'Exception ignored' not in proc.stderr, proc.stderr[-3000:]
+
+
+def _python(script: str, *args: str) -> subprocess.CompletedProcess:
+  """`script` run by a Python of its own, which must end well."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
   try:
-    proc = subprocess.run([sys.executable, '-c', script],
+    proc = subprocess.run([sys.executable, '-c', script, *args],
                           capture_output=True, text=True, cwd=ROOT, env=env,
                           check=False, timeout=120)
   except subprocess.TimeoutExpired:
     pytest.fail('the program hung as it exited')
   assert proc.returncode == 0, proc.stderr[-3000:]
-  assert proc.stdout.split() == ['read']
-  assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
-  assert 'Exception ignored' not in proc.stderr, proc.stderr[-3000:]
+  return proc
 
 
 # A batch being read ahead (prefetch) as the program exits: its reading
@@ -128,14 +134,7 @@ def test_a_replay_pass_reading_ahead_lets_the_program_exit(datasets):
   on the spot, and the iterator it was filling waits for it for ever as
   Python destroys it: the numpy engine's calls stop before that."""
   out, _ = datasets
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  try:
-    proc = subprocess.run([sys.executable, '-c', _READ_AHEAD_AT_EXIT, out],
-                          capture_output=True, text=True, cwd=ROOT, env=env,
-                          check=False, timeout=120)
-  except subprocess.TimeoutExpired:
-    pytest.fail('the program hung as it exited')
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = _python(_READ_AHEAD_AT_EXIT, out)
   assert proc.stdout.split() == ['read']
   assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
 
@@ -149,10 +148,6 @@ def test_once_stopped_the_numpy_engine_reads_nothing_more(datasets):
             'print(sum(1 for _ in ds))\nreplay._CALLS.stop()\n'
             'try:\n  print(sum(1 for _ in ds))\n'
             'except Exception as e:\n  print(type(e).__name__)\n')
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  proc = subprocess.run([sys.executable, '-c', script, out],
-                        capture_output=True, text=True, cwd=ROOT, env=env,
-                        check=False, timeout=120)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = _python(script, out)
   batches = len(replay.replay_dataset(out, 'train', batch_size=2))
   assert proc.stdout.split() == [str(batches), 'InvalidArgumentError']
