@@ -106,11 +106,13 @@ def check_own_folder(config: PipelineConfig) -> None:
   """ConfigError when --output_dir belongs to a dataset in the folder
   above it: a variant of the sweep there (variants.json lists it), or a
   part of the dataset there that --append added. A run of its own in it
-  would leave that sweep or dataset inconsistent."""
+  would leave that sweep or dataset inconsistent. Local folders only:
+  this runs before the options are checked, and asking an object store
+  means its client and the network."""
+  if not filesystem.is_local(config.output_dir):
+    return
   parent, _, name = config.output_dir.rstrip('/').rpartition('/')
   parent = parent or ('/' if config.output_dir.startswith('/') else '.')
-  if not name or '://' not in parent and '://' in config.output_dir:
-    return  # a bucket's root, or a folder right under it: nothing above
   try:
     index = variants_lib.read_index(parent)
   except DatasetError:
