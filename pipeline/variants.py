@@ -97,7 +97,8 @@ def configs(config: PipelineConfig) -> Dict[str, PipelineConfig]:
       found[name] = dataclasses.replace(
           config, variants=None, output_dir=naming.join(config.output_dir,
                                                         name),
-          **{k: _option_value(k, v) for k, v in overrides.items()})
+          **{k: _option_value(k, v, config.variants)
+             for k, v in overrides.items()})
     except ConfigError as e:
       raise ConfigError(OPTION, config.variants,
                         f'variant {name!r}: {e}') from e
@@ -105,23 +106,65 @@ def configs(config: PipelineConfig) -> Dict[str, PipelineConfig]:
 
 
 _TYPES = {f.name: f.type for f in dataclasses.fields(PipelineConfig)}
+# What each type of option takes in a variants file, said as its user
+# would say it.
+_EXPECTED = {
+    Tuple[str, ...]: 'a string of comma-separated names or an array of '
+                     'strings',
+    str: 'a string',
+    int: 'an integer', Optional[int]: 'an integer',
+    float: 'a number', Optional[float]: 'a number',
+}
+# The number options: what their value is made.
+_NUMBERS = {int: int, Optional[int]: int, float: float, Optional[float]: float}
 
 
-def _option_value(option: str, value):
-  """A TOML or JSON value as the command line would give the option: a
-  list as its comma list, a number as the option's type (so that 7000 and
-  --fmax 7000 are the same 7000.0 in metadata.json)."""
-  if isinstance(value, list):
-    return ','.join(str(v) for v in value)
+def _kind_of(value, path: str) -> str:
+  """What a TOML or JSON file calls the type of `value`."""
+  if isinstance(value, bool):  # before int: a bool is an int to Python
+    return 'a boolean'
+  if isinstance(value, dict):
+    return 'an object' if path.lower().endswith('.json') else 'a table'
+  for kind, word in ((int, 'an integer'), (float, 'a float'),
+                     (str, 'a string'), (list, 'an array')):
+    if isinstance(value, kind):
+      return word
+  return 'null' if value is None else f'a {type(value).__name__}'
+
+
+def _option_value(option: str, value, path: str):
+  """A TOML or JSON value (of the file `path`) as the command line would
+  give the option: an array as its comma list, a number (or a string
+  holding one, as the command line gives it) as the option's type, so
+  that 7000 and --fmax 7000 are the same 7000.0 in metadata.json.
+  ConfigError, naming the type the option takes, for a value of another
+  type: PipelineConfig would fail on it with a TypeError, or take a
+  boolean for a number."""
   kind = _TYPES[option]
-  try:
-    if kind in (float, Optional[float]) and isinstance(value, (int, str)):
-      return float(value)
-    if kind in (int, Optional[int]) and isinstance(value, str):
-      return int(value)
-  except ValueError as e:
-    raise ConfigError(option, value, 'is not a number') from e
-  return value
+  expected, number = _EXPECTED[kind], _NUMBERS.get(kind)
+  if kind == Tuple[str, ...] and isinstance(value, list):
+    others = sorted({_kind_of(v, path) for v in value
+                     if not isinstance(v, str)})
+    if others:
+      raise ConfigError(option, value, f'give {expected}, not an array '
+                        f'holding {" and ".join(others)}')
+    return ','.join(value)
+  if value is None and kind in (Optional[int], Optional[float]):
+    return None  # JSON's null: the option unset, as by default
+  if isinstance(value, str) and number is None:
+    return value
+  if isinstance(value, str):
+    try:
+      return number(value)
+    except ValueError as e:
+      raise ConfigError(option, value, f'is not a number (give '
+                        f'{expected})') from e
+  numbers = (int,) if number is int else (int, float)
+  if number is not None and isinstance(value, numbers) and \
+      not isinstance(value, bool):
+    return number(value)
+  raise ConfigError(option, value, f'give {expected}, not '
+                    f'{_kind_of(value, path)}')
 
 
 def differences(variant_configs: Dict[str, PipelineConfig]
