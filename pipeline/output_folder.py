@@ -102,6 +102,45 @@ def _part_folders(out: str) -> List[str]:
                 if parts_lib.is_part_name(n))
 
 
+# What a run opens to write in an output folder, or writes into as a
+# folder, at a name known in advance (everything else it writes comes by a
+# rename, which replaces a link rather than following it, or has a random
+# name): a symbolic link planted at one of these would aim the write, or an
+# --overwrite's deletion, elsewhere.
+_WRITTEN_NAMES = frozenset({run_marker.LOCK_FILE, naming.TEMP_DIR,
+                            parts_lib.INDEX_FILE, naming.VARIANTS_FILE})
+
+
+def _written_through(name: str) -> bool:
+  return (name in _WRITTEN_NAMES or name.endswith('.tmp') or
+          parts_lib.is_part_name(name))
+
+
+def refuse_planted_links(folder: str, folders=()) -> None:
+  """ConfigError naming every symbolic link (or FIFO, socket, device) in a
+  local output folder at a name a run writes itself (its lock, temporary
+  folder, parts.json, variants.json, a `.tmp` name, a part's folder), or
+  at one of `folders` (a sweep's variants): a run never writes through
+  one. The output folder itself may be a link: the user chose it."""
+  if not filesystem.is_local(folder) or not os.path.isdir(folder):
+    return
+  found = []
+  for name in sorted(os.listdir(folder)):
+    if not (_written_through(name) or name in folders):
+      continue
+    path = naming.join(folder, name)
+    kind = filesystem.kind_of(path)
+    if kind.startswith('a symbolic link') or kind not in (
+        'a file', 'a folder'):
+      found.append(f'{path} is {kind}')
+  if found:
+    raise ConfigError(
+        'output_dir', folder, f'{"; ".join(found)}: wavbeam writes '
+        f'{"that name" if len(found) == 1 else "those names"} itself and '
+        'never through a link or into a special file: remove '
+        f'{"it" if len(found) == 1 else "them"} (nothing was written)')
+
+
 def check_own_folder(config: PipelineConfig) -> None:
   """ConfigError when --output_dir belongs to a dataset in the folder
   above it: a variant of the sweep there (variants.json lists it), or a

@@ -16,6 +16,7 @@ from typing import Optional
 
 from apache_beam.io.filesystems import FileSystems
 
+from transforms import filesystem
 from transforms import timeline
 from pipeline.contract import naming
 
@@ -43,7 +44,7 @@ def write_plan(layouts, *, dataset_dir: str, files_seen, example_size):
           'shards': sum(s.num_shards for s in layouts.values()),
           'example_bytes': round(size / examples) if examples else
                            example_size.fixed}
-  with FileSystems.create(plan_path(dataset_dir)) as f:
+  with filesystem.create(plan_path(dataset_dir)) as f:
     f.write(json.dumps(plan, sort_keys=True).encode('utf-8'))
   timeline.mark(timeline.PLANNED)
   return layouts

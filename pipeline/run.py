@@ -207,6 +207,7 @@ def _run_variants(config, beam_args, extra_features, show_progress):
   index = naming.join(config.output_dir, variants_lib.FILE_NAME)
   with forked_workers.started(forked_workers_for(config, beam_args)) \
       as forked, _locked(config):
+    output_folder.refuse_planted_links(config.output_dir, variant_configs)
     if read_metadata(config.dataset_dir) is not None:
       raise config_lib.ConfigError(
           'output_dir', config.output_dir, 'holds a dataset, and a sweep '
@@ -285,7 +286,7 @@ def _locked(config: config_lib.PipelineConfig):
   a ConfigError (exit 2, nothing done) while another run holds it."""
   try:
     lock = run_marker.FolderLock(config.dataset_dir).__enter__()
-  except run_marker.FolderLocked as e:
+  except (run_marker.FolderLocked, filesystem.NotAFile) as e:
     raise config_lib.ConfigError('output_dir', config.output_dir,
                                  str(e)) from None
   except OSError as e:
@@ -293,6 +294,7 @@ def _locked(config: config_lib.PipelineConfig):
         'output_dir', config.output_dir,
         f'cannot be written ({e}); pick a writable location') from e
   try:
+    output_folder.refuse_planted_links(config.dataset_dir)
     yield lock
   finally:
     lock.__exit__(None, None, None)

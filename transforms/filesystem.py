@@ -6,9 +6,11 @@ would be `rec1.wav`, and a folder `out[1]` could not be deleted at all.
 Every call on one known file or folder goes through here.
 """
 
+import errno
 import os
 import re
 import shutil
+import stat
 from typing import Iterable
 
 from apache_beam.io.filesystem import (BeamIOError, CompressionTypes,
@@ -33,6 +35,66 @@ def metadata(path: str):
     st = os.stat(path)  # one stat, where Beam's takes two
     return FileMetadata(path, st.st_size, st.st_mtime)
   return FileSystems.get_filesystem(path).metadata(path)
+
+
+class NotAFile(OSError):
+  """A name wavbeam writes is taken by something it must not write through
+  (a symbolic link, a FIFO, a folder)."""
+
+  def __init__(self, path: str):
+    super().__init__(f'{path} is {kind_of(path)}, not a regular file: '
+                     'wavbeam writes that name itself, never through a '
+                     'link or into a special file; remove it')
+    self.path = path
+
+
+def kind_of(path: str) -> str:
+  """What a local path is, in words ('a symbolic link to /x', 'a FIFO')."""
+  try:
+    mode = os.lstat(path).st_mode
+  except FileNotFoundError:
+    return 'missing'
+  if stat.S_ISLNK(mode):
+    return f'a symbolic link to {os.readlink(path)}'
+  for test, name in ((stat.S_ISDIR, 'a folder'), (stat.S_ISFIFO, 'a FIFO'),
+                     (stat.S_ISSOCK, 'a socket'), (stat.S_ISCHR, 'a device'),
+                     (stat.S_ISBLK, 'a device'), (stat.S_ISREG, 'a file')):
+    if test(mode):
+      return name
+  return 'not a regular file'
+
+
+def open_regular(path: str, flags: int, mode: int = 0o666) -> int:
+  """os.open(path, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) of a
+  regular file: NotAFile naming what is there instead (a symbolic link
+  planted at the name would otherwise send the write to its target; a
+  FIFO would block the open until some reader came)."""
+  try:
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                 mode)
+  except OSError as e:
+    if e.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+      raise NotAFile(path) from None
+    raise
+  if not stat.S_ISREG(os.fstat(fd).st_mode):
+    os.close(fd)
+    raise NotAFile(path)
+  return fd
+
+
+def create(path: str):
+  """FileSystems.create(path), except that a local file is opened without
+  following a symbolic link at its name (NotAFile then, as for a FIFO or
+  a folder there): nothing wavbeam writes in an output folder can be
+  aimed elsewhere by a link planted in it."""
+  if not is_local(path):
+    return FileSystems.create(path)
+  folder = os.path.dirname(path)
+  if folder:
+    os.makedirs(folder, exist_ok=True)
+  fd = open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+  os.set_blocking(fd, True)
+  return os.fdopen(fd, 'wb')
 
 
 def delete(paths: Iterable[str]) -> None:

@@ -34,7 +34,7 @@ def write_lines(path: str, lines: Iterable[str]) -> None:
   """write_text of lines that come one at a time (written in chunks of
   about 1 MB: a write per line cost half of writing 20,000 lines)."""
   tmp = path + '.tmp'
-  with FileSystems.create(tmp) as f:
+  with filesystem.create(tmp) as f:
     chunk, size = [], 0
     for line in lines:
       chunk.append(line)

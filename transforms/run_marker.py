@@ -61,7 +61,7 @@ def _marker(dataset_dir: str) -> str:
 
 
 def write_marker(dataset_dir: str, run_id: str) -> None:
-  with FileSystems.create(_marker(dataset_dir)) as f:
+  with filesystem.create(_marker(dataset_dir)) as f:
     f.write(run_id.encode('ascii'))
 
 
@@ -103,7 +103,9 @@ def live_heartbeat(dataset_dir: str) -> Optional[dict]:
     age = time.time() - float(beat['time'])
     if beat.get('host') == socket.gethostname():
       os.kill(int(beat['pid']), 0)  # raises when the process is gone
-      alive = age < 60
+      # Not another program that took the PID over.
+      now, then = process_start(int(beat['pid'])), beat.get('process_start')
+      alive = age < 60 and not (now and then and now != then)
     else:
       alive = age < STALE_AFTER_SECONDS
   except Exception:  # none, unreadable, or its process is gone
@@ -118,15 +120,17 @@ class Heartbeat:
     self.dataset_dir = dataset_dir
     self.path = naming.join(temp_dir(dataset_dir), HEARTBEAT_FILE)
     self.run_id = run_id
+    self._process_start = process_start(os.getpid())
     self._stop = threading.Event()
     self._thread = threading.Thread(target=self._loop, daemon=True,
                                     name='wavbeam-heartbeat')
 
   def beat(self) -> None:
     data = json.dumps({'run_id': self.run_id, 'pid': os.getpid(),
-                       'host': socket.gethostname(), 'time': time.time()})
+                       'host': socket.gethostname(), 'time': time.time(),
+                       'process_start': self._process_start})
     try:
-      with FileSystems.create(self.path) as f:
+      with filesystem.create(self.path) as f:
         f.write(data.encode('utf-8'))
     except Exception:  # the folder is gone: the run will say why
       pass
@@ -191,7 +195,9 @@ class FolderLock:
       folder = os.path.dirname(folder)
     os.makedirs(self.dataset_dir, exist_ok=True)
     while True:
-      fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+      # Not through a link planted at the lock's name (it would truncate
+      # the link's target), and not blocked by a FIFO there: NotAFile.
+      fd = filesystem.open_regular(self.path, os.O_RDWR | os.O_CREAT, 0o644)
       try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
       except OSError as e:
@@ -215,13 +221,12 @@ class FolderLock:
     previous = _read_holder(fd)
     if previous:
       self.taken_over = previous
-      logging.getLogger('wavbeam').warning(
-          'taking over the lock of %s, which is no longer running',
-          describe_holder(previous))
+      logging.getLogger('wavbeam').warning('%s', takeover_note(previous))
     record = json.dumps({
-        'host': socket.gethostname(),
-        'pid': os.getpid(), 'started': datetime.datetime.now(
-            datetime.timezone.utc).isoformat(timespec='seconds')})
+        'host': socket.gethostname(), 'pid': os.getpid(),
+        'started': datetime.datetime.now(
+            datetime.timezone.utc).isoformat(timespec='seconds'),
+        'process_start': process_start(os.getpid())})
     os.ftruncate(fd, 0)
     os.pwrite(fd, record.encode('utf-8'), 0)
     self._fd = fd
@@ -251,6 +256,72 @@ def _read_holder(fd: int) -> dict:
     return holder if isinstance(holder, dict) else {}
   except (OSError, ValueError):
     return {}
+
+
+def process_start(pid: int) -> Optional[str]:
+  """Who process `pid` of this host is, beyond its PID, which the kernel
+  reuses: its boot and start time in clock ticks since boot
+  ('BOOT_ID/TICKS'); None when no such process runs (or no /proc)."""
+  try:
+    with open(f'/proc/{int(pid)}/stat', encoding='ascii') as f:
+      fields = f.read().rsplit(')', 1)[1].split()
+    with open('/proc/sys/kernel/random/boot_id', encoding='ascii') as f:
+      boot = f.read().strip()
+  except (OSError, ValueError, IndexError):
+    return None
+  if fields[0] == 'Z':  # ended, not yet reaped
+    return None
+  return f'{boot}/{fields[19]}'  # field 22 of stat: starttime
+
+
+def _start_time_text(start: str) -> str:
+  """A process_start as a UTC time, or '' where it cannot be told."""
+  try:
+    with open('/proc/stat', encoding='ascii') as f:
+      boot_time = next(int(line.split()[1]) for line in f
+                       if line.startswith('btime '))
+    seconds = boot_time + int(start.split('/')[1]) / os.sysconf(
+        'SC_CLK_TCK')
+  except (OSError, ValueError, IndexError, StopIteration):
+    return ''
+  return datetime.datetime.fromtimestamp(
+      seconds, datetime.timezone.utc).isoformat(timespec='seconds')
+
+
+def holder_process_now(holder: dict) -> str:
+  """What is known of the process that wrote a lock record now: whether a
+  process with its PID runs on this host and whether it is the same one
+  (its start time recorded in the lock)."""
+  pid = holder.get('pid')
+  if holder.get('host') != socket.gethostname():
+    return (f'it ran on host {holder.get("host")}, whose processes cannot '
+            'be seen from here')
+  try:
+    now = process_start(int(pid))
+  except (TypeError, ValueError):
+    return 'the lock names no process'
+  if now is None:
+    return f'no process {pid} runs on this host now'
+  recorded = holder.get('process_start')
+  started = _start_time_text(now)
+  started = f', started {started}' if started else ''
+  if not recorded:
+    return (f'a process {pid} runs now{started}; the lock does not record '
+            'its holder\'s start, so whether it is the same process is '
+            'not known')
+  if recorded != now:
+    return (f'the process {pid} running now{started} is another program '
+            'that reuses the PID (its start time differs from the '
+            'holder\'s)')
+  return (f'process {pid} still runs (the same start time), but it no longer '
+          'holds the lock')
+
+
+def takeover_note(holder: dict) -> str:
+  """The line a run prints when it takes over a lock it found free."""
+  return (f'taking over the lock of {describe_holder(holder)}: nothing holds '
+          'it, and the kernel releases a lock when the process that held it '
+          f'ends, so that run is over; {holder_process_now(holder)}')
 
 
 def describe_holder(holder: dict) -> str:
