@@ -54,9 +54,16 @@ def load(command: str, argv: Sequence[str] = ()):
 
 
 def command() -> None:
-  """The installed `wavbeam` command: main, then console.exit_process
-  (imported after: it imports Beam, which `run` imports its own way)."""
-  code = main()
+  """The installed `wavbeam` command: main, then console.exit_process.
+  Every command but run ends quietly once its reader has gone, as `git
+  log | head` does (console.end_on_closed_reader); a run finishes its
+  dataset (console.ClosedSafe). Console imports Beam, which run imports
+  its own way: for run, only after main."""
+  argv = sys.argv[1:]
+  if not argv or argv[0] != 'run':
+    from pipeline import console  # pylint: disable=import-outside-toplevel
+    console.end_on_closed_reader()
+  code = main(argv)
   from pipeline import console  # pylint: disable=import-outside-toplevel
   console.exit_process(code)
 

@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import sys
 import threading
 
@@ -166,6 +167,56 @@ class ClosedSafe:
 
   def __getattr__(self, name):
     return getattr(self._stream, name)
+
+
+class EndsOnClosedReader:
+  """A standard stream of a command that reads and prints (inspect,
+  verify, demo, `wavbeam` itself): once its reader has gone (`wavbeam
+  inspect OUT | head`), the process ends there, quietly, as `git log |
+  head` ends. Python ignores SIGPIPE, so a write to the closed pipe
+  raised BrokenPipeError instead, which inspect reported as an error of
+  its own (`error: [Errno 32] Broken pipe`), the others as a traceback,
+  and the interpreter once more as it flushed the stream on the way out.
+  A run keeps going instead (ClosedSafe): it has a dataset to finish."""
+
+  def __init__(self, stream):
+    self._stream = stream
+
+  def write(self, text):
+    try:
+      return self._stream.write(text)
+    except BrokenPipeError:
+      end_as_closed_pipe()
+
+  def flush(self):
+    try:
+      self._stream.flush()
+    except BrokenPipeError:
+      end_as_closed_pipe()
+
+  def __getattr__(self, name):
+    return getattr(self._stream, name)
+
+
+def end_on_closed_reader() -> None:
+  """Gives the process's stdout and stderr to EndsOnClosedReader: for a
+  command's process, before it prints (not a run's: see ClosedSafe)."""
+  for name in ('stdout', 'stderr'):
+    stream = getattr(sys, name)
+    # None where the descriptor was closed (`2>&-`): print then drops.
+    if stream is not None and not isinstance(
+        stream, (EndsOnClosedReader, ClosedSafe)):
+      setattr(sys, name, EndsOnClosedReader(stream))
+
+
+def end_as_closed_pipe() -> None:
+  """Ends the process as a write to a closed pipe ends `git log | head`:
+  killed by SIGPIPE (a shell says 141), saying nothing, its buffered
+  output dropped (its reader is gone)."""
+  if threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # main thread only
+    signal.raise_signal(signal.SIGPIPE)
+  os._exit(128 + signal.SIGPIPE)  # the status a shell shows for the signal
 
 
 class StderrRelay:

@@ -95,4 +95,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
+  console.end_on_closed_reader()  # `... | head` ends it quietly
   sys.exit(main(sys.argv[1:]))

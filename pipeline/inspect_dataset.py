@@ -19,7 +19,7 @@ from typing import Dict, Iterator, List, Tuple
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.console import plural
+from pipeline.console import end_on_closed_reader, plural
 from pipeline import variants as variants_lib
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
@@ -493,4 +493,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
+  end_on_closed_reader()  # `... | head` ends it quietly
   sys.exit(main())
