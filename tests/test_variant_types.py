@@ -88,6 +88,7 @@ def test_values_of_the_right_type_are_taken_as_the_command_line_takes_them(
                                  'hamming')
 
 
+@pytest.mark.slow  # starts the command
 @pytest.mark.parametrize('option', ['features', 'fmin'])
 def test_the_command_exits_2_before_anything_runs(tmp_path, option):
   H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(8192))
