@@ -4,7 +4,8 @@
 
 Elements equal what the pipeline produced (same keys, dtypes, shapes and
 values, bit-exact), and the dataset knows its cardinality from the shard
-lengths in metadata.json. Two engines build the same elements:
+lengths in metadata.json (bucketed batches: from the examples' lengths).
+Two engines build the same elements:
 - 'numpy' (local folders): numpy_reader locates the records in the mapped
   shards and copies each array once, straight into its batch, which
   tf.data takes over (`numpy_function`): no parse, no second copy.
@@ -24,6 +25,7 @@ import time
 import weakref
 from typing import Dict, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from pipeline import numpy_reader
@@ -33,6 +35,7 @@ from pipeline.contract import schema as schema_lib
 from pipeline.contract.errors import DatasetError  # noqa: F401  (re-exported)
 
 _PARSE_BATCH = 64  # records decoded together when not batching
+_LENGTHS_BATCH = 1024  # records whose lengths are decoded together
 _SHUFFLE_BUFFER = 1024
 ENGINES = ('auto', 'numpy', 'tf')
 
@@ -428,6 +431,44 @@ def _bucket_key(schema, keys, bucket_key, input_key, output_dir):
   return bucket_key
 
 
+def bucketed_batches(lengths, boundaries: Sequence[int], batch_size: int,
+                     drop_remainder: bool) -> int:
+  """The batches tf.data's bucket_by_sequence_length makes of examples of
+  these lengths, in whatever order: bucket i holds the lengths from
+  boundaries[i - 1] (the first from 0) up to, not including, boundaries[i]
+  (the last has no end), and each bucket is batched on its own, its last
+  batch short, or dropped with `drop_remainder`. Lengths are taken as
+  int32, as replay_dataset hands them to the bucketing."""
+  buckets = np.searchsorted(np.asarray(boundaries, np.int64),
+                            np.asarray(lengths, np.int64).astype(np.int32),
+                            side='right')
+  sizes = np.bincount(buckets, minlength=len(boundaries) + 1)
+  full, rest = np.divmod(sizes, batch_size)
+  return int(full.sum() + (0 if drop_remainder else np.count_nonzero(rest)))
+
+
+def _example_lengths(use_numpy: bool, output_dir: str, split: str,
+                     length_key: str, parts, schema, files, shards,
+                     total: int, compression: str) -> np.ndarray:
+  """Every example's stored length (`length_key`, e.g. num_frames) in the
+  split: a pass over its records that decodes that key alone, by the
+  engine's own reader, with its checks."""
+  if use_numpy:
+    reader = numpy_reader.NumpyDataset(
+        output_dir, split, features=[length_key], parts=parts,
+        batch_size=_LENGTHS_BATCH)
+    return np.concatenate([np.zeros(0, np.int64)] + [
+        np.asarray(batch[length_key], np.int64) for batch in reader])
+  # Eagerly, also where the dataset is built inside a tf.function: the
+  # count is a number the dataset is made with.
+  with tf.init_scope():
+    lengths = _records(files, shards, total, compression, False, None, True,
+                       _SHUFFLE_BUFFER, False).batch(_LENGTHS_BATCH).map(
+                           _decoder({length_key: schema[length_key]}, schema))
+    return np.concatenate([np.zeros(0, np.int64)] + [
+        batch[length_key].numpy() for batch in lengths])
+
+
 def replay_dataset(output_dir: str, split: str = 'train', *,
                    features: Optional[Sequence[str]] = None,
                    batch_size: Optional[int] = None, shuffle: bool = False,
@@ -468,7 +509,10 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
       `bucket_key` (default: the input key if it varies, else the first
       variable-length feature read) at these boundaries, in its own units
       (samples of a signal, frames of a spectrogram). Less padding; the
-      batches come in another order.
+      batches come in another order. The batches the buckets make are
+      counted (the dataset's cardinality) from every example's stored
+      length, read when the dataset is made: a pass over the split that
+      decodes the length alone.
 
     engine: 'numpy' (local folders: numpy_reader's batches, handed to
       tf.data without a copy), 'tf' (TensorFlow ops only: any file system
@@ -551,6 +595,15 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
         _as_is(lambda d: tf.cast(d[length_of], tf.int32)), boundaries,
         [batch_size] * (len(boundaries) + 1),
         drop_remainder=drop_remainder)
+    # tf.data cannot tell how many batches the buckets make (-2, unknown):
+    # the examples' lengths can.
+    ds = ds.apply(tf.data.experimental.assert_cardinality(
+        tf.data.INFINITE_CARDINALITY if repeat else bucketed_batches(
+            _example_lengths(use_numpy, output_dir, split,
+                             schema[bucket_key].length_key, parts, schema,
+                             files, metadata['splits'][split]['shards'],
+                             total, metadata['compression']),
+            boundaries, batch_size, drop_remainder)))
   elif rebatched and variable:
     ds = ds.unbatch().map(cut_keeping_lengths).padded_batch(
         batch_size, drop_remainder=drop_remainder)

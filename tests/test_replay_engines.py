@@ -167,6 +167,56 @@ def test_variable_length_examples_are_the_same_on_both_engines(files, kw):
         assert not row[n:].any()  # padding is zeros
 
 
+# The files' signals are 3000 + 1500 i samples long, i = 0..7: at
+# boundaries [6000, 9000], buckets of 2, 2 and 4 examples (a length equal
+# to a boundary goes above it); at [1, 8000], of 0, 4 and 4.
+SIGNAL = {'bucket_key': 'signal', 'features': ['signal', 'index']}
+
+
+@pytest.mark.parametrize('drop_remainder', [False, True])
+@pytest.mark.parametrize('kw,batches', [
+    ({'batch_size': 2, 'bucket_boundaries': [6000, 9000], **SIGNAL}, (4, 4)),
+    ({'batch_size': 3, 'bucket_boundaries': [1, 8000], **SIGNAL}, (4, 2)),
+    ({'batch_size': 3, 'bucket_boundaries': [1, 8000], 'shuffle': True,
+      'seed': 5, **SIGNAL}, (4, 2)),
+    ({'batch_size': 8, 'bucket_boundaries': [100000], **SIGNAL}, (1, 1)),
+    ({'batch_size': 3, 'bucket_boundaries': [50], 'as_supervised': True,
+      'input_key': 'spectrogram'}, None),
+], ids=['exact', 'short-last', 'shuffled', 'one-bucket', 'frames'])
+def test_bucketed_batches_have_their_cardinality(files, kw, batches,
+                                                 drop_remainder):
+  for engine in ('tf', 'numpy'):
+    ds = replay.replay_dataset(files, 'train', engine=engine,
+                               drop_remainder=drop_remainder, **kw)
+    made = len(_elements(ds))
+    assert int(ds.cardinality()) == made, engine
+    if batches:
+      assert made == batches[drop_remainder], engine
+
+
+def test_bucketed_batches_counted_inside_a_tf_function_or_repeated(files):
+  @tf.function
+  def cardinality():
+    return replay.replay_dataset(files, 'train', batch_size=3,
+                                 bucket_boundaries=[1, 8000],
+                                 **SIGNAL).cardinality()
+  assert int(cardinality()) == 4
+  for engine in ('tf', 'numpy'):
+    repeated = replay.replay_dataset(files, 'train', engine=engine,
+                                     batch_size=3, bucket_boundaries=[8000],
+                                     repeat=True)
+    assert int(repeated.cardinality()) == tf.data.INFINITE_CARDINALITY
+    assert len(_elements(repeated.take(7))) == 7
+
+
+def test_bucketed_batches_are_counted_per_bucket():
+  assert replay.bucketed_batches([5, 10, 10, 15], [10], 2, False) == 3
+  assert replay.bucketed_batches([5, 10, 10, 15], [10], 2, True) == 1
+  assert replay.bucketed_batches([], [10], 2, False) == 0
+  assert replay.bucketed_batches([0, 99, 100, 101], [100, 101], 1,
+                                 True) == 4
+
+
 def test_a_gzip_dataset_reads_the_same_on_both_engines(tmp_path):
   out = _run(tmp_path, 'gzip', WINDOWS + ['--compression', 'gzip'])
   assert not replay._uses_numpy('auto', out, replay.load_metadata(out))
