@@ -26,6 +26,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import output_folder
+from pipeline import variants as variants_lib
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
 from pipeline.contract import parts as parts_lib
@@ -213,14 +214,17 @@ def plan(config: PipelineConfig, part_dirs: List[str], metas: List[dict]
 
 
 def run_sweep_append(
-    variant_configs: Dict[str, PipelineConfig],
+    sweep_dir: str, variant_configs: Dict[str, PipelineConfig],
     run_parts: Callable[[Dict[str, PipelineConfig], AppendBase], object],
     expected_schema: Callable[[PipelineConfig], schema_lib.Schema]
 ) -> Dict[str, AppendOutcome]:
-  """--append to a sweep (--variants): every variant gets the same new
-  part, written by one job, `run_parts({variant: part config}, base)`;
-  then each variant lists it in its parts.json. Refused (ConfigError) when
-  the variants do not hold the same recordings in the same parts."""
+  """--append to a sweep (--variants) in `sweep_dir`: every variant gets
+  the same new part, written by one job, `run_parts({variant: part
+  config}, base)`; then the sweep's variants.json lists it for every
+  variant at once, by one rename (readers take a variant's parts from
+  there), and each variant's parts.json follows, for a variant folder
+  copied out of the sweep. Refused (ConfigError) when the variants do not
+  hold the same recordings in the same parts."""
   planned, opened, metas_of = {}, {}, {}
   for name, config in variant_configs.items():
     out, dirs, metas = open_parts(config)
@@ -238,6 +242,8 @@ def run_sweep_append(
                       '--overwrite')
   base, outcome = next(iter(planned.values()))
   if not outcome.new:
+    _list_parts_in_variants(
+        {out: len(dirs) for out, dirs in opened.values()})
     return {name: outcome for name in variant_configs}
   for name, config in variant_configs.items():
     check_same_features(config, metas_of[name], expected_schema(config))
@@ -246,15 +252,34 @@ def run_sweep_append(
           len(opened[name][1]))), append=False, overwrite=True,
       tfds_layout=False) for name, config in variant_configs.items()}
   run_parts(parts, base)
-  outcomes = {}
-  for name, (out, dirs) in opened.items():
+  count = len(next(iter(opened.values()))[1])
+  names = [parts_lib.BASE] + [parts_lib.part_name(n)
+                              for n in range(1, count + 1)]
+  index = variants_lib.read_index(sweep_dir)
+  # The commit point: before this rename every reader sees the sweep as
+  # it was, after it every variant with the new part.
+  finalize.write_text(naming.join(sweep_dir, variants_lib.FILE_NAME),
+                      variants_lib.dumps_index(dict(index, parts=names)))
+  _list_parts_in_variants({out: count + 1 for out, _ in opened.values()})
+  return {name: dataclasses.replace(outcome, part_dir=parts[name].output_dir)
+          for name in variant_configs}
+
+
+def _list_parts_in_variants(counts: Dict[str, int]) -> None:
+  """Each variant folder's parts.json made to list its `counts[folder]`
+  parts, as the sweep does (it lists them for readers): a variant folder
+  copied out of the sweep is then whole, also after an append that was
+  stopped between the sweep's commit and this."""
+  for out, count in counts.items():
     names = [parts_lib.BASE] + [parts_lib.part_name(n)
-                                for n in range(1, len(dirs) + 1)]
-    finalize.write_text(naming.join(out, parts_lib.INDEX_FILE),
-                        parts_lib.dumps(names))
-    outcomes[name] = dataclasses.replace(outcome,
-                                         part_dir=parts[name].output_dir)
-  return outcomes
+                                for n in range(1, count)]
+    path = naming.join(out, parts_lib.INDEX_FILE)
+    if count == 1 and not FileSystems.exists(path):
+      continue
+    if (FileSystems.exists(path) and
+        output_folder.BEAM_FS.read_text(path) == parts_lib.dumps(names)):
+      continue
+    finalize.write_text(path, parts_lib.dumps(names))
 
 
 def check_same_features(config: PipelineConfig, stored: dict,

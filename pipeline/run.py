@@ -222,21 +222,30 @@ def _run_variants(config, beam_args, extra_features, show_progress):
             'output_dir', config.output_dir, f'variant {name!r} already has '
             f'a dataset in {variant.dataset_dir}: pass --overwrite to '
             'replace every variant')
+    # The variants of an earlier sweep: a finished one's (variants.json),
+    # and those of one that was stopped before it listed them.
+    earlier = set(_sweep_index(config)['variants']) if FileSystems.exists(
+        index) else set()
+    unfinished = set(variants_lib.read_started(config.output_dir))
+    if (earlier or unfinished - set(variant_configs)) and not \
+        config.overwrite:
+      what = (f'a sweep ({index})' if earlier else 'the variants of a sweep '
+              f'that did not finish ({", ".join(sorted(unfinished))})')
+      raise config_lib.ConfigError(
+          'output_dir', config.output_dir, f'holds {what}: pass --overwrite '
+          'to replace it')
     if FileSystems.exists(index):
-      if not config.overwrite:
-        raise config_lib.ConfigError(
-            'output_dir', config.output_dir, f'holds a sweep ({index}): '
-            'pass --overwrite to replace it')
-      # The earlier sweep is replaced whole: its variants this one does
-      # not have go too, the index first (a sweep is listed once whole).
-      earlier = _sweep_index(config)['variants']
-      FileSystems.delete([index])
-      gone = [naming.join(config.output_dir, earlier[name]['folder'])
-              for name in sorted(earlier) if name not in variant_configs]
-      if gone:
-        FileSystems.delete(gone)
+      FileSystems.delete([index])  # first: a sweep is listed once whole
+    # The earlier sweep is replaced whole: its variants this one does not
+    # have go too (those it has, each variant's run replaces).
+    gone = [naming.join(config.output_dir, name)
+            for name in sorted((earlier | unfinished) - set(variant_configs))]
+    if gone:
+      filesystem.delete([p for p in gone if FileSystems.exists(p) or
+                         os.path.islink(p)])
     # The sweep's own temp folder holds what the variants share (the
-    # probes, transforms/block_store): an earlier sweep's goes first.
+    # probes, transforms/block_store) and the names of the variants being
+    # written, before any of their folders is: an earlier sweep's goes.
     shared = naming.temp_dir(config.output_dir)
     if FileSystems.exists(shared):
       filesystem.delete([shared])
@@ -271,7 +280,7 @@ def _append_to_sweep(config, variant_configs, beam_args, extra_features,
     for variant in variant_configs.values():
       locks.enter_context(_locked(variant))
     outcomes = append_lib.run_sweep_append(
-        variant_configs, lambda parts, base: _run_config(
+        config.output_dir, variant_configs, lambda parts, base: _run_config(
             config, beam_args, extra_features, show_progress, forked, base,
             variant_configs=parts),
         lambda part: expected_schema(part, extra_features))
@@ -431,9 +440,8 @@ def main(argv=None) -> int:
 def _left_behind(config) -> str:
   """What a run that stopped early leaves, said for its user."""
   if config.variants and config.append:
-    return (f'each variant in {config.output_dir} is as it was before this '
-            'run, or holds its complete part (wavbeam verify on the sweep '
-            'says whether they agree)')
+    return (f'the sweep in {config.output_dir} is as it was before this '
+            'run, or every variant holds the new part')
   if config.variants:
     return (f'{config.output_dir} holds no complete sweep (no '
             f'{variants_lib.FILE_NAME}); rerun with --overwrite')

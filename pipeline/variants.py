@@ -26,7 +26,9 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import ConfigError, PipelineConfig, unique_pairs
 from pipeline.contract import naming
+from pipeline.contract import parts as parts_lib
 from pipeline.contract.errors import DatasetError
+from transforms import filesystem
 
 OPTION = 'variants'
 FILE_NAME = naming.VARIANTS_FILE
@@ -180,15 +182,47 @@ def differences(variant_configs: Dict[str, PipelineConfig]
 
 
 def index_text(variant_configs: Dict[str, PipelineConfig]) -> str:
-  """variants.json: every variant's folder and options, and what differs."""
+  """variants.json: every variant's folder and options, what differs, and
+  the parts every variant holds (parts.part_names: the sweep's one
+  commit point for an --append)."""
   differ, differing = differences(variant_configs)
-  return json.dumps({
+  return dumps_index({
       'format': FORMAT, 'format_version': 1,
       'differing_options': differing,
       'variants': {name: {'folder': name, 'differs': differ[name],
                           'options': c.to_json()}
                    for name, c in variant_configs.items()},
-  }, indent=2, sort_keys=True) + '\n'
+      'parts': [parts_lib.BASE],
+  })
+
+
+def dumps_index(index: dict) -> str:
+  return json.dumps(index, indent=2, sort_keys=True) + '\n'
+
+
+def write_started(output_dir: str, names) -> None:
+  """Records the variants a sweep writes, in its temporary folder, before
+  it makes their folders: an --overwrite of a sweep stopped before it
+  wrote variants.json then knows every folder the stopped one made, and
+  readers know those folders for an unfinished sweep's."""
+  with filesystem.create(naming.join(naming.temp_dir(output_dir),
+                                     naming.SWEEP_STARTED_FILE)) as f:
+    f.write(json.dumps(sorted(names)).encode('utf-8'))
+
+
+def read_started(output_dir: str) -> List[str]:
+  """The variants an unfinished sweep in output_dir was writing (those
+  that are variant names: each names a folder in output_dir); [] when
+  there is none."""
+  path = naming.join(naming.temp_dir(output_dir), naming.SWEEP_STARTED_FILE)
+  try:
+    with FileSystems.open(path) as f:
+      names = json.loads(f.read())
+  except Exception:  # pylint: disable=broad-except
+    return []  # none, or unreadable: nothing known to replace
+  if not isinstance(names, list):
+    return []
+  return [n for n in names if naming.is_variant_name(n)]
 
 
 def read_index(output_dir: str):

@@ -304,11 +304,29 @@ around(finalize, 'write_text', before='part_written',
 around(os, 'replace', before='renaming',
        when=lambda src, dst, *a: str(dst).endswith('parts.json'))
 around(append, 'run_append', after='listed')
+# A sweep's --append: its commit (variants.json), then every variant's
+# parts.json in turn.
+around(finalize, 'write_text', before='sweep_listing',
+       when=lambda path, text: path.endswith('variants.json'))
+around(os, 'replace', before='sweep_renaming',
+       when=lambda src, dst, *a: str(dst).endswith('variants.json'))
+parts_renamed = []
+def second_parts_rename(src, dst, *a):
+  if str(dst).endswith('parts.json'):
+    parts_renamed.append(dst)
+    return len(parts_renamed) == 2
+  return False
+around(os, 'replace', before='second_renaming', when=second_parts_rename)
+around(append, 'run_sweep_append', after='listed')
 sys.exit(run.main(sys.argv[3:]))
 '''
 
 DRIVEN_STEPS = ['locked', 'prepared', 'finalizing', 'part_written', 'renaming',
          'listed']
+# The steps of an --append to a sweep of two variants, in order.
+SWEEP_APPEND_STEPS = ['locked', 'prepared', 'finalizing', 'sweep_listing',
+                      'sweep_renaming', 'renaming', 'second_renaming',
+                      'listed']
 
 
 class DrivenRun:

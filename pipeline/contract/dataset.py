@@ -132,6 +132,7 @@ def open_dataset(output_dir: str, fs: FileSystem = LOCAL, parts=None,
           'run that wrote it did not finish; rerun the pipeline with '
           '--overwrite')
     raise DatasetError(f'no wavbeam dataset at {found} ({path} not found)')
+  _refuse_unfinished_variant(found, fs)
   try:
     try:
       text = fs.read_text(path)
@@ -238,6 +239,27 @@ def index_file(fs: FileSystem, dataset_dir: str, shard_path: str,
   if path is not None:
     check_file(fs, dataset_dir, path, None, 'index file', words)
   return path
+
+
+def _refuse_unfinished_variant(folder: str, fs: FileSystem) -> None:
+  """DatasetError when `folder` is a variant of a sweep that did not
+  finish (the sweep's temporary folder names it, and it has no
+  variants.json): its siblings may be missing or older than it."""
+  parent, name = parts_lib.parent_and_name(folder)
+  if parent is None or fs.exists(naming.join(parent, naming.VARIANTS_FILE)):
+    return
+  started = naming.join(naming.temp_dir(parent), naming.SWEEP_STARTED_FILE)
+  if not fs.exists(started):
+    return
+  try:
+    names = json.loads(fs.read_text(started))
+  except (ValueError, OSError):
+    return  # not a record a sweep wrote
+  if isinstance(names, list) and name in names:
+    raise DatasetError(
+        f'{folder} is variant {name!r} of a sweep in {parent} that did not '
+        f'finish (no {naming.VARIANTS_FILE}): rerun the sweep with '
+        '--overwrite')
 
 
 def variant_folder(output_dir: str, variant: Optional[str],

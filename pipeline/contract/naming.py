@@ -8,6 +8,8 @@ VARIANTS_FILE = 'variants.json'
 REJECTS_FILE = 'rejects.jsonl'
 TEMP_DIR = '.wavbeam-incomplete'  # shards before the run succeeds
 STARTED_FILE = 'started'  # in TEMP_DIR: the run could write here
+# In a sweep's TEMP_DIR while it runs: the variants it writes (a JSON list).
+SWEEP_STARTED_FILE = 'variants'
 
 
 # The names that become parts of paths: a dataset's name (in its file names,

@@ -6,7 +6,9 @@ of its own (shards, metadata.json, rejects.jsonl, TFDS and TFX files) in a
 part folder inside it, `part-00001`, `part-00002`, ..., then lists the
 part in `parts.json`, written last by a rename: a part that is not listed
 there is not part of the dataset (an interrupted append), and readers
-never see it. With no parts.json the dataset is its folder alone.
+never see it. With no parts.json the dataset is its folder alone. The
+variants of a sweep (--variants) take their parts from the sweep's
+variants.json instead, which one rename replaces for all of them.
 
     {"format": "wavbeam-parts", "parts": [".", "part-00001"]}
 
@@ -61,12 +63,53 @@ def parse(text: str, where: str) -> List[str]:
 
 def part_names(dataset_dir: str, exists: Callable[[str], bool],
                read_text: Callable[[str], str]) -> List[str]:
-  """The parts parts.json lists (['.'] when there is none), with the
-  caller's file system calls."""
+  """The parts of a dataset, with the caller's file system calls: of a
+  variant of a sweep, those the sweep's variants.json lists for all its
+  variants (an --append to a sweep is committed to every variant at once,
+  by one rename of that file); else those parts.json lists (['.'] when
+  there is none)."""
+  sweep = sweep_part_names(dataset_dir, exists, read_text)
+  if sweep is not None:
+    return sweep
   index = naming.join(dataset_dir, INDEX_FILE)
   if not exists(index):
     return [BASE]
   return parse(read_text(index), index)
+
+
+def parent_and_name(folder: str):
+  """(the folder above `folder`, `folder`'s own name), for local paths
+  (`OUT/v/`, `OUT/v/.`) and URIs alike."""
+  path = folder.rstrip('/')
+  while path.endswith('/.'):
+    path = path[:-2].rstrip('/')
+  parent, _, name = path.rpartition('/')
+  if not name or name in ('.', '..'):
+    return None, None
+  return parent or ('/' if path.startswith('/') else '.'), name
+
+
+def sweep_part_names(dataset_dir: str, exists: Callable[[str], bool],
+                     read_text: Callable[[str], str]):
+  """The parts variants.json lists for the sweep `dataset_dir` is a
+  variant of, or None when it is no variant of a sweep (or of a sweep
+  written before variants.json listed parts: its variants' parts.json
+  then says)."""
+  parent, name = parent_and_name(dataset_dir)
+  if parent is None:
+    return None
+  index = naming.join(parent, naming.VARIANTS_FILE)
+  if not exists(index):
+    return None
+  try:
+    data = json.loads(read_text(index))
+    listed = name in data['variants'] and 'parts' in data
+  except (ValueError, KeyError, TypeError) as e:
+    raise PartsError(f'{index}: not a sweep index ({e!r})') from e
+  if not listed:
+    return None
+  return parse(json.dumps({'format': FORMAT, 'parts': data['parts']}),
+               f'{index} ("parts")')
 
 
 def part_dir(dataset_dir: str, name: str) -> str:
