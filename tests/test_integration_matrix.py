@@ -20,15 +20,16 @@ The last axis, UNITS:
 - segment: --example_unit segment from a manifest of two overlapping
   segments per recording (--manifest_start_column/--manifest_end_column),
   one variable-length example each;
-- segment+windows: windows cut inside the same segments.
+- segment+windows: windows cut inside the same segments;
+- segment+variants: the segments, under a sweep of two feature settings.
 Segments are rows of a manifest: with class folders or split lists they
 are refused, naming the options.
 
 window is crossed with every value of the other axes (FULL: 32 cells, 22
 of which write datasets). Crossing the other values the same way would
 add over a hundred cells that write, of 8 to 20 s each, so they are
-crossed pairwise: PAIRWISE holds, for each of them, 4 cells (3 for the
-segment units) that write, which between them meet every recipe they
+crossed pairwise: PAIRWISE holds, for each of them, at most 4 cells (3
+for the segment units) that write, which between them meet every recipe they
 accept, both sinks, both --array_record values and both compressions (a
 cell of --manifest or --array_record with Beam's sink would only be
 refused), chosen greedily so that each value meets the other axes'
@@ -59,7 +60,7 @@ pytestmark = pytest.mark.slow
 RECIPES = ('folders', 'manifest', 'fold_splits', 'split_lists')
 SINKS = ('shards', 'write_to_tfrecord')
 UNITS = ('window', 'file', 'labels', 'variants', 'file+labels+variants',
-         'segment', 'segment+windows')
+         'segment', 'segment+windows', 'segment+variants')
 FIRST, ADDED = 8, 3  # recordings before and after the new day
 WIN_LEN, N_FFT, FFT_HOP = 1024, 256, 128
 # --labels: long recordings of silence, the first two in the first run and
@@ -71,8 +72,10 @@ SILENCE_WINDOWS = {'window': 5, 'file': 1}
 # two that overlap, each of SEGMENT_FRAMES at 16 kHz.
 SEGMENTS = ((0.0, 0.07), (0.05, 0.12))
 SEGMENT_FRAMES = 1120
-# The two variants of a sweep: the run's features, and log-mel.
-VARIANTS = {'spec': {}, 'mel': {'features': 'signal,log_mel', 'n_mels': 16}}
+# The two variants of a sweep: the run's features, and log-mel of frames
+# half as far apart.
+VARIANTS = {'spec': {}, 'mel': {'features': 'signal,log_mel', 'n_mels': 16,
+                                'fft_hop': 64}}
 
 
 def _frames(i):
@@ -140,7 +143,7 @@ def _unit_options(root, recipe, unit):
   options = {}
   if 'file' in unit:
     options['example_unit'] = 'file'
-  elif unit == 'segment':
+  elif _whole_segments(unit):
     options['example_unit'] = 'segment'
   else:
     options['win_len'] = str(WIN_LEN)
@@ -158,6 +161,11 @@ def _unit_options(root, recipe, unit):
     path.write_text(json.dumps(VARIANTS))
     options['variants'] = str(path)
   return options
+
+
+def _whole_segments(unit):
+  """Whether each segment is one example (not windows cut inside it)."""
+  return 'segment' in unit and 'windows' not in unit
 
 
 def _argv(root, out, recipe_options, sink, array_record, compression,
@@ -240,7 +248,8 @@ def test_the_pairwise_cells_meet_every_value_of_every_axis():
     assert {c[2] for c in cells} == {False, True}, unit
     assert {c[3] for c in cells} == {'none', 'gzip'}, unit
     assert not any(_refusal(*c[:3], c[4]) for c in cells)
-  assert len(PAIRWISE) == sum(3 if 'segment' in u else 4 for u in UNITS[1:])
+  per_unit = collections.Counter(c[4] for c in PAIRWISE)
+  assert all(per_unit[u] <= (3 if 'segment' in u else 4) for u in UNITS[1:])
 
 
 @pytest.mark.parametrize('recipe,sink,array_record,compression,unit', CELLS)
@@ -324,7 +333,7 @@ class _Expected:
 
   def __init__(self, recipe, unit):
     self.recipe, self.unit = recipe, unit
-    self.file = 'file' in unit or unit == 'segment'  # variable length
+    self.file = 'file' in unit or _whole_segments(unit)  # any length
     self.segments = 'segment' in unit
     self.labels = 'labels' in unit
 
@@ -421,7 +430,7 @@ def _check_dataset(out, config, expect, recordings, array_record,
       if expect.file:
         assert int(e['num_samples']) == e['signal'].shape[0] == \
             expect.length(rel), rel
-        frames = (expect.length(rel) - N_FFT) // FFT_HOP + 1
+        frames = (expect.length(rel) - config.n_fft) // config.fft_hop + 1
         for key in {'spectrogram', 'log_mel'} & set(e):
           assert int(e['num_frames']) == e[key].shape[0] == frames, rel
     for b in numpy_reader.numpy_dataset(out, split, batch_size=3,
@@ -531,3 +540,45 @@ def _beam_counts(datasets):
       assert counts.get('beam', 0) == counts.get('tfxio', 0), (name, split)
       found[name][split] = counts.get('beam', 0)
   return found
+
+
+@pytest.mark.parametrize('sweep', [False, True], ids=['dataset', 'sweep'])
+@pytest.mark.parametrize('spelling', ['link', 'dot'])
+def test_output_folder_spellings_with_append_and_planted_links(
+    tmp_path, spelling, sweep):
+  """The output folder given through a link the user made, or as `OUT/.`:
+  a fresh run and an --append write the dataset (or sweep) there, verify
+  accepts it, and a link planted at a name the run writes is refused,
+  naming it, with nothing changed."""
+  root = tmp_path / 'in'
+  options = _corpus(root, 'folders', FIRST)
+  options.update(_unit_options(root, 'folders', 'variants' if sweep
+                               else 'window'))
+  real = tmp_path / 'real'
+  real.mkdir()
+  if spelling == 'link':
+    out = tmp_path / 'link'
+    os.symlink(real, out)
+  else:
+    out = f'{real}/.'
+  argv = _argv(root, out, options, 'shards', False, 'none')
+  _run(argv)
+  _corpus(root, 'folders', FIRST + ADDED)
+  for outcome in _outcomes(_run(argv + ['--append']), {
+      name: None for name in (VARIANTS if sweep else [''])}):
+    assert outcome.part_dir is not None
+  assert 'OK' in verify.verify(str(real))
+  config, _ = config_lib.parse_known_args(argv)
+  for folder, _ in _datasets(config).values():
+    meta = numpy_reader.load_metadata(str(folder))[1]
+    assert meta['counts']['files_ok'] == FIRST + ADDED
+  victim = tmp_path / 'victim'
+  victim.write_text('keep\n')
+  planted = real / ('spec' if sweep else '.') / 'parts.json.tmp'
+  os.symlink(victim, planted)
+  before = {p: p.read_bytes() for p in real.rglob('*') if p.is_file()}
+  _corpus(root, 'folders', FIRST + ADDED + 1)
+  with pytest.raises(ConfigError, match='is a symbolic link to '):
+    _run(argv + ['--append'])
+  assert victim.read_text() == 'keep\n'
+  assert {p: p.read_bytes() for p in real.rglob('*') if p.is_file()} == before
