@@ -48,17 +48,25 @@ def summary(output_dir: str, seconds: float, meta=None) -> str:
           f'{size / phase / 1e6:.0f} MB/s)')
 
 
+def holds_no_example(meta) -> bool:
+  """Whether a finished run's dataset (metadata `meta`) holds no example:
+  complete, its rejects written, and of no use, so the command exits 1
+  for scripts and CI to notice."""
+  return meta is not None and meta['counts']['examples'] == 0
+
+
 def empty_warnings(output_dir: str, meta) -> list:
   """Lines saying loudly that the dataset (metadata `meta`), or one of its
-  splits, holds no example (the run still succeeded: every file was
-  accounted for)."""
+  splits, holds no example: an error for the dataset (holds_no_example),
+  a warning for a split (the others hold examples)."""
   if meta is None:
     return []
   counts = meta['counts']
-  if counts['examples'] == 0:
-    return [f'wavbeam: WARNING: the dataset is EMPTY: no example was written '
-            f'({counts["files_rejected"]} of {counts["files_seen"]} files '
-            f'rejected; reasons in {output_dir}/rejects.jsonl)']
+  if holds_no_example(meta):
+    return [f'error: the dataset is EMPTY: no example was written to '
+            f'{output_dir} ({counts["files_rejected"]} of '
+            f'{counts["files_seen"]} files rejected; reasons in '
+            f'{output_dir}/rejects.jsonl)']
   return [f'wavbeam: WARNING: split {name!r} is EMPTY: no file was assigned '
           'to it (too few files for --splits, or all of its files rejected)'
           for name, entry in sorted(meta['splits'].items())

@@ -639,7 +639,8 @@ def expected_schema(config: PipelineConfig, extra_features=None):
 
 
 def check_input(config: PipelineConfig) -> None:
-  """Raises ConfigError unless input_dir exists and holds an audio file."""
+  """Raises ConfigError unless input_dir exists and holds an audio file
+  (and, with --label_from subdir or suffix, one it finds a class for)."""
   try:
     exists = FileSystems.exists(config.input_dir)
   except Exception as e:  # unknown scheme, no credentials, ...
@@ -664,6 +665,9 @@ def check_input(config: PipelineConfig) -> None:
                       'files (searched recursively; see --audio_formats)')
   if config.split_lists:
     split_lists.listed_splits(config)  # readable, no path listed twice
+  # An unlabeled corpus run without --label_from none: stopped here, not
+  # after every file was read and rejected.
+  labels.check_label_from(listing.label_from_paths(config), config)
 
 
 def _check_extra_features(config, extra_features):

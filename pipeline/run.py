@@ -401,7 +401,8 @@ def forked_workers_for(config: config_lib.PipelineConfig,
 
 def main(argv=None) -> int:
   """The CLI: exit 0 when the dataset is complete, 2 for a bad option or
-  input/output location (before anything runs), 1 when the run failed."""
+  input/output location (before anything runs), 1 when the run failed or
+  wrote no example at all."""
   if not isinstance(sys.stderr, console.ClosedSafe):
     sys.stdout, sys.stderr = (console.ClosedSafe(sys.stdout),
                               console.ClosedSafe(sys.stderr))
@@ -488,19 +489,26 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
           '--overwrite', file=sys.stderr)
     return 1
   if config.variants and config.append:
+    empty = False
     for name, appended in sorted(outcome.items()):
       print(appended.message(naming.join(config.output_dir, name)),
             file=sys.stderr)
-    return 0
+      if appended.part_dir is not None:
+        empty |= _report_empty(appended.part_dir, read_metadata(
+            appended.part_dir))
+    return 1 if empty else 0
   if config.variants:
+    empty = False
     for name in outcome:
       written = naming.join(config.output_dir, name)
-      print(console.summary(written, time.perf_counter() - start),
+      meta = read_metadata(written)
+      print(console.summary(written, time.perf_counter() - start, meta),
             file=sys.stderr)
+      empty |= _report_empty(written, meta)
     print(f'wavbeam: {console.plural(len(outcome), "variant")} listed in '
           f'{naming.join(config.output_dir, variants_lib.FILE_NAME)}',
           file=sys.stderr)
-    return 0
+    return 1 if empty else 0
   written = config.dataset_dir
   if config.append:
     print(outcome.message(config.dataset_dir), file=sys.stderr)
@@ -510,9 +518,16 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
   meta = read_metadata(written)
   print(console.summary(written, time.perf_counter() - start, meta),
         file=sys.stderr)
+  return 1 if _report_empty(written, meta) else 0
+
+
+def _report_empty(written: str, meta) -> bool:
+  """Says which of the dataset in `written` and its splits hold no
+  example; True when the dataset holds none (the command exits 1: a
+  complete dataset, its rejects written, that no one can train on)."""
   for line in console.empty_warnings(written, meta):
     print(line, file=sys.stderr)
-  return 0
+  return console.holds_no_example(meta)
 
 
 if __name__ == '__main__':

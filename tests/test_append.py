@@ -157,6 +157,26 @@ def test_nothing_new_is_a_no_op_that_says_so(corpus):
   assert sorted(os.listdir(corpus / 'out')) == listing
 
 
+def test_a_part_of_rejected_recordings_only_exits_1(corpus):
+  """New recordings all rejected: the part is written with its rejects
+  and listed, and the command exits 1, as a run that wrote no example
+  does; the next append finds nothing new."""
+  for i in range(2):
+    H.write_wav(str(corpus / 'in' / 'owl' / f'short{i}.wav'), H.noise(100))
+  args = ['--input_dir', str(corpus / 'in'), '--output_dir',
+          str(corpus / 'out'), *FLAGS, '--append', '--quiet']
+  proc = _cli(*args, check=False)
+  part = corpus / 'out' / 'part-00001'
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  assert (f'error: the dataset is EMPTY: no example was written to {part} '
+          '(2 of 2 files rejected') in proc.stderr
+  assert len((part / 'rejects.jsonl').read_text().splitlines()) == 2
+  assert numpy_reader.load_metadata(str(corpus / 'out'))[1]['parts'] == [
+      '.', 'part-00001']
+  proc = _cli(*args)
+  assert 'nothing to append' in proc.stderr
+
+
 def test_files_rejected_at_listing_or_probing_are_seen_once(tmp_path):
   """A name that is not UTF-8 and a FIFO: rejected by the first run, and
   known to every --append after it (nothing new to append)."""

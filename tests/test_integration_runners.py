@@ -393,7 +393,7 @@ def test_job_graph_holds_no_file_names_and_does_not_grow(corpus, tmp_path):
   big = tmp_path / 'big'
   for i in range(400):
     name = hashlib.sha1(str(i).encode()).hexdigest()  # incompressible
-    H.write_wav(str(big / f'{name}.wav'), H.noise(1100, seed=i))
+    H.write_wav(str(big / 'c' / f'{name}.wav'), H.noise(1100, seed=i))
 
   def job_graph(input_dir):
     argv = _flags(corpus, tmp_path / 'out')

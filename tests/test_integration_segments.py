@@ -4,10 +4,13 @@ allowed), windows cut inside segments, --split_by, and the rejections of
 segments that cannot be used, each checked against slicing an
 independent decode of the whole file."""
 
+import collections
 import csv
 import decimal
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -226,6 +229,91 @@ def test_segments_of_one_recording_must_share_the_split_value(tmp_path):
     run_lib.run(['--output_dir', str(tmp_path / 'out'), *_options(
         tmp_path, '--example_unit', 'segment', '--split_by', 'client_id',
         '--splits', 'train=0.5,test=0.5')])
+  assert not (tmp_path / 'out').exists()
+
+
+def _speaker_corpus(d, speakers):
+  """A recording per speaker (s/rNNN.wav, 0.3 s at 8 kHz), three segments
+  each, whose rows spell its path three ways: a.wav, ./a.wav and
+  d/../a.wav."""
+  rows = ['path,start,end,speaker']
+  for i in range(speakers):
+    H.write_wav(str(d / 'in' / 's' / f'r{i:03d}.wav'),
+                H.noise(2400, seed=i), rate=8000)
+    for j, spelt in enumerate((f's/r{i:03d}.wav', f'./s/r{i:03d}.wav',
+                               f's/x/../r{i:03d}.wav')):
+      rows.append(f'{spelt},{j / 10},{(j + 1) / 10},spk{i:03d}')
+  return rows
+
+
+def _by_speaker(out, splits):
+  found = {}
+  for split in splits:
+    for e in numpy_reader.numpy_dataset(str(out), split,
+                                        features=['speaker']):
+      found.setdefault(str(e['speaker']), collections.Counter())[split] += 1
+  return found
+
+
+SPEAKER_OPTIONS = ('--manifest_start_column', 'start', '--manifest_end_column',
+                   'end', '--manifest_extra_columns', 'speaker',
+                   '--label_from', 'none', '--example_unit', 'segment',
+                   '--features', 'signal', '--split_by', 'speaker',
+                   '--splits', 'train=0.8,validation=0.1,test=0.1',
+                   '--runner=FnApiRunner')
+
+
+def test_split_by_keeps_speakers_apart_however_paths_are_spelt(tmp_path):
+  """Rows of one recording that spell its path differently are one
+  recording: its segments go to one split, and a row of it with another
+  speaker is refused naming both rows (it would take that speaker into
+  the recording's split too)."""
+  rows = _speaker_corpus(tmp_path, 200)
+  argv = ['--input_dir', str(tmp_path / 'in'), '--manifest',
+          str(tmp_path / 'm.csv'), *SPEAKER_OPTIONS]
+  # r000's second segment said by another speaker, under another spelling.
+  (tmp_path / 'm.csv').write_text('\n'.join(
+      rows[:2] + [rows[2].replace('spk000', 'spk001')] + rows[3:]) + '\n')
+  with pytest.raises(ConfigError, match=r"line 3: \./s/r000\.wav has speaker "
+                     r"'spk001' here and 'spk000' on line 2 \(as "
+                     r"s/r000\.wav\)"):
+    run_lib.run(['--output_dir', str(tmp_path / 'leak'), *argv])
+  assert not (tmp_path / 'leak').exists()
+  (tmp_path / 'm.csv').write_text('\n'.join(rows) + '\n')
+  run_lib.run(['--output_dir', str(tmp_path / 'out'), *argv])
+  found = _by_speaker(tmp_path / 'out', ('train', 'validation', 'test'))
+  assert sorted(found) == [f'spk{i:03d}' for i in range(200)]
+  # Every segment of each speaker, all in one split; every split used.
+  assert all(len(c) == 1 and sum(c.values()) == 3 for c in found.values())
+  assert {s for c in found.values() for s in c} == {'train', 'validation',
+                                                    'test'}
+  meta = json.loads((tmp_path / 'out' / 'metadata.json').read_text())
+  assert meta['counts']['files_seen'] == meta['counts']['files_ok'] == 200
+
+
+def test_links_naming_one_recording_are_refused_naming_both(tmp_path):
+  """Links to one long recording, a speaker's rows sent to each: one file
+  under two names would be one recording with its rows under one name
+  and the other name left without rows. Refused before anything runs,
+  naming both links and their rows."""
+  H.write_wav(str(tmp_path / 'long.wav'), H.noise(8000 * 60), rate=8000)
+  (tmp_path / 'in' / 'bigspk').mkdir(parents=True)
+  rows = ['path,start,end,speaker']
+  for s in range(20):
+    os.symlink(tmp_path / 'long.wav',
+               tmp_path / 'in' / 'bigspk' / f'spk{s:02d}.wav')
+    rows += [f'bigspk/spk{s:02d}.wav,{s * 3 + j / 5:.1f},'
+             f'{s * 3 + (j + 1) / 5:.1f},spk{s:02d}' for j in range(15)]
+  (tmp_path / 'm.csv').write_text('\n'.join(rows) + '\n')
+  proc = subprocess.run(
+      [sys.executable, '-m', 'pipeline.run', '--input_dir',
+       str(tmp_path / 'in'), '--output_dir', str(tmp_path / 'out'),
+       '--manifest', str(tmp_path / 'm.csv'), *SPEAKER_OPTIONS, '--quiet'],
+      cwd=H.ROOT, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert (f"line 17: bigspk/spk01.wav and bigspk/spk00.wav "
+          f"({tmp_path / 'm.csv'} line 2) are one file "
+          f"({tmp_path / 'long.wav'})") in proc.stderr
   assert not (tmp_path / 'out').exists()
 
 

@@ -8,6 +8,7 @@ import pytest
 from pipeline.config import ConfigError, PipelineConfig
 from transforms import labels
 from transforms import listing
+from tests import helpers as H
 
 
 def _config(**kw):
@@ -89,3 +90,51 @@ def test_patterns_that_leave_nothing_are_refused(options, message):
   paths = ['/in/a/1.wav', '/in/skip/deep/x.wav']
   with pytest.raises(ConfigError, match=message):
     listing.excluded_paths(_config(**options), paths)
+
+
+@pytest.mark.parametrize('options, paths, refused', [
+    ({}, ['/in/a.wav', '/in/b.wav'], 'a.wav'),
+    ({}, ['/in/b.wav', '/in/dog/a.wav'], None),  # b.wav rejected alone
+    ({'label_from': 'suffix'}, ['/in/x/a.wav', '/in/y/b.wav'], 'x/a.wav'),
+    ({'label_from': 'suffix'}, ['/in/a.wav', '/in/b_cat.wav'], None),
+    ({'split_from': 'subdir'}, ['/in/train/a.wav', '/in/test/b.wav'],
+     'test/b.wav'),
+    ({'split_from': 'subdir'}, ['/in/train/a.wav', '/in/test/dog/b.wav'],
+     None),
+    ({'label_from': 'none'}, ['/in/a.wav'], None),
+    ({}, [], None),
+])
+def test_a_label_from_that_finds_no_class_anywhere_is_refused(
+    options, paths, refused):
+  """An unlabeled corpus run without --label_from none: refused before it
+  runs, naming the first file and the options that fit, rather than every
+  file rejected for having no class."""
+  config = _config(**options)
+  if refused is None:
+    labels.check_label_from(paths, config)
+    return
+  with pytest.raises(ConfigError) as e:
+    labels.check_label_from(paths, config)
+  assert e.value.option == 'label_from'
+  assert (f'finds no class in any of the {len(paths)} files (e.g. '
+          f'{refused})') in str(e.value)
+  assert '--label_from none' in str(e.value)
+  assert '--manifest_label_column' in str(e.value)
+
+
+def test_the_files_checked_for_a_class_leave_out_excluded_and_silence(
+    tmp_path):
+  """Excluded files and --silence_from recordings take no class from
+  --label_from: a corpus whose other files are in class folders passes,
+  and one whose only file in a folder is excluded does not."""
+  for rel in ('loose.wav', 'noise/n.wav', 'junk/x.wav'):
+    H.write_wav(str(tmp_path / 'in' / rel), H.noise(100))
+  config = PipelineConfig(input_dir=str(tmp_path / 'in'), output_dir='/out',
+                          exclude='junk/*', silence_from='noise/*')
+  assert list(listing.label_from_paths(config)) == [
+      str(tmp_path / 'in' / 'loose.wav')]
+  with pytest.raises(ConfigError, match=r'any of the 1 files \(e\.g\. '
+                     r'loose\.wav\)'):
+    labels.check_label_from(listing.label_from_paths(config), config)
+  H.write_wav(str(tmp_path / 'in' / 'dog' / 'a.wav'), H.noise(100))
+  labels.check_label_from(listing.label_from_paths(config), config)

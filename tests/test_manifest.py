@@ -245,6 +245,60 @@ def test_rows_naming_one_file_by_a_link_are_refused(tmp_path):
     manifest_lib.read(config)
 
 
+SEGMENT_COLUMNS = {'manifest_start_column': 'start',
+                   'manifest_end_column': 'end', 'label_from': 'none'}
+
+
+def _two_manifests(tmp_path, splits, first, second, **kw):
+  """A config of two segment manifests, `splits` (a, b) giving theirs."""
+  (tmp_path / 'in').mkdir(exist_ok=True)
+  (tmp_path / 'a.csv').write_text(first)
+  (tmp_path / 'b.csv').write_text(second)
+  return H.make_config(
+      tmp_path / 'in', tmp_path / 'out', manifest=(
+          f'{splits[0]}={tmp_path / "a.csv"},{splits[1]}={tmp_path / "b.csv"}'),
+      **SEGMENT_COLUMNS, **kw)
+
+
+def test_a_recording_in_two_split_files_names_both_files(tmp_path):
+  config = _two_manifests(tmp_path, ('train', 'test'),
+                          'path,start,end\ns/r.wav,0,1\n',
+                          'path,start,end\n./s/r.wav,1,2\n')
+  with pytest.raises(ConfigError) as e:
+    manifest_lib.read(config)
+  assert str(e.value) == (
+      f"--manifest='{tmp_path / 'b.csv'}': line 2: ./s/r.wav has split "
+      f"'test' here and 'train' on line 2 of {tmp_path / 'a.csv'} (as "
+      "s/r.wav); the segments of one recording go to one split")
+
+
+def test_segments_of_one_recording_in_two_files_keep_their_columns(
+    tmp_path):
+  """Two files' rows of one recording on the same line number: each
+  segment keeps its own row's extra columns."""
+  config = _two_manifests(tmp_path, ('train', 'train'),
+                          'path,start,end,text\nr.wav,0,1,first\n',
+                          'path,start,end,text\n./r.wav,1,2,second\n',
+                          manifest_extra_columns='text')
+  entry, = manifest_lib.read(config).entries.values()
+  assert [(g.start, g.extras) for g in entry.segments] == [
+      (0.0, (('text', 'first'),)), (1.0, (('text', 'second'),))]
+
+
+def test_segment_rows_naming_one_file_by_a_link_are_refused(tmp_path):
+  H.write_wav(str(tmp_path / 'long.wav'), H.noise(4096))
+  (tmp_path / 'in' / 'x').mkdir(parents=True)
+  for name in ('one.wav', 'two.wav'):
+    os.symlink(tmp_path / 'long.wav', tmp_path / 'in' / 'x' / name)
+  config = _config(tmp_path, 'path,start,end\nx/one.wav,0,0.1\n'
+                   './x/one.wav,0.1,0.2\nx/two.wav,0.1,0.2\n',
+                   **SEGMENT_COLUMNS)
+  with pytest.raises(ConfigError, match=(
+      f'line 4: x/two.wav and x/one.wav \\({tmp_path / "m.csv"} line 2\\) '
+      f'are one file \\({tmp_path / "long.wav"}\\)')):
+    manifest_lib.read(config)
+
+
 def test_row_paths_are_normalised_as_the_listing_names_files(tmp_path):
   config = _config(tmp_path, 'path,label\nx//a.wav,1\n./y/./b.wav,2\n'
                    'z/../c.wav,3\n', manifest_label_column='label')

@@ -60,6 +60,46 @@ def test_cli_errors_name_the_option_and_exit_2(small_input, argv, code,
   assert 'Discarding unparseable args' not in proc.stderr
 
 
+def _unlabeled(d, kind):
+  """Flat clips with transcripts and no class: a Common Voice TSV, a
+  segment manifest, or the folder alone; the options that read it."""
+  for i in range(3):
+    H.write_wav(str(d / 'clips' / f'c{i}.wav'), H.noise(8000, seed=i))
+  if kind == 'folder':
+    return ['--win_len', '1024']
+  if kind == 'common_voice':
+    (d / 'train.tsv').write_text('path\tsentence\nc0.wav\thi\nc1.wav\tyo\n')
+    (d / 'test.tsv').write_text('path\tsentence\nc2.wav\tsay "no"\n')
+    return ['--manifest', f'train={d / "train.tsv"},test={d / "test.tsv"}',
+            '--manifest_extra_columns', 'sentence', '--example_unit', 'file']
+  (d / 'turns.csv').write_text('path,start,end,text\n' + ''.join(
+      f'c{i}.wav,0,0.2,turn {i}\n' for i in range(3)))
+  return ['--manifest', str(d / 'turns.csv'), '--manifest_start_column',
+          'start', '--manifest_end_column', 'end', '--manifest_extra_columns',
+          'text', '--example_unit', 'segment']
+
+
+@pytest.mark.parametrize('kind', ['common_voice', 'segments', 'folder'])
+def test_an_unlabeled_corpus_stops_before_the_run_naming_the_fix(tmp_path,
+                                                                  kind):
+  """Without --label_from none, --label_from subdir finds no class in any
+  file: exit 2 before anything runs, with the options that fit, rather
+  than a dataset of nothing."""
+  options = _unlabeled(tmp_path, kind)
+  proc = _cli('--input_dir', str(tmp_path / 'clips'), '--output_dir',
+              str(tmp_path / 'out'), *options, '--quiet')
+  assert proc.returncode == 2, proc.stderr[-1500:]
+  assert ("error: --label_from='subdir': finds no class in any of the 3 "
+          'files (e.g. c0.wav)') in proc.stderr, proc.stderr[-1500:]
+  assert ('For an unlabeled corpus give --label_from none; with a manifest, '
+          '--manifest_label_column COLUMN') in proc.stderr
+  assert not (tmp_path / 'out').exists()
+  proc = _cli('--input_dir', str(tmp_path / 'clips'), '--output_dir',
+              str(tmp_path / 'out'), *options, '--label_from', 'none',
+              '--quiet')
+  assert proc.returncode == 0, proc.stderr[-1500:]
+
+
 def test_a_run_prints_its_warnings_as_its_own_lines(small_input):
   d = str(small_input)
   proc = _cli('--input_dir', f'{d}/in', '--output_dir', f'{d}/gz',

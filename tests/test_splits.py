@@ -202,12 +202,20 @@ def test_an_empty_split_reads_as_an_empty_dataset_and_is_announced(tmp_path):
       str(tmp_path / 'out'), full[0], batch_size=2).element_spec
 
 
-def test_a_dataset_with_every_file_rejected_keeps_its_schema(tmp_path):
+def test_a_run_with_every_file_rejected_exits_1_and_keeps_its_schema(
+    tmp_path):
+  """A complete dataset of nothing: its rejects and metadata written, an
+  error line, and exit 1 for scripts and CI to notice."""
   H.write_wav(str(tmp_path / 'in' / 'a' / 'short.wav'), H.noise(100))
+  out = tmp_path / 'out'
   proc = _run_cli(['--input_dir', str(tmp_path / 'in'), '--output_dir',
-                   str(tmp_path / 'out'), '--win_len', '512', '--quiet'])
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  assert 'WARNING: the dataset is EMPTY' in proc.stderr
+                   str(out), '--win_len', '512', '--quiet'])
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  assert (f'error: the dataset is EMPTY: no example was written to {out} '
+          f'(1 of 1 files rejected; reasons in {out}/rejects.jsonl)'
+          ) in proc.stderr.splitlines()
+  rejects = [json.loads(line) for line in open(out / 'rejects.jsonl')]
+  assert [r['reason'].split(':')[0] for r in rejects] == ['too short']
   from pipeline import replay
   ds = replay.replay_dataset(str(tmp_path / 'out'), 'train')
   assert list(ds) == []

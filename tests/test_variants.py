@@ -501,3 +501,25 @@ def test_a_sweep_through_beams_sink_holds_what_separate_runs_hold(
                             'split for split, each in its own order '
                             '(--sink write_to_tfrecord writes in no global '
                             'order)'), lines[-1]
+
+
+def test_a_sweep_of_no_example_exits_1(tmp_path):
+  """Clips shorter than a window: every variant completes, empty, each
+  says so, and the sweep exits 1 as a run that wrote no example does."""
+  for i in range(3):
+    H.write_wav(str(tmp_path / 'in' / 'owl' / f'{i}.wav'),
+                H.noise(600, seed=i))
+  (tmp_path / 'v.json').write_text(json.dumps({
+      'small': {'n_fft': 256, 'fft_hop': 128},
+      'big': {'n_fft': 512, 'fft_hop': 256}}))
+  proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
+              str(tmp_path / 'out'), '--win_len', '1024', '--variants',
+              str(tmp_path / 'v.json'), '--quiet')
+  assert proc.returncode == 1, proc.stderr[-3000:]
+  empty = sorted(line for line in proc.stderr.splitlines()
+                 if 'EMPTY' in line)
+  assert empty == [f'error: the dataset is EMPTY: no example was written to '
+                   f'{tmp_path / "out" / name} (3 of 3 files rejected; '
+                   f'reasons in {tmp_path / "out" / name}/rejects.jsonl)'
+                   for name in ('big', 'small')]
+  assert (tmp_path / 'out' / 'variants.json').exists()

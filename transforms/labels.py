@@ -101,6 +101,40 @@ def check_label_map(corpus_labels: Iterable[Optional[str]], config) -> None:
                     f'{f" and {more} more" if more > 0 else ""})')
 
 
+def _label_from_rule(config) -> str:
+  """Where --label_from looks for a file's class, for a refusal."""
+  if config.label_from == 'suffix':
+    return 'the text after the last "_" of the file name'
+  if config.split_from == 'subdir':
+    return 'the folder a file is in, below its split folder'
+  return 'the folder a file is in, below input_dir'
+
+
+def check_label_from(paths: Iterable[str], config) -> None:
+  """ConfigError when --label_from finds a class in none of `paths` (the
+  listed files that take theirs from it): an unlabeled corpus, whose every
+  file it would reject for having none, leaving an empty dataset. Stops
+  at the first file that has one; a corpus with some files outside a
+  class passes (those are rejected one by one, with the reason)."""
+  if config.label_from == 'none' or config.manifest_label_column:
+    return
+  count, first = 0, None
+  for path in paths:
+    if corpus_label(path, config):
+      return
+    # The first in path order, whatever order the listing gives.
+    count, first = count + 1, min(first or path, path)
+  if not count:
+    return
+  shown = splits.relative_path(first, config.input_dir)
+  raise ConfigError('label_from', config.label_from, f'finds no class in '
+                    f'any of the {count} files (e.g. {shown}): it takes '
+                    f'{_label_from_rule(config)}. For an unlabeled corpus '
+                    'give --label_from none; with a manifest, '
+                    '--manifest_label_column COLUMN takes the classes from '
+                    'its rows')
+
+
 def classes_of_block(block, config) -> List[Tuple[Optional[str], str]]:
   """(corpus class or None for a silence recording, dataset class) of a
   listing block's files ((index, path, entry), ...), each pair once."""

@@ -149,7 +149,7 @@ def read(config: PipelineConfig) -> manifest_lib.Manifest:
   where = config.lhotse_supervisions
   segments: Dict[str, List[manifest_lib.Segment]] = {}
   splits: Dict[str, str] = {}
-  values: Dict[str, Tuple[str, int]] = {}
+  values: Dict[str, tuple] = {}
   raw: List[Dict[str, str]] = []
   present = set()
   for number, value in _lines(SUPERVISIONS, where):
@@ -174,7 +174,7 @@ def read(config: PipelineConfig) -> manifest_lib.Manifest:
         raise ConfigError(SUPERVISIONS, where, f'line {number}: supervision '
                           f'{sid!r} has no {config.split_by!r} '
                           '(--split_by)')
-      manifest_lib.one_per_recording(SUPERVISIONS, where, values,
+      manifest_lib.one_per_recording(SUPERVISIONS, where, values, rid,
                                      f'recording {rid!r}', config.split_by,
                                      str(found), number)
       splits[rid] = manifest_lib.split_of_value(config, str(found))

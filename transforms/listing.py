@@ -5,7 +5,7 @@ ListBlocks yields blocks, rejections and the counts on its main output, as
 distinct types (graph.SplitByType parts them)."""
 
 import dataclasses
-from typing import Dict
+from typing import Dict, Iterator
 
 import apache_beam as beam
 
@@ -13,6 +13,7 @@ from pipeline.contract import naming
 from pipeline import config as config_lib
 from transforms import timeline
 from pipeline.config import PipelineConfig
+from transforms import labels
 from transforms import manifest as manifest_lib
 from transforms import patterns
 from transforms import plan as plan_lib
@@ -142,6 +143,23 @@ def _listed_paths(config: PipelineConfig):
                          'there is no such file under input_dir (of '
                          f'{formats})')
   return every, found.entries, refused
+
+
+def label_from_paths(config: PipelineConfig) -> Iterator[str]:
+  """The listed files whose class --label_from gives, one at a time, for
+  the launcher to check that it finds one (labels.check_label_from): the
+  manifest's rows, else the audio files under input_dir, less those
+  --exclude leaves out and --silence_from recordings (whose class is
+  --silence_label)."""
+  if manifest_lib.has_manifest(config):
+    paths = iter(manifest_lib.read(config).entries)
+  else:
+    paths = wav_io.iter_audio_files(config.input_dir, config.audio_formats)
+  for path in paths:
+    rel = splits.relative_path(path, config.input_dir)
+    if not (patterns.first_match(rel, config.exclude) or
+            labels.is_silence(path, config)):
+      yield path
 
 
 def list_input(config: PipelineConfig, base=None):

@@ -249,23 +249,56 @@ def split_of_value(config: PipelineConfig, value: str) -> str:
   return splits_lib.split_by_hash(value, config.splits)
 
 
-def one_per_recording(option, where, firsts, recording, what, value,
+def one_per_recording(option, where, firsts, recording, shown, what, value,
                       number):
-  """ConfigError unless `value` (of `what`, on line `number`) is the one
-  the recording's first segment had (kept in `firsts`)."""
-  first, line = firsts.setdefault(recording, (value, number))
+  """ConfigError unless `value` (of `what`, on line `number` of `where`)
+  is the one the recording's first row had. `firsts` keeps that row by
+  `recording`, a key every spelling of the recording's path shares (its
+  normalised path): keyed by the path as written, `a.wav` and `./a.wav`
+  would be two recordings here and one in the dataset, whose segments
+  could then go to two splits. `shown`: the recording as this row names
+  it."""
+  first, line, first_where, first_shown = firsts.setdefault(
+      recording, (value, number, where, shown))
   if first != value:
-    raise ConfigError(option, where, f'line {number}: {recording} has '
-                      f'{what} {value!r} here and {first!r} on line {line}; '
-                      'the segments of one recording go to one split')
+    place = f'line {line}' + (f' of {first_where}' if first_where != where
+                              else '')
+    if first_shown != shown:
+      place += f' (as {first_shown})'
+    raise ConfigError(option, where, f'line {number}: {shown} has {what} '
+                      f'{value!r} here and {first!r} on {place}; the '
+                      'segments of one recording go to one split')
+
+
+def _second_row(config: PipelineConfig, path: str, number: int,
+                listed: str, key: str, place: str, other: str
+                ) -> Optional[str]:
+  """Why a row naming a file an earlier row (at `place`, as `other`) named
+  is refused; None when it may be another segment of its recording. A
+  recording has one row, or, with segments, rows naming it by one path
+  however spelt: a second name of the file (a link) is listed too, and an
+  entry under one name would leave the other without its rows."""
+  segments = bool(config.manifest_start_column)
+  if not segments:
+    both = '' if other == listed else f' (both are {key})'
+    return f'{path} is listed twice: {place} and line {number}{both}'
+  if other != listed:
+    first = splits_lib.relative_path(other, config.input_dir)
+    return (f'line {number}: {path} and {first} ({place}) are one file '
+            f'({key}): name the segments of one recording by one path')
+  return None
 
 
 def _read(config: PipelineConfig) -> Manifest:
   entries: Dict[str, Entry] = {}
   seen_at: Dict[str, Tuple[str, str]] = {}
-  extras_raw: List[Tuple[str, int, Dict[str, str]]] = []
+  # The extra columns of each row as written, and by recording the rows
+  # of its entry (its segments') in order: a line number alone does not
+  # tell apart rows of two manifest files.
+  extras_raw: List[Dict[str, str]] = []
+  rows_of: Dict[str, List[int]] = {}
   segments = bool(config.manifest_start_column)
-  firsts: Dict[str, Tuple[str, int]] = {}
+  firsts: Dict[str, tuple] = {}
   for file_split, location in config.manifest:
     kind = file_format(location)
     where = location
@@ -288,14 +321,14 @@ def _read(config: PipelineConfig) -> Manifest:
                           f'{config.manifest_path_column!r}')
       listed = row_location(config.input_dir, path)
       key = same_file_key(listed)
-      if key in seen_at and not segments:
-        place, other = seen_at[key]
-        raise ConfigError(OPTION, where, f'{path} is listed twice: {place} '
-                          f'and line {number}'
-                          f'{"" if other == listed else f" (both are {key})"}')
-      # A recording's rows may spell its path differently: one entry.
-      listed = seen_at.setdefault(key, (f'{where} line {number}',
-                                        listed))[1]
+      if key in seen_at:
+        refusal = _second_row(config, path, number, listed, key,
+                              *seen_at[key])
+        if refusal:
+          raise ConfigError(OPTION, where, refusal)
+      # A recording's rows may spell its path differently (a.wav, ./a.wav,
+      # x/../a.wav): one entry, under the path they normalise to.
+      seen_at.setdefault(key, (f'{where} line {number}', listed))
       split = file_split or None
       if config.manifest_split_column:
         value = row[config.manifest_split_column].strip()
@@ -315,32 +348,29 @@ def _read(config: PipelineConfig) -> Manifest:
       else:
         entry = entries.get(listed)
         if config.split_by:
-          one_per_recording(OPTION, where, firsts, path, config.split_by,
-                            row[config.split_by].strip(), number)
-        else:
-          one_per_recording(OPTION, where, firsts, path, 'split', split,
+          one_per_recording(OPTION, where, firsts, listed, path,
+                            config.split_by, row[config.split_by].strip(),
                             number)
+        else:
+          one_per_recording(OPTION, where, firsts, listed, path, 'split',
+                            split, number)
         segment = dataclasses.replace(_segment(config, row, number, where),
                                       label=label)
         entries[listed] = (Entry(number, split, None, (), (segment,))
                            if entry is None else dataclasses.replace(
                                entry, segments=entry.segments + (segment,)))
       if config.manifest_extra_columns:
-        extras_raw.append((listed, number, {
-            c: row[c] for c in config.manifest_extra_columns}))
+        rows_of.setdefault(listed, []).append(len(extras_raw))
+        extras_raw.append({c: row[c] for c in config.manifest_extra_columns})
   types, widths, values = typed_extras(config.manifest_extra_columns,
-                                       [raw for _, _, raw in extras_raw])
-  by_line = {}
-  for (listed, number, _), extras in zip(extras_raw, values):
-    by_line[(listed, number)] = extras
-  for listed, entry in list(entries.items()):
-    if entry.segments:
-      entries[listed] = dataclasses.replace(entry, segments=tuple(
-          dataclasses.replace(g, extras=by_line.get((listed, g.line), ()))
-          for g in entry.segments))
-    elif config.manifest_extra_columns:
-      entries[listed] = dataclasses.replace(
-          entry, extras=by_line[(listed, entry.line)])
+                                       extras_raw)
+  if config.manifest_extra_columns:
+    for listed, entry in list(entries.items()):
+      own = [values[i] for i in rows_of[listed]]
+      entries[listed] = (dataclasses.replace(entry, segments=tuple(
+          dataclasses.replace(g, extras=extras)
+          for g, extras in zip(entry.segments, own))) if entry.segments
+                         else dataclasses.replace(entry, extras=own[0]))
   return Manifest(entries, types, widths, manifest_text(config.manifest))
 
 
