@@ -304,6 +304,13 @@ class PipelineConfig:
       default=None)
 
   def __post_init__(self):
+    # The list options given as text (the command line's), as written:
+    # messages show them so, not as parsed (sorted, paths made absolute,
+    # fractions and extensions normalised, a file's pairs for its name).
+    written = {f.name: getattr(self, f.name).strip()
+               for f in dataclasses.fields(self)
+               if f.type not in (str, Optional[str])
+               and isinstance(getattr(self, f.name), str)}
     if self.hop_len is None:
       object.__setattr__(self, 'hop_len', self.win_len)
     if isinstance(self.features, str):
@@ -351,9 +358,9 @@ class PipelineConfig:
                          _parse_fold_splits(self.fold_splits))
     object.__setattr__(self, 'fold_splits', tuple(
         (n, tuple(folds)) for n, folds in self.fold_splits))
-    self._validate()
+    self._validate(written)
 
-  def _validate(self):
+  def _validate(self, written: Mapping[str, str]):
     for name in ('input_dir', 'output_dir'):
       if not getattr(self, name):
         raise ConfigError(name, getattr(self, name), 'is required')
@@ -387,25 +394,27 @@ class PipelineConfig:
       if choices and getattr(self, field.name) not in choices:
         raise ConfigError(field.name, getattr(self, field.name),
                           f'must be one of {", ".join(choices)}')
-    formats = ','.join(self.audio_formats)
+    formats = written.get('audio_formats', ','.join(self.audio_formats))
     if not self.audio_formats:
-      raise ConfigError('audio_formats', '', 'name at least one extension')
+      raise ConfigError('audio_formats', formats,
+                        'name at least one extension')
     unknown = [f for f in self.audio_formats if f not in AUDIO_FORMATS]
     if unknown:
       raise ConfigError('audio_formats', formats, f'unknown {unknown}; '
                         f'choose from {", ".join(AUDIO_FORMATS)}')
     if len(set(self.audio_formats)) != len(self.audio_formats):
       raise ConfigError('audio_formats', formats, 'lists a repeat')
+    features = written.get('features', ','.join(self.features))
     if not self.features:
-      raise ConfigError('features', '', 'name at least one feature')
+      raise ConfigError('features', features, 'name at least one feature')
     unknown = [f for f in self.features if f not in BUILTIN_FEATURES]
     if unknown:
-      raise ConfigError('features', ','.join(self.features),
+      raise ConfigError('features', features,
                         f'unknown {unknown}; choose from '
                         f'{", ".join(BUILTIN_FEATURES)}')
     if len(set(self.features)) != len(self.features):
-      raise ConfigError('features', ','.join(self.features), 'lists a repeat')
-    self._validate_example_unit()
+      raise ConfigError('features', features, 'lists a repeat')
+    self._validate_example_unit(features)
     if (self.example_unit == 'window' and self.uses_stft and
         self.n_fft > self.win_len):
       raise ConfigError('n_fft', self.n_fft,
@@ -435,7 +444,7 @@ class PipelineConfig:
                           f'--sample_rate={self.sample_rate}')
     names = [name for name, _ in self.splits]
     if self.split_from == 'hash':
-      text = splits_text(self.splits)
+      text = written.get('splits', splits_text(self.splits))
       if not self.splits:
         raise ConfigError('splits', text, 'name at least one split')
       if len(set(names)) != len(names):
@@ -462,7 +471,8 @@ class PipelineConfig:
                           'order, so there is nothing to seed; use --sink '
                           'shards for a shuffled layout')
     if self.split_lists:
-      text = ','.join(f'{n}={f}' for n, f in self.split_lists)
+      text = written.get('split_lists', ','.join(
+          f'{n}={f}' for n, f in self.split_lists))
       names = [n for n, _ in self.split_lists]
       if self.split_from != 'hash' or self.splits != (('train', 1.0),):
         raise ConfigError('split_lists', text, 'give --split_lists or '
@@ -472,8 +482,8 @@ class PipelineConfig:
                           f'files of no list go to {REST_SPLIT!r})')
       for name in names:
         check_split_name('split_lists', text, name)
-    self._validate_manifest()
-    self._validate_labels_and_patterns()
+    self._validate_manifest(written)
+    self._validate_labels_and_patterns(written)
     if self.array_record and self.sink != 'shards':
       raise ConfigError('array_record', True, 'needs --sink shards (the '
                         "ArrayRecord files are written beside wavbeam's own "
@@ -496,10 +506,10 @@ class PipelineConfig:
       raise ConfigError('num_shards', self.num_shards,
                         'give either --num_shards or --max_examples_per_shard')
 
-  def _validate_labels_and_patterns(self):
+  def _validate_labels_and_patterns(self, written: Mapping[str, str]):
     for name in ('exclude', 'silence_from'):
       patterns = getattr(self, name)
-      text = ','.join(patterns)
+      text = written.get(name, ','.join(patterns))
       for pattern in patterns:
         if (not pattern or pattern.startswith('/') or
             re.match(r'[A-Za-z][A-Za-z0-9+.-]*:/', pattern) or
@@ -520,17 +530,16 @@ class PipelineConfig:
     no_classes = (self.label_from == 'none' and
                   not self.manifest_label_column)
     if self.label_map:
-      text = label_map_text(self.label_map)
+      text = written.get('label_map', label_map_text(self.label_map))
       if no_classes:
         raise ConfigError('label_map', text, '--label_from none gives no '
                           'classes to rename')
+      # Given as text, each pair was checked as it was read (naming the
+      # pair as written, or the file and the key).
       for old, new in self.label_map:
-        if not old or not new or new == OTHER_CLASSES:
-          raise ConfigError('label_map', text, f'{old}={new}: give CLASS=NEW '
-                            f'with a NEW class name (or {OTHER_CLASSES}=NEW)')
-        if not (naming.is_class_name(old) and naming.is_class_name(new)):
-          raise ConfigError('label_map', text, f'{old}={new}: a class name '
-                            f'holds {naming.CLASS_NAME_RULE}')
+        problem = _label_pair_problem(old, new)
+        if problem:
+          raise ConfigError('label_map', text, f'{old}={new}: {problem}')
       olds = [old for old, _ in self.label_map]
       if len(set(olds)) != len(olds):
         raise ConfigError('label_map', text, 'renames a class twice')
@@ -543,7 +552,8 @@ class PipelineConfig:
                           'needs --silence_from')
       return
     if no_classes:
-      raise ConfigError('silence_from', ','.join(self.silence_from),
+      raise ConfigError('silence_from', written.get(
+          'silence_from', ','.join(self.silence_from)),
                         '--label_from none gives no classes, so windows '
                         'cannot be labelled silence')
     if not naming.is_class_name(self.silence_label):
@@ -553,7 +563,7 @@ class PipelineConfig:
       _positive('silence_windows', self.silence_windows)
       _at_most('silence_windows', self.silence_windows, MAX_COUNT)
 
-  def _validate_example_unit(self):
+  def _validate_example_unit(self, features: str):
     defaults = {f.name: f.default for f in dataclasses.fields(self)}
     for name in ('max_seconds', 'min_seconds'):
       value = getattr(self, name)
@@ -588,10 +598,10 @@ class PipelineConfig:
                           'use --example_unit window')
     for name in WINDOW_ONLY_FEATURES:
       if name in self.features:
-        raise ConfigError('features', ','.join(self.features), f'{name} is '
-                          'one spectrum of a whole window, with a length of '
-                          f'its own per example under --example_unit {unit}; '
-                          'use spectrogram')
+        raise ConfigError('features', features, f'{name} is one spectrum '
+                          'of a whole window, with a length of its own per '
+                          f'example under --example_unit {unit}; use '
+                          'spectrogram')
     if not 0 < self.max_seconds <= MAX_FILE_SECONDS:
       raise ConfigError('max_seconds', self.max_seconds, 'must be more than '
                         f'0 and at most {MAX_FILE_SECONDS:g} (a recording '
@@ -661,9 +671,10 @@ class PipelineConfig:
       if not self.split_by.strip():
         raise ConfigError('split_by', self.split_by, 'name a column')
 
-  def _validate_manifest(self):
+  def _validate_manifest(self, written: Mapping[str, str]):
     self._validate_segments()
-    text = ','.join(f'{s}={f}' if s else f for s, f in self.manifest)
+    text = written.get('manifest', ','.join(f'{s}={f}' if s else f
+                                            for s, f in self.manifest))
     if not self.manifest:
       names = ['manifest_split_column', 'fold_splits',
                'manifest_audio_extension']
@@ -676,7 +687,7 @@ class PipelineConfig:
                   'manifest_label_column', 'manifest_extra_columns') else ''))
       if self.lhotse_supervisions:
         self._check_label_source()
-        self._check_extra_columns()
+        self._check_extra_columns(written)
       return
     file_splits = [s for s, _ in self.manifest if s]
     if file_splits and len(file_splits) != len(self.manifest):
@@ -687,8 +698,10 @@ class PipelineConfig:
     if file_splits and self.manifest_split_column:
       raise ConfigError('manifest_split_column', self.manifest_split_column,
                         'give it or SPLIT=FILE in --manifest, not both')
+    folds_text = written.get('fold_splits',
+                             _fold_splits_text(self.fold_splits))
     if self.fold_splits and not self.manifest_split_column:
-      raise ConfigError('fold_splits', _fold_splits_text(self.fold_splits),
+      raise ConfigError('fold_splits', folds_text,
                         'needs --manifest_split_column (the fold column)')
     if file_splits or self.manifest_split_column:
       if (self.split_from != 'hash' or self.splits != (('train', 1.0),) or
@@ -697,7 +710,6 @@ class PipelineConfig:
                           'leave out --splits, --split_from and '
                           '--split_lists')
     self._check_label_source()
-    folds_text = _fold_splits_text(self.fold_splits)
     names = [n for n, _ in self.fold_splits]
     if len(set(names)) != len(names):
       raise ConfigError('fold_splits', folds_text, 'names a split twice')
@@ -714,17 +726,18 @@ class PipelineConfig:
                         'alone, e.g. wav')
     if (self.manifest_audio_extension is not None and
         self.manifest_audio_extension.lower() not in self.audio_formats):
+      formats = written.get('audio_formats', ','.join(self.audio_formats))
       raise ConfigError('manifest_audio_extension',
                         self.manifest_audio_extension, 'is not one of '
-                        f'--audio_formats={",".join(self.audio_formats)}, '
-                        'so no listed file would match a row')
+                        f'--audio_formats={formats}, so no listed file '
+                        'would match a row')
     if '{' in self.manifest_path_column:
       try:
         self.manifest_path_column.format_map(collections.defaultdict(str))
       except (ValueError, IndexError) as e:
         raise ConfigError('manifest_path_column', self.manifest_path_column,
                           f'is not a template of {{column}} names ({e})')
-    self._check_extra_columns()
+    self._check_extra_columns(written)
     if (self.sink == 'write_to_tfrecord' and self.manifest_split_column and
         not self.fold_splits):
       raise ConfigError('sink', self.sink, 'needs the split names before '
@@ -739,7 +752,7 @@ class PipelineConfig:
                         'the labels (--manifest_label_column): leave out '
                         '--label_from')
 
-  def _check_extra_columns(self):
+  def _check_extra_columns(self, written: Mapping[str, str]):
     reserved = set(BASE_KEYS) | set(self.features) | (
         {NUM_SAMPLES_KEY, NUM_FRAMES_KEY} if self.variable_length
         else set())
@@ -752,8 +765,8 @@ class PipelineConfig:
                           'example already has')
     if len(set(self.manifest_extra_columns)) != len(
         self.manifest_extra_columns):
-      raise ConfigError('manifest_extra_columns',
-                        ','.join(self.manifest_extra_columns),
+      raise ConfigError('manifest_extra_columns', written.get(
+          'manifest_extra_columns', ','.join(self.manifest_extra_columns)),
                         'lists a column twice')
 
   @property
@@ -888,8 +901,21 @@ def _parse_label_map(text: str) -> Tuple[Tuple[str, str], ...]:
     if sep and (not old or not new):
       raise ConfigError('label_map', text, f'{part!r} is not CLASS=NEW or '
                         'CLASS')
+    problem = _label_pair_problem(old, new if sep else old)
+    if problem:
+      raise ConfigError('label_map', text, f'{part!r}: {problem}')
     pairs.append((old, new if sep else old))
   return tuple(pairs)
+
+
+def _label_pair_problem(old: str, new: str) -> Optional[str]:
+  """Why a --label_map pair cannot rename class `old` to `new`; None when
+  it can."""
+  if not old or not new or new == OTHER_CLASSES:
+    return f'give CLASS=NEW with a NEW class name (or {OTHER_CLASSES}=NEW)'
+  if not (naming.is_class_name(old) and naming.is_class_name(new)):
+    return f'a class name holds {naming.CLASS_NAME_RULE}'
+  return None
 
 
 def _read_label_map(path: str) -> Tuple[Tuple[str, str], ...]:
@@ -909,6 +935,14 @@ def _read_label_map(path: str) -> Tuple[Tuple[str, str], ...]:
       isinstance(k, str) and isinstance(v, str) for k, v in found):
     raise ConfigError('label_map', path, 'must be a JSON object mapping '
                       'class names to class names')
+  for old, new in found:
+    if not old or not new or new == OTHER_CLASSES:
+      raise ConfigError('label_map', path, f'key {old!r} maps to {new!r}: '
+                        'map a class name to a new class name (the key '
+                        f'{OTHER_CLASSES!r} stands for every other class)')
+    if not (naming.is_class_name(old) and naming.is_class_name(new)):
+      raise ConfigError('label_map', path, f'key {old!r} maps to {new!r}: '
+                        f'a class name holds {naming.CLASS_NAME_RULE}')
   return tuple(found)
 
 

@@ -217,6 +217,11 @@ def fold_split(config: PipelineConfig, value: str) -> Optional[str]:
   return None
 
 
+def _cell(row, column) -> str:
+  """`column=TEXT` of a row, its cell as written, for a message."""
+  return f'{column}={row[column].strip()!r}'
+
+
 def _seconds(row, column, number, where, positive=False) -> float:
   text = row[column].strip()
   try:
@@ -235,9 +240,10 @@ def _segment(config: PipelineConfig, row, number, where) -> Segment:
   if config.manifest_end_column:
     end = _seconds(row, config.manifest_end_column, number, where)
     if end <= start:
+      # The cells as written: 1.9999999999 would show as 2, after 2.
       raise ConfigError(OPTION, where, f'line {number}: '
-                        f'{config.manifest_end_column}={end:g} is not after '
-                        f'{config.manifest_start_column}={start:g}')
+                        f'{_cell(row, config.manifest_end_column)} is not '
+                        f'after {_cell(row, config.manifest_start_column)}')
     return Segment(number, start, end=end)
   return Segment(number, start, duration=_seconds(
       row, config.manifest_duration_column, number, where, positive=True))
