@@ -17,6 +17,7 @@ options, and changes nothing on disk. The run step (pipeline.run) prepares
 the output folder (pipeline.output_folder.prepare) and runs it.
 """
 
+import dataclasses
 from typing import Optional
 
 import apache_beam as beam
@@ -25,6 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import naming
 from pipeline import progress
+from pipeline import variants as variants_lib
 from pipeline.contract import schema as schema_lib
 from pipeline.config import ConfigError, PipelineConfig
 from pipeline.contract import array_record_file
@@ -118,15 +120,18 @@ class ListWavFiles(beam.PTransform):
 
 class ProbeAndPlan(beam.PTransform):
   """File blocks -> {'stored': StoredBlocks (probes kept per block, see
-  transforms/block_store), 'windows': their BlockWindows, 'planned':
-  PlannedFiles, 'rejected': BlockRejects (transforms/block_rejects), 'rate':
-  the dataset's rate, 'allowed': the plan.Allowance of --silence_windows
-  and --num_elems (else None)}."""
+  transforms/block_store), 'rate': the dataset's rate, and what
+  plan_blocks gives: 'windows', 'planned', 'rejected', 'allowed'}.
 
-  def __init__(self, config: PipelineConfig, dataset_rate=None):
+  `plan_config`, when given, plans in place of `config`: a sweep's probes
+  serve variants that keep other recordings (plan.planning_options)."""
+
+  def __init__(self, config: PipelineConfig, dataset_rate=None,
+               plan_config: Optional[PipelineConfig] = None):
     super().__init__()
     self.config = config
     self.dataset_rate = dataset_rate  # an --append part's: the dataset's
+    self.plan_config = plan_config or config
 
   def expand(self, blocks):
     c = self.config
@@ -139,28 +144,39 @@ class ProbeAndPlan(beam.PTransform):
       rate = (stored
               | 'CountRates' >> beam.CombineGlobally(stats_lib.CountRates())
               | 'MostCommonRate' >> beam.Map(plan_lib.most_common_rate))
-    planned = (stored
-               | 'PlanWindows' >> beam.ParDo(
-                   planning.PlanBlock(c),
-                   dataset_rate=beam.pvalue.AsSingleton(rate))
-               | 'SplitPlanned' >> SplitByType(
-                   windows=plan_lib.BlockWindows,
-                   files=stats_lib.PlannedFiles,
-                   rejected=block_rejects.BlockRejects))
-    windows, allowed = planned['windows'], None
-    if c.num_elems is not None or c.silence_windows is not None:
-      allowed = (windows
-                 | 'AllCounts' >> beam.combiners.ToList()
-                 | 'Allocate' >> beam.Map(
-                     plan_lib.allowance, num_elems=c.num_elems,
-                     silence_windows=c.silence_windows))
-      windows = stored | 'LimitWindows' >> beam.Map(
-          lambda stored, rate, allowed: planning.planned_block(
-              stored, c, rate, allowed).windows(),
-          beam.pvalue.AsSingleton(rate), beam.pvalue.AsSingleton(allowed))
-    return {'stored': stored, 'windows': windows,
-            'planned': planned['files'], 'rejected': planned['rejected'],
-            'rate': rate, 'allowed': allowed}
+    return {'stored': stored, 'rate': rate,
+            **plan_blocks(stored, rate, self.plan_config)}
+
+
+def plan_blocks(stored, rate, config: PipelineConfig, suffix: str = ''
+                ) -> dict:
+  """StoredBlocks and the dataset's rate -> {'windows': their
+  BlockWindows, 'planned': PlannedFiles, 'rejected': BlockRejects
+  (transforms/block_rejects), 'allowed': the plan.Allowance of
+  --silence_windows and --num_elems (else None)}. `suffix` tells apart
+  the labels of a sweep's further plans of the same probes."""
+  c = config
+  planned = (stored
+             | f'PlanWindows{suffix}' >> beam.ParDo(
+                 planning.PlanBlock(c),
+                 dataset_rate=beam.pvalue.AsSingleton(rate))
+             | f'SplitPlanned{suffix}' >> SplitByType(
+                 windows=plan_lib.BlockWindows,
+                 files=stats_lib.PlannedFiles,
+                 rejected=block_rejects.BlockRejects))
+  windows, allowed = planned['windows'], None
+  if c.num_elems is not None or c.silence_windows is not None:
+    allowed = (windows
+               | f'AllCounts{suffix}' >> beam.combiners.ToList()
+               | f'Allocate{suffix}' >> beam.Map(
+                   plan_lib.allowance, num_elems=c.num_elems,
+                   silence_windows=c.silence_windows))
+    windows = stored | f'LimitWindows{suffix}' >> beam.Map(
+        lambda stored, rate, allowed: planning.planned_block(
+            stored, c, rate, allowed).windows(),
+        beam.pvalue.AsSingleton(rate), beam.pvalue.AsSingleton(allowed))
+  return {'windows': windows, 'planned': planned['files'],
+          'rejected': planned['rejected'], 'allowed': allowed}
 
 
 class ClassNames(beam.PTransform):
@@ -443,12 +459,16 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
 def build_sweep_pipeline(p: beam.Pipeline, config: PipelineConfig,
                          variant_configs, extra_features=None,
                          run_ids=None, base=None):
-  """Adds a sweep (--variants) to `p`: one job that lists, probes, plans and
-  reads the audio once and writes every variant's dataset (its config in
+  """Adds a sweep (--variants) to `p`: one job that lists and probes the
+  audio once and writes every variant's dataset (its config in
   `variant_configs`, {name: PipelineConfig}, its run id in `run_ids`).
-  `base` (append.AppendBase) makes the job an --append part of every
-  variant. Returns the PCollection of the metadata paths, one element once
-  every variant is final."""
+  Variants that keep the same recordings (variants.planning_groups) are
+  planned and read together, once; a group that keeps others (an STFT
+  longer than some recordings under --example_unit file) is planned and
+  read on its own, as a separate run would. `base` (append.AppendBase)
+  makes the job an --append part of every variant. Returns the
+  PCollection of the metadata paths, one element once every variant is
+  final."""
   check_input(config)
   run_ids = dict(run_ids or {name: None for name in variant_configs})
   example_size = {}
@@ -456,38 +476,66 @@ def build_sweep_pipeline(p: beam.Pipeline, config: PipelineConfig,
     _check_extra_features(variant, extra_features)
     example_size[name] = estimate_example_size(variant, extra_features)
   dask_partitions = _check_runner_and_sink(p, config)
-  shared = _list_probe_and_plan(p, config, dask_partitions, base)
-  planned, class_names = shared['planned'], shared['class_names']
-  layouts = {name: _plan_layout(shared, variant, example_size[name],
-                                f'[{name}]')
-             for name, variant in variant_configs.items()}
-  if config.sink == 'write_to_tfrecord':
-    written = ((planned['stored'], class_names, planned['rate'])
-               | 'EncodeAndWriteToTFRecord' >> EncodeAndWriteToTFRecord(
-                   config, extra_features, planned['allowed'],
-                   variant_configs))
-  else:
-    all_layouts = ([layouts[name] | f'Name[{name}]' >> beam.Map(
-        lambda layout, name: (name, layout), name)
-                    for name in variant_configs]
-                   | 'AllLayouts' >> beam.Flatten()
-                   | 'LayoutsByVariant' >> beam.combiners.ToDict())
-    written = ((planned['stored'], all_layouts, class_names, planned['rate'])
-               | 'WriteSegments' >> WriteSegments(
-                   config, variant_configs, extra_features, dask_partitions,
-                   run_ids, planned['allowed']))
+  groups = variants_lib.planning_groups(variant_configs)
+  # A group plans as its variants do, with its rejections in the sweep's
+  # own temp folder, which outlives every variant's final step.
+  plan_configs = [dataclasses.replace(variant_configs[names[0]],
+                                      output_dir=config.output_dir)
+                  for names in groups]
+  shared = _list_probe_and_plan(p, config, dask_partitions, base,
+                                plan_configs[0])
+  written, shared_of, layouts = [], {}, {}
+  for names, plan_config in zip(groups, plan_configs):
+    suffix = f'[{"+".join(names)}]' if len(groups) > 1 else ''
+    mine = shared
+    if plan_config is not plan_configs[0]:
+      stored, rate = shared['planned']['stored'], shared['planned']['rate']
+      mine = dict(shared, planned={
+          'stored': stored, 'rate': rate,
+          **plan_blocks(stored, rate, plan_config, suffix)})
+    shared_of.update({name: mine for name in names})
+    configs = {name: variant_configs[name] for name in names}
+    layouts.update({name: _plan_layout(mine, configs[name],
+                                       example_size[name], f'[{name}]')
+                    for name in names})
+    written.append(_write_group(mine, plan_config, configs, layouts,
+                                extra_features, dask_partitions, run_ids,
+                                suffix))
+  written = written | 'EveryGroup' >> beam.Flatten()
   finals = []
   for name, variant in variant_configs.items():
     mine = written | f'Of[{name}]' >> beam.FlatMap(
         lambda item, name: [item[1]] if item[0] == name else [], name)
     finals.append(_summarize_and_finalize(
-        shared, mine, variant, layouts[name], extra_features, run_ids[name],
-        f'[{name}]'))
+        shared_of[name], mine, variant, layouts[name],
+        extra_features, run_ids[name], f'[{name}]'))
   # One last step that depends on every variant's final step (Beam's
   # DaskRunner computes only what the last transform needs).
   return (finals
           | 'EveryVariant' >> beam.Flatten()
           | 'AllFinal' >> beam.combiners.ToList())
+
+
+def _write_group(shared, plan_config, variant_configs, layouts,
+                 extra_features, dask_partitions, run_ids, suffix=''):
+  """A group of a sweep's variants that keep the same recordings (planned
+  with `plan_config`) -> (variant, item): each one's shards, stats and
+  rejections, every window read once for the whole group."""
+  planned, class_names = shared['planned'], shared['class_names']
+  if plan_config.sink == 'write_to_tfrecord':
+    return ((planned['stored'], class_names, planned['rate'])
+            | f'EncodeAndWriteToTFRecord{suffix}' >> EncodeAndWriteToTFRecord(
+                plan_config, extra_features, planned['allowed'],
+                variant_configs))
+  all_layouts = ([layouts[name] | f'Name[{name}]' >> beam.Map(
+      lambda layout, name: (name, layout), name)
+                  for name in variant_configs]
+                 | f'AllLayouts{suffix}' >> beam.Flatten()
+                 | f'LayoutsByVariant{suffix}' >> beam.combiners.ToDict())
+  return ((planned['stored'], all_layouts, class_names, planned['rate'])
+          | f'WriteSegments{suffix}' >> WriteSegments(
+              plan_config, variant_configs, extra_features, dask_partitions,
+              run_ids, planned['allowed']))
 
 
 def _check_runner_and_sink(p: beam.Pipeline, config: PipelineConfig
@@ -514,9 +562,11 @@ def _check_runner_and_sink(p: beam.Pipeline, config: PipelineConfig
   return dask_partitions
 
 
-def _list_probe_and_plan(p, config, dask_partitions, base=None) -> dict:
+def _list_probe_and_plan(p, config, dask_partitions, base=None,
+                         plan_config=None) -> dict:
   """The steps before any shard: {'listed', 'files_seen' ((files seen,
-  files excluded)), 'class_names', 'planned' (ProbeAndPlan's outputs)}."""
+  files excluded)), 'class_names', 'planned' (ProbeAndPlan's outputs,
+  planned with `plan_config` when given)}."""
   listed = p | 'ListWavFiles' >> ListWavFiles(config, dask_partitions, base)
   files = listed['blocks']
   files_seen = (listed['records']
@@ -531,7 +581,7 @@ def _list_probe_and_plan(p, config, dask_partitions, base=None) -> dict:
   class_names = files | 'ClassNames' >> ClassNames(
       config, base.classes if base else (), check=base is None)
   planned = files | 'ProbeAndPlan' >> ProbeAndPlan(
-      config, base.sample_rate if base else None)
+      config, base.sample_rate if base else None, plan_config)
   return {'listed': listed, 'files_seen': files_seen,
           'class_names': class_names, 'planned': planned}
 

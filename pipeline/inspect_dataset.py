@@ -241,11 +241,18 @@ def sweep_text(output_dir: str, sweep: Dict) -> str:
   return '\n'.join(lines)
 
 
+def _example_key(element) -> tuple:
+  """Which window of which recording an element is."""
+  return str(element.get('filepath')), int(element.get('win_start_idx', 0))
+
+
 def plot_sweep(output_dir: str, sweep: Dict, split: str,
                out_path: str) -> str:
-  """The same example (the split's first: every variant holds the same
-  windows in the same order) under every variant, a row each: its
-  waveform where stored and each of its features as an image."""
+  """The same example under every variant, a row each: its waveform where
+  stored and each of its features as an image. The example is the
+  split's first of the variant holding fewest: variants hold the same
+  windows in the same order, but for those whose STFT leaves out
+  recordings the others keep (variants.planning_groups)."""
   try:
     import matplotlib
   except ModuleNotFoundError as e:
@@ -254,19 +261,30 @@ def plot_sweep(output_dir: str, sweep: Dict, split: str,
   matplotlib.use('Agg')
   from matplotlib import pyplot as plt
 
-  shown = {}
+  shown, held = {}, {}
   for name, entry in sorted(sweep['variants'].items()):
     folder = naming.join(output_dir, entry['folder'])
-    first = list(elements(folder, load(folder), split, 1))
+    metadata = load(folder)
+    first = list(elements(folder, metadata, split, 1))
     if not first:
       raise InspectError(f'split {split!r} of variant {name!r} has no '
                          'examples to plot')
     shown[name] = (entry, first[0])
-  keys = {(str(e.get('filepath')), int(e.get('win_start_idx', 0)))
-          for _, e in shown.values()}
-  if len(keys) != 1:
-    raise InspectError(f'the variants of {output_dir} do not start with the '
-                       f'same window: {sorted(keys)}')
+    held[name] = (folder, metadata)
+  fewest = min(held, key=lambda name: (
+      held[name][1]['splits'][split]['num_examples'], name))
+  example = _example_key(shown[fewest][1])
+  for name, (entry, element) in shown.items():
+    if _example_key(element) != example:
+      folder, metadata = held[name]
+      found = next((e for e in elements(
+          folder, metadata, split, metadata['splits'][split]['num_examples'])
+                    if _example_key(e) == example), None)
+      if found is None:
+        raise InspectError(f'variant {name!r} of {output_dir} does not hold '
+                           f'the first {split} example of variant '
+                           f'{fewest!r}: {example}')
+      shown[name] = (entry, found)
   arrays = {name: [k for k in entry['options']['features']
                    if k in element and np.asarray(element[k]).ndim >= 1]
             for name, (entry, element) in shown.items()}
@@ -292,7 +310,7 @@ def plot_sweep(output_dir: str, sweep: Dict, split: str,
       ax.set_title(title, fontsize=9)
     for ax in row[len(arrays[name]):]:
       ax.axis('off')
-  path, start = keys.pop()
+  path, start = example
   fig.suptitle(f'{os.path.basename(path)} @ sample {start}', fontsize=10)
   fig.tight_layout()
   fig.savefig(out_path, dpi=100)
@@ -458,7 +476,7 @@ def main(argv=None) -> int:
       return 0
     if sweep is not None and args.plot and not args.show:
       plot_sweep(args.path, sweep, args.split, args.plot)
-      print(f'wrote {args.plot}: the first {args.split} example under each '
+      print(f'wrote {args.plot}: one {args.split} example under each '
             f'of {plural(len(sweep["variants"]), "variant")}')
       return 0
     if sweep is not None:

@@ -13,14 +13,16 @@ Each variant is a complete dataset in OUT/<variant>/, written with the
 run's options and its overrides; OUT/variants.json, written last, lists
 every variant's options and what differs between them. Only feature
 options may differ: the options that choose the recordings, their windows
-and their splits are common, so that every variant holds the same windows
-of the same recordings in the same splits and order.
+and their splits are common. Each variant holds what a separate run with
+its options holds: the same windows of the same recordings in the same
+splits and order as the others, but where its features decide which
+recordings it keeps (planning_groups).
 """
 
 import dataclasses
 import json
 import tomllib
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -29,6 +31,7 @@ from pipeline.contract import naming
 from pipeline.contract import parts as parts_lib
 from pipeline.contract.errors import DatasetError
 from transforms import filesystem
+from transforms import plan as plan_lib
 
 OPTION = 'variants'
 FILE_NAME = naming.VARIANTS_FILE
@@ -105,6 +108,35 @@ def configs(config: PipelineConfig) -> Dict[str, PipelineConfig]:
       raise ConfigError(OPTION, config.variants,
                         f'variant {name!r}: {e}') from e
   return found
+
+
+def planning_groups(variant_configs: Mapping[str, PipelineConfig]
+                    ) -> List[Tuple[str, ...]]:
+  """The variants in groups that keep the same recordings and segments,
+  so hold the same examples in the same order: alike in
+  plan.planning_options. Under --example_unit file or segment a variant
+  whose STFT needs more frames than a recording has rejects it, and its
+  siblings without that STFT keep it. Names sorted, groups by their
+  first name."""
+  groups: Dict[tuple, List[str]] = {}
+  for name in sorted(variant_configs):
+    key = plan_lib.planning_options(variant_configs[name])
+    groups.setdefault(key, []).append(name)
+  return sorted(tuple(names) for names in groups.values())
+
+
+def index_groups(index: Mapping) -> List[Tuple[str, ...]]:
+  """planning_groups of the variants a sweep's variants.json lists (as
+  read_index gives it); DatasetError when a variant's options cannot be
+  read as a config of this wavbeam."""
+  configs = {}
+  for name, entry in index['variants'].items():
+    try:
+      configs[name] = PipelineConfig.from_json(entry['options'])
+    except (ConfigError, KeyError, TypeError) as e:
+      raise DatasetError(f'{FILE_NAME}: variant {name!r}: its options '
+                         f'cannot be read ({e})') from e
+  return planning_groups(configs)
 
 
 _TYPES = {f.name: f.type for f in dataclasses.fields(PipelineConfig)}

@@ -93,23 +93,37 @@ def verify(output_dir: str) -> str:
     line, windows[name] = _verify_dataset(naming.join(output_dir,
                                                       entry['folder']))
     lines.append(line)
-  first = min(windows)
+  try:
+    groups = variants_lib.index_groups(sweep)
+  except DatasetError as e:
+    raise VerifyError(f'{output_dir}: {e}') from e
   # Beam's sink (--sink write_to_tfrecord, common to every variant)
   # writes in no global order: there, the same windows in any order.
   ordered = _ordered(read_whole_metadata(naming.join(
-      output_dir, sweep['variants'][first]['folder'])))
-  for name, digests in sorted(windows.items()):
-    if digests != windows[first]:
-      differ = sorted(s for s in set(digests) | set(windows[first])
-                      if digests.get(s) != windows[first].get(s))
-      raise VerifyError(
-          f'{output_dir}: variants {first!r} and {name!r} do not hold the '
-          f'same windows of the same recordings in split(s) {differ}')
-  lines.append(f'{output_dir}: the {plural(len(windows), "variant")} hold '
-               'the same windows of the same recordings, split for split, '
-               + ('in the same order' if ordered else
-                  'each in its own order (--sink write_to_tfrecord writes in '
-                  'no global order)'))
+      output_dir, sweep['variants'][min(windows)]['folder'])))
+  for group in groups:
+    first = group[0]
+    for name in group[1:]:
+      if windows[name] != windows[first]:
+        differ = sorted(s for s in set(windows[name]) | set(windows[first])
+                        if windows[name].get(s) != windows[first].get(s))
+        raise VerifyError(
+            f'{output_dir}: variants {first!r} and {name!r} do not hold the '
+            f'same windows of the same recordings in split(s) {differ}')
+  order = ('in the same order' if ordered else 'each in its own order '
+           '(--sink write_to_tfrecord writes in no global order)')
+  if len(groups) == 1:
+    lines.append(f'{output_dir}: the {plural(len(windows), "variant")} '
+                 'hold the same windows of the same recordings, split for '
+                 f'split, {order}')
+  else:
+    # Under --example_unit file or segment, an STFT longer than some
+    # recordings leaves them out of its variants only.
+    lines.append(f'{output_dir}: the {plural(len(windows), "variant")} '
+                 "keep the recordings their STFT can frame, in groups "
+                 f'({"; ".join(", ".join(g) for g in groups)}); the '
+                 'variants of a group hold the same windows of the same '
+                 f'recordings, split for split, {order}')
   return '\n'.join(lines)
 
 

@@ -170,9 +170,117 @@ def test_every_variant_equals_a_separate_run(sweep):
                 *COMMON, *flags)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ours = sweep / 'out' / name
-    assert _files(ours) == _files(alone) and _files(ours), name
+    assert _files(ours)
+    _assert_same_dataset(ours, alone)
     assert _metadata_without_run(ours) == _metadata_without_run(alone), name
     assert 'OK' in verify.verify(str(ours))
+
+
+def _assert_same_dataset(ours, alone):
+  """Every file a separate run writes is in the variant's folder, the
+  same bytes: shards, record indexes, rejects.jsonl, sources.jsonl, the
+  TFDS and TFX files; metadata.json but for the run's times, its output
+  folder and the statistics' last digits (merged over a shard's parts)."""
+  assert sorted(os.listdir(ours)) == sorted(os.listdir(alone))
+  for name in sorted(os.listdir(alone)):
+    if name != 'metadata.json':
+      assert (ours / name).read_bytes() == (alone / name).read_bytes(), (
+          ours, name)
+  meta, meta_alone = _metadata_without_run(ours), _metadata_without_run(
+      alone)
+  _assert_statistics_close(_split_statistics(meta),
+                           _split_statistics(meta_alone))
+  assert meta == meta_alone, ours
+
+
+def _segments_manifest(folder, lengths):
+  """Two segments of each recording, one of at most 0.2 s, one from
+  0.05 s to its end: a path,start,end,label CSV."""
+  rows = ['path,start,end,label']
+  for i, n in enumerate(lengths):
+    seconds = n / 16000
+    rows.append(f'{i:02d}.wav,0,{min(seconds, 0.2)},{("owl", "wren")[i % 2]}')
+    rows.append(f'{i:02d}.wav,0.05,{seconds},{("wren", "owl")[i % 2]}')
+  (folder / 'segments.csv').write_text('\n'.join(rows) + '\n')
+
+
+# Short clips (0.1-0.5 s, and 0.9 s), each unit's common options, and
+# variants that differ in n_fft, fft_hop and features: under the file and
+# segment units an STFT of 4096 cannot frame the shorter clips, which the
+# other variants keep; --max_seconds rejects the longest in every variant.
+CLIPS = [1600 + 560 * i for i in range(12)] + [14400]
+UNIT_OPTIONS = {
+    'window': ['--win_len', '4096', '--hop_len', '2048'],
+    'file': ['--example_unit', 'file', '--max_seconds', '0.6',
+             '--max_shard_bytes', '60000'],
+    'segment': ['--example_unit', 'segment', '--max_seconds', '0.4',
+                '--manifest_start_column', 'start',
+                '--manifest_end_column', 'end', '--manifest_label_column',
+                'label', '--max_shard_bytes', '40000'],
+}
+STFT_VARIANTS = {
+    'big': ['--n_fft', '4096', '--fft_hop', '1024', '--features',
+            'signal,log_mel'],
+    'sig': ['--features', 'signal'],
+    'small': ['--n_fft', '256', '--fft_hop', '128'],
+}
+
+
+@pytest.mark.parametrize('unit,common_variant', [
+    ('window', None), ('file', None), ('segment', None), ('file', 'big')],
+                         ids=['window', 'file', 'segment', 'file-big-common'])
+def test_every_variant_holds_what_a_separate_run_holds(tmp_path, unit,
+                                                       common_variant):
+  """Every variant holds, file for file, what a separate run with its
+  options holds, whatever the example unit, with its own rejections and
+  counts. `common_variant`: the variant whose options are the run's own,
+  which the others' overrides change."""
+  for i, n in enumerate(CLIPS):
+    folder = '' if unit == 'segment' else ('owl', 'wren')[i % 2] + '/'
+    H.write_wav(str(tmp_path / 'in' / f'{folder}{i:02d}.wav'),
+                H.noise(n, seed=i))
+  (tmp_path / 'in' / 'broken.wav').write_bytes(b'not audio')
+  common = ['--input_dir', str(tmp_path / 'in'), '--splits',
+            'train=0.7,test=0.3', '--quiet', *UNIT_OPTIONS[unit]]
+  if unit == 'segment':
+    _segments_manifest(tmp_path, CLIPS)
+    common += ['--manifest', str(tmp_path / 'segments.csv')]
+  if common_variant:
+    common += STFT_VARIANTS[common_variant]
+  (tmp_path / 'v.json').write_text(json.dumps({
+      name: {f[2:]: v for f, v in zip(args[::2], args[1::2])}
+      if name != common_variant else {}
+      for name, args in STFT_VARIANTS.items()}))
+  proc = _cli(*common, '--output_dir', str(tmp_path / 'out'), '--variants',
+              str(tmp_path / 'v.json'))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  counts = {}
+  for name, args in STFT_VARIANTS.items():
+    proc = _cli(*common, *args, '--output_dir', str(tmp_path / name))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _assert_same_dataset(tmp_path / 'out' / name, tmp_path / name)
+    counts[name] = json.loads(
+        (tmp_path / name / 'metadata.json').read_text())['counts']
+  # Each variant rejects what its own options reject, and only that.
+  assert counts['sig'] == counts['small']
+  if unit == 'window':
+    assert counts['big'] == counts['sig']
+  else:
+    assert counts['big']['examples'] < counts['sig']['examples']
+    rejects = (tmp_path / 'out' / 'big' / 'rejects.jsonl').read_text()
+    assert '--n_fft=4096' in rejects
+    assert '--n_fft' not in (tmp_path / 'out' / 'sig' /
+                             'rejects.jsonl').read_text()
+  lines = verify.verify(str(tmp_path / 'out')).splitlines()
+  assert all(': OK, ' in line for line in lines[:-1]), lines
+  assert ('in groups (big; sig; small)' in lines[-1]) == (unit != 'window')
+  # The plot shows one example every variant holds: big's first.
+  proc = subprocess.run(
+      [sys.executable, '-m', 'pipeline.inspect_dataset', str(tmp_path / 'out'),
+       '--plot', str(tmp_path / 'sweep.png')], cwd=ROOT, capture_output=True,
+      text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert 'under each of 3 variants' in proc.stdout
 
 
 def test_verify_checks_every_variant_of_a_sweep(sweep):
@@ -464,18 +572,32 @@ def test_options_that_work_on_one_dataset_are_refused(tmp_path):
     assert proc.returncode == 2 and flag in proc.stderr, proc.stderr[-2000:]
 
 
+# A sweep through Beam's sink: windows; and whole recordings, where the
+# fine variant's STFT of 8192 cannot frame the two shortest (6000 and
+# 7500 frames), which the other keeps.
+SINK_SWEEPS = {
+    'window': (['--win_len', '2048', '--hop_len', '1024'],
+               {'fine': ['--n_fft', '256', '--fft_hop', '64'],
+                'mel': ['--features', 'log_mel']}),
+    'file': (['--example_unit', 'file'],
+             {'fine': ['--n_fft', '8192', '--fft_hop', '2048'],
+              'mel': ['--features', 'signal']}),
+}
+
+
+@pytest.mark.parametrize('unit', sorted(SINK_SWEEPS))
 def test_a_sweep_through_beams_sink_holds_what_separate_runs_hold(
-    sweep, tmp_path):
-  common = ['--win_len', '2048', '--hop_len', '1024', '--quiet', '--sink',
-            'write_to_tfrecord']
+    sweep, tmp_path, unit):
+  flags, variants = SINK_SWEEPS[unit]
+  common = [*flags, '--quiet', '--sink', 'write_to_tfrecord']
   (tmp_path / 'v.json').write_text(json.dumps({
-      'fine': {'n_fft': 256, 'fft_hop': 64}, 'mel': {'features': 'log_mel'}}))
+      name: {f[2:]: v for f, v in zip(args[::2], args[1::2])}
+      for name, args in variants.items()}))
   proc = _cli('--input_dir', str(sweep / 'in'), '--output_dir',
               str(tmp_path / 'out'), *common, '--variants',
               str(tmp_path / 'v.json'))
   assert proc.returncode == 0, proc.stderr[-3000:]
-  for name, args in {'fine': ['--n_fft', '256', '--fft_hop', '64'],
-                     'mel': ['--features', 'log_mel']}.items():
+  for name, args in variants.items():
     alone = tmp_path / f'alone-{name}'
     proc = _cli('--input_dir', str(sweep / 'in'), '--output_dir', str(alone),
                 *common, *args)
@@ -491,6 +613,13 @@ def test_a_sweep_through_beams_sink_holds_what_separate_runs_hold(
       for entry in m['splits'].values():
         entry.pop('shards')
     assert meta == meta_alone, name
+    for listing in ('rejects.jsonl', 'sources.jsonl'):
+      assert (ours / listing).read_bytes() == (alone / listing).read_bytes()
+  if unit == 'file':
+    assert '--n_fft=8192' in (tmp_path / 'out' / 'fine' /
+                              'rejects.jsonl').read_text()
+    assert not (tmp_path / 'out' / 'mel' / 'rejects.jsonl').read_text()
+    return
   # Each variant's records are in the order Beam's sink wrote them: verify
   # compares the sweep's windows, not their order.
   lines = verify.verify(str(tmp_path / 'out')).splitlines()

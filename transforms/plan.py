@@ -387,10 +387,25 @@ def file_example(frames: int, config: PipelineConfig,
                  f'{config.min_seconds:g}')
   if frames == 0:
     raise BadWav('empty: no frames to make an example of')
-  if config.uses_stft and frames < config.n_fft:
+  if frames < stft_frames_needed(config):
     raise BadWav(f'too short: {frames} frames at {dataset_rate} Hz, one '
                  f'STFT frame needs --n_fft={config.n_fft}')
   return 1
+
+
+def stft_frames_needed(config: PipelineConfig) -> int:
+  """Frames a whole recording or segment needs for its features: one STFT
+  frame (--n_fft) when it has an STFT feature, else none."""
+  return config.n_fft if config.uses_stft else 0
+
+
+def planning_options(config: PipelineConfig) -> Tuple[int, ...]:
+  """The feature options that decide which recordings (and segments) a
+  run keeps: two configs alike in these and in every other option plan
+  the same examples. Under --example_unit file or segment an example
+  must hold one STFT frame; a window always does (--n_fft is checked
+  against --win_len with the options)."""
+  return (stft_frames_needed(config),) if config.variable_length else ()
 
 
 def limit_windows(counts: Iterable[Tuple[int, int]],
