@@ -249,14 +249,15 @@ def _run_variants(config, beam_args, extra_features, show_progress):
     shared = naming.temp_dir(config.output_dir)
     if FileSystems.exists(shared):
       filesystem.delete([shared])
+    variants_lib.write_started(config.output_dir, variant_configs)
     with contextlib.ExitStack() as locks:
       for variant in variant_configs.values():
         locks.enter_context(_locked(variant))
       result = _run_config(config, beam_args, extra_features, show_progress,
                            forked, variant_configs=variant_configs)
+    finalize.write_text(index, variants_lib.index_text(variant_configs))
     if FileSystems.exists(shared):
       filesystem.delete([shared])
-    finalize.write_text(index, variants_lib.index_text(variant_configs))
   return {name: result for name in variant_configs}
 
 
