@@ -40,10 +40,16 @@ setuptools.setup(
     name='wavbeam',
     version='0.1.0',
     description='WAV corpora to sharded TFRecord datasets with Apache Beam',
+    license='Apache-2.0',
+    classifiers=[
+        'License :: OSI Approved :: Apache Software License',
+        'Programming Language :: Python :: 3',
+        'Programming Language :: Python :: 3.11',
+    ],
     packages=['pipeline', 'pipeline.contract', 'transforms'],
     # `wavbeam run|inspect|verify|demo`: the python -m commands, installed.
     entry_points={'console_scripts': ['wavbeam = pipeline.cli:command']},
-    python_requires='>=3.10',
+    python_requires='>=3.11',
     install_requires=RUNTIME,
     extras_require={
         'tf': requirements('requirements-tf.txt'),

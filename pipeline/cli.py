@@ -40,7 +40,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   if command not in COMMANDS:
     print(f'{usage()}\nerror: unknown command {command!r}', file=sys.stderr)
     return 2
-  return load(command, rest).main(rest)
+  # Named as typed: `wavbeam run --help` says `usage: wavbeam run ...`.
+  return load(command, rest).main(rest, prog=f'wavbeam {command}')
 
 
 def load(command: str, argv: Sequence[str] = ()):

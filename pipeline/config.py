@@ -282,7 +282,7 @@ class PipelineConfig:
       'uncompressed, one record per group) for random access: '
       'tfds.data_source, Grain, PyTorch map-style datasets; local output '
       'only, --sink shards only; needs the array-record package '
-      '(pip install wavbeam[array_record])', default=False)
+      "(pip install '.[array_record]')", default=False)
   overwrite: bool = _opt('replace a dataset already in output_dir',
                          default=False)
   append: bool = _opt(
@@ -1099,10 +1099,13 @@ def options_markdown() -> str:
 
 
 def parse_known_args(
-    argv: Sequence[str]) -> Tuple[PipelineConfig, Sequence[str]]:
-  """Our flags -> PipelineConfig; the rest is left for Beam's options."""
+    argv: Sequence[str], prog: str = 'python -m pipeline.run'
+) -> Tuple[PipelineConfig, Sequence[str]]:
+  """Our flags -> PipelineConfig; the rest is left for Beam's options.
+  `prog`: the command's name in --help and errors (`wavbeam run` from
+  the installed command)."""
   parser = argparse.ArgumentParser(
-      prog='python -m pipeline.run', allow_abbrev=False,
+      prog=prog, allow_abbrev=False,
       description='Turn a folder of WAV files into a sharded TFRecord '
       'dataset. Flags not listed here (--runner, --direct_num_workers, ...) '
       "are passed to Beam's PipelineOptions.")

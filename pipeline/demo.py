@@ -45,12 +45,11 @@ def import_tensorflow_quietly():
       os.close(saved)
 
 
-def main(argv=None) -> int:
-  """Takes no flags (argv: only --help)."""
+def main(argv=None, prog: str = 'python -m pipeline.demo') -> int:
+  """Takes no flags (argv: only --help); `prog`: its name in the usage."""
   if argv:
-    print('usage: python -m pipeline.demo (or wavbeam demo): no flags; '
-          f'writes into {ROOT}', file=sys.stderr if argv != ['--help']
-          else sys.stdout)
+    print(f'usage: {prog}: no flags; writes into {ROOT}',
+          file=sys.stderr if argv != ['--help'] else sys.stdout)
     return 0 if argv == ['--help'] else 2
   console.quiet_logs()
   corpus = os.path.join(ROOT, 'corpus')

@@ -558,7 +558,8 @@ def _check_runner_and_sink(p: beam.Pipeline, config: PipelineConfig
                         'write locally, then copy the dataset')
     if not array_record_file.available():
       raise ConfigError('array_record', True, 'needs the array-record '
-                        'package: pip install wavbeam[array_record]')
+                        "package: pip install '.[array_record]' (in the "
+                        'wavbeam checkout)')
   return dask_partitions
 
 

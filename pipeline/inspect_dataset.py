@@ -257,7 +257,8 @@ def plot_sweep(output_dir: str, sweep: Dict, split: str,
     import matplotlib
   except ModuleNotFoundError as e:
     raise NoFigures("matplotlib is not installed: pip install "
-                    "'wavbeam[inspect]' draws the figures") from e
+                    "'.[inspect]' (in the wavbeam checkout) draws the "
+                    'figures') from e
   matplotlib.use('Agg')
   from matplotlib import pyplot as plt
 
@@ -332,7 +333,8 @@ def plot(output_dir: str, metadata: Dict, split: str, n: int,
     import matplotlib
   except ModuleNotFoundError as e:
     raise NoFigures("matplotlib is not installed: pip install "
-                    "'wavbeam[inspect]' draws the figures") from e
+                    "'.[inspect]' (in the wavbeam checkout) draws the "
+                    'figures') from e
   matplotlib.use('Agg')
   from matplotlib import pyplot as plt
 
@@ -451,9 +453,10 @@ def _magnitude(samples, config):
                           config['fft_hop'], window)[0]
 
 
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(prog='python -m pipeline.inspect_dataset',
-                                   description=__doc__.split('\n\n')[0])
+def main(argv=None, prog: str = 'python -m pipeline.inspect_dataset') -> int:
+  # The docstring's first line, less the command it names (`prog` does).
+  parser = argparse.ArgumentParser(
+      prog=prog, description=__doc__.split('\n\n')[0].split(': ', 1)[1])
   parser.add_argument('path', help='a dataset folder (or URI), or one '
                       'TFRecord file')
   parser.add_argument('--show', type=int, metavar='N',

@@ -400,10 +400,10 @@ def forked_workers_for(config: config_lib.PipelineConfig,
   return direct.direct_num_workers
 
 
-def main(argv=None) -> int:
+def main(argv=None, prog: str = 'python -m pipeline.run') -> int:
   """The CLI: exit 0 when the dataset is complete, 2 for a bad option or
   input/output location (before anything runs), 1 when the run failed or
-  wrote no example at all."""
+  wrote no example at all. `prog`: the command's name in --help."""
   if not isinstance(sys.stderr, console.ClosedSafe):
     sys.stdout, sys.stderr = (console.ClosedSafe(sys.stdout),
                               console.ClosedSafe(sys.stderr))
@@ -416,7 +416,7 @@ def main(argv=None) -> int:
   sys.stderr.drop_worker_tracebacks = not flags.verbose
   start = time.perf_counter()
   try:
-    config, beam_args = config_lib.parse_known_args(rest)
+    config, beam_args = config_lib.parse_known_args(rest, prog)
   except config_lib.ConfigError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2

@@ -216,9 +216,10 @@ def _verify_dataset(output_dir: str):
           {split: h.hexdigest() for split, h in windows.items()})
 
 
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(prog='python -m pipeline.verify',
-                                   description=__doc__.split('\n\n')[0])
+def main(argv=None, prog: str = 'python -m pipeline.verify') -> int:
+  # The docstring's first line, less the command it names (`prog` does).
+  parser = argparse.ArgumentParser(
+      prog=prog, description=__doc__.split('\n\n')[0].split(': ', 1)[1])
   parser.add_argument('output_dir', help='the dataset folder (or URI)')
   args = parser.parse_args(argv)
   try:

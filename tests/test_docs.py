@@ -1,5 +1,7 @@
 """README.md and docs/*.md name only what exists: options, `wavbeam`
-subcommands, `python -m` modules and linked files; the README stays short."""
+subcommands, `python -m` modules and linked files; the README and
+BENCHMARKS.md stay short; the Python version named is setup.py's floor, and
+install hints name the checkout."""
 
 import contextlib
 import dataclasses
@@ -15,6 +17,7 @@ from tests import helpers as H
 
 ROOT = H.ROOT
 README_MAX_LINES = 200
+BENCHMARKS_MAX_LINES = 300
 
 # The launcher's own flags (pipeline.run reads them before the config).
 LAUNCHER_OPTIONS = {'--quiet', '--verbose', '--help'}
@@ -85,6 +88,11 @@ def test_readme_is_short():
     assert len(f.read().splitlines()) <= README_MAX_LINES
 
 
+def test_benchmarks_page_is_short():
+  with open(os.path.join(ROOT, 'BENCHMARKS.md'), encoding='utf-8') as f:
+    assert len(f.read().splitlines()) <= BENCHMARKS_MAX_LINES
+
+
 def test_every_option_named_exists():
   known = _known_options()
   unknown = {(page, '--' + name) for page, text in _pages().items()
@@ -143,3 +151,47 @@ def test_every_relative_link_points_to_a_file_and_heading():
 ])
 def test_subcommands_are_found_in_code_only(text, found):
   assert [n for c in _code(text) for n in SUBCOMMAND.findall(c)] == found
+
+
+def _python_floor():
+  """The oldest Python setup.py accepts (`python_requires='>=3.N'`)."""
+  with open(os.path.join(ROOT, 'setup.py'), encoding='utf-8') as f:
+    found = re.findall(r"python_requires='>=(\d+\.\d+)'", f.read())
+  assert len(found) == 1, found
+  return found[0]
+
+
+@pytest.mark.parametrize('page', ['README.md', 'docs/design.md'])
+def test_the_python_version_named_is_the_one_setup_py_accepts(page):
+  """README's set-up and design.md's requirements name the oldest Python
+  setup.py accepts, as the oldest: `Python 3.N or newer`."""
+  text = _pages()[os.path.normpath(page)]
+  floor = _python_floor()
+  assert f'Python {floor} or newer' in text
+  named = re.findall(r'Python (\d+\.\d+)( or newer)?', text)
+  assert named and all(v == (floor, ' or newer') for v in named), named
+
+
+def _text_files(*folders):
+  for folder in folders:
+    for top, _, names in os.walk(os.path.join(ROOT, folder)):
+      for name in names:
+        if name.endswith(('.py', '.md')) or folder == 'launch':
+          yield os.path.join(top, name)
+
+
+def test_install_hints_name_the_checkout_not_an_index_package():
+  """wavbeam is installed from its checkout (`pip install '.[extra]'`):
+  no page or message says `pip install wavbeam` or `wavbeam[extra]`, which
+  pip would look for on a package index."""
+  files = [*H.doc_files(), os.path.join(ROOT, 'BENCHMARKS.md'),
+           os.path.join(ROOT, 'setup.py'),
+           *_text_files('pipeline', 'transforms', 'examples', 'bench',
+                        'launch')]
+  found = set()
+  for path in files:
+    with open(path, encoding='utf-8') as f:
+      text = f.read()
+    for wrong in re.findall(r'pip install wavbeam|wavbeam\[\w', text):
+      found.add((os.path.relpath(path, ROOT), wrong))
+  assert not found, sorted(found)

@@ -1,9 +1,13 @@
-"""`pip install .` gives a working tool with a `wavbeam` command."""
+"""`pip install .` gives a working tool with a `wavbeam` command, under
+the Apache-2.0 license, for the Python versions the README names."""
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -47,6 +51,16 @@ def test_installed_package_runs_its_command_outside_the_checkout(tmp_path):
   flags = subprocess.run([wavbeam, 'run', '--help'], capture_output=True,
                          text=True, cwd=work, env=env)
   assert flags.returncode == 0 and '--input_dir' in flags.stdout
+  assert flags.stdout.startswith('usage: wavbeam run '), flags.stdout
+  meta = subprocess.run(
+      [str(bin_dir / 'python'), '-c',
+       'from importlib import metadata; d = metadata.distribution("wavbeam");'
+       ' m = d.metadata; print(m["License"], m["Requires-Python"]);'
+       ' print(d.read_text("LICENSE"))'],
+      capture_output=True, text=True, cwd=work, env=env)
+  assert meta.stdout.startswith('Apache-2.0 >=3.11\n'), meta.stdout
+  with open(os.path.join(ROOT, 'LICENSE'), encoding='utf-8') as f:
+    assert meta.stdout.split('\n', 1)[1] == f.read() + '\n'
   bad = subprocess.run([wavbeam, 'frobnicate'], capture_output=True,
                        text=True, cwd=work, env=env)
   assert bad.returncode == 2 and 'unknown command' in bad.stderr
@@ -59,6 +73,35 @@ def test_installed_package_runs_its_command_outside_the_checkout(tmp_path):
   verify = subprocess.run([wavbeam, 'verify', str(dataset)],
                           capture_output=True, text=True, cwd=work, env=env)
   assert verify.returncode == 0 and 'OK' in verify.stdout
+
+
+def test_the_source_distribution_ships_the_license(tmp_path):
+  """`setup.py sdist` (in a copy of the checkout, leaving it untouched):
+  LICENSE is in the archive, PKG-INFO names Apache-2.0 and its classifier
+  and the Python floor the README states."""
+  copy = tmp_path / 'checkout'
+  shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(
+      '.venv', '.git', 'scratch', 'build', '*.egg-info', '__pycache__',
+      '.pytest_cache'))
+  proc = subprocess.run(
+      [sys.executable, 'setup.py', '-q', 'sdist', '--dist-dir',
+       str(tmp_path / 'dist')], cwd=copy, capture_output=True, text=True,
+      timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  with tarfile.open(tmp_path / 'dist' / 'wavbeam-0.1.0.tar.gz') as tar:
+    names = tar.getnames()
+    assert 'wavbeam-0.1.0/LICENSE' in names, names
+    shipped = tar.extractfile('wavbeam-0.1.0/LICENSE').read().decode()
+    info = tar.extractfile('wavbeam-0.1.0/PKG-INFO').read().decode()
+  with open(os.path.join(ROOT, 'LICENSE'), encoding='utf-8') as f:
+    assert shipped == f.read()
+  assert 'Apache License\n                           Version 2.0' in shipped
+  assert 'License: Apache-2.0\n' in info
+  assert ('Classifier: License :: OSI Approved :: Apache Software License'
+          in info)
+  floor = re.search(r'^Requires-Python: >=(\d+\.\d+)$', info, re.M).group(1)
+  with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
+    assert f'Python {floor} or newer' in f.read()
 
 
 _WITHOUT = '''
@@ -80,7 +123,7 @@ sys.meta_path.insert(0, _Missing())
 
 
 def test_the_demo_after_the_smallest_install_it_needs(tmp_path):
-  """`pip install 'wavbeam[tf]'`: no matplotlib (the [inspect] extra), no
+  """`pip install '.[tf]'`: no matplotlib (the [inspect] extra), no
   Beam [gcp] extra, no PyTorch, Grain or ArrayRecord (simulated by a
   sitecustomize that makes them missing). The demo ends with exit 0, says
   in one line which extra draws the figure, and nothing but its own lines
@@ -96,5 +139,6 @@ def test_the_demo_after_the_smallest_install_it_needs(tmp_path):
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert proc.stderr == ''
   assert ("== no picture: matplotlib is not installed: pip install "
-          "'wavbeam[inspect]' draws the figures") in proc.stdout
+          "'.[inspect]' (in the wavbeam checkout) draws the figures"
+          ) in proc.stdout
   assert 'WARNING' not in proc.stdout

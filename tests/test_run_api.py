@@ -1,5 +1,6 @@
 """pipeline.run.run(config): what `wavbeam run` does, from Python, and the
-README's Python example as printed."""
+README's Python example as printed (its feature function included), with
+the listing of `out/` the README shows."""
 
 import os
 import re
@@ -16,28 +17,36 @@ from tests import helpers as H
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def my_numpy_fn(windows, sample_rate):
-  """Zero-crossing rate per window (module level: it must pickle)."""
-  del sample_rate
-  signs = np.signbit(windows)
-  return (signs[:, 1:] != signs[:, :-1]).mean(axis=1).astype(np.float32)
-
-
 def _corpus(folder):
   for i in range(6):
     H.write_wav(str(folder / ('owl', 'wren')[i % 2] / f'{i}.wav'),
                 H.noise(16000 + 4000 * i, seed=i))
 
 
+def _readme():
+  return open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
+
+
+def _readme_listing():
+  """The file names of the README's `out/` listing: the first columns
+  (two spaces apart) of each line below `out/`, those without a space."""
+  blocks = re.findall(r'^```\n(out/\n.*?)^```', _readme(), re.S | re.M)
+  assert len(blocks) == 1
+  return sorted(name for line in blocks[0].splitlines()[1:]
+                for name in re.split(r' {2,}', line.strip())
+                if name and ' ' not in name)
+
+
 def test_the_readme_example_runs_as_printed(tmp_path, monkeypatch):
-  text = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
-  blocks = [b for b in re.findall(r'```python\n(.*?)```', text, re.S)
+  blocks = [b for b in re.findall(r'```python\n(.*?)```', _readme(), re.S)
             if 'from pipeline.run import run' in b]
   assert len(blocks) == 1
   _corpus(tmp_path / 'corpus')
   monkeypatch.chdir(tmp_path)
-  namespace = {'my_numpy_fn': my_numpy_fn}
+  namespace = {}  # the block defines everything it uses
   exec(compile(blocks[0], 'README.md', 'exec'), namespace)  # pylint: disable=exec-used
+  my_numpy_fn = namespace['my_numpy_fn']
+  assert sorted(os.listdir('out')) == _readme_listing()
   ds = namespace['ds']
   batch = next(iter(ds))
   assert 'zcr' in batch and 'log_mel' in batch

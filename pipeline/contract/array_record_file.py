@@ -18,7 +18,8 @@ def _module():
   except ImportError as e:
     raise ImportError(
         '--array_record needs the array-record package: pip install '
-        'wavbeam[array_record] (or array-record==0.8.6)') from e
+        "'.[array_record]' in the wavbeam checkout (or "
+        'array-record==0.8.6)') from e
   return array_record_module
 
 
