@@ -61,9 +61,16 @@ def _leave_lock(folder, holder):
 
 
 def _take(folder, caplog):
-  with caplog.at_level(logging.WARNING, logger='wavbeam'):
-    with run_marker.FolderLock(str(folder)) as lock:
-      held = json.loads((folder / run_marker.LOCK_FILE).read_text())
+  # On the logger itself: a command run earlier in this process may have
+  # stopped it from propagating to the root logger.
+  logger = logging.getLogger('wavbeam')
+  logger.addHandler(caplog.handler)
+  try:
+    with caplog.at_level(logging.WARNING, logger='wavbeam'):
+      with run_marker.FolderLock(str(folder)) as lock:
+        held = json.loads((folder / run_marker.LOCK_FILE).read_text())
+  finally:
+    logger.removeHandler(caplog.handler)
   return lock.taken_over, held, caplog.text
 
 
