@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+from pipeline import numpy_reader
 from pipeline import verify
 from pipeline.contract import metadata
 from tests import helpers as H
@@ -258,3 +259,39 @@ def test_split_folders_that_cannot_name_a_split_are_rejected(tmp_path):
        'split name (--split_from=subdir; use letters, digits and "_" only)')
       for folder in ('my test', 'x.y') for i in range(2)]
   assert 'OK' in verify.verify(str(tmp_path / 'out'))
+
+
+def test_one_file_under_several_names_is_one_recording(tmp_path):
+  """A file also reached by a symbolic link or a hard link is read once,
+  under its first name; the other names are rejected saying which file
+  they are, so its audio is in one split only and the counts add up. (A
+  linked folder is not searched.)"""
+  root = tmp_path / 'in'
+  for i in range(8):
+    H.write_wav(str(root / ('a', 'b')[i % 2] / f'{i}.wav'),
+                H.noise(4096, seed=i))
+  os.symlink(root / 'a' / '0.wav', root / 'b' / 'link.wav')
+  os.symlink(root / 'a', root / 'c')  # not searched: a/ is not listed twice
+  os.link(root / 'b' / '1.wav', root / 'b' / 'hard.wav')
+  meta = H.run_pipeline(H.make_config(
+      root, tmp_path / 'out', win_len=1024, hop_len=1024,
+      features=('signal',), splits=(('train', 0.5), ('test', 0.5))))
+  rejects = [json.loads(line) for line in
+             open(tmp_path / 'out' / 'rejects.jsonl')]
+  duplicates = {os.path.relpath(r['path'], root): r['reason']
+                for r in rejects}
+  assert sorted(duplicates) == ['b/hard.wav', 'b/link.wav']
+  assert duplicates['b/link.wav'].startswith(
+      f'the same file as {root / "a" / "0.wav"} ')
+  assert duplicates['b/hard.wav'].startswith(
+      f'the same file as {root / "b" / "1.wav"} ')
+  counts = meta['counts']
+  assert counts['files_ok'] == 8 and counts['files_rejected'] == 2
+  assert counts['files_seen'] == 10
+  paths = set()
+  for split in meta['splits']:
+    for e in numpy_reader.numpy_dataset(str(tmp_path / 'out'), split,
+                                        features=['filepath']):
+      paths.add(str(e['filepath']))
+  assert sorted(os.path.relpath(p, root) for p in paths) == sorted(
+      f'{("a", "b")[i % 2]}/{i}.wav' for i in range(8))

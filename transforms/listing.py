@@ -5,6 +5,7 @@ ListBlocks yields blocks, rejections and the counts on its main output, as
 distinct types (graph.SplitByType parts them)."""
 
 import dataclasses
+import os
 from typing import Dict, Iterator
 
 import apache_beam as beam
@@ -13,6 +14,7 @@ from pipeline.contract import naming
 from pipeline import config as config_lib
 from transforms import timeline
 from pipeline.config import PipelineConfig
+from transforms import filesystem
 from transforms import labels
 from transforms import manifest as manifest_lib
 from transforms import patterns
@@ -70,7 +72,32 @@ def input_paths(config: PipelineConfig):
   excluded = excluded_paths(config, every)
   for path in excluded:
     refused.pop(path, None)
+  refused.update(same_file_names(
+      [p for p in every if p not in excluded and p not in refused]))
   return every, entries, refused, excluded
+
+
+def same_file_names(paths) -> Dict[str, str]:
+  """{name: why it is refused} of every local name in `paths` (sorted) for
+  a file that an earlier name gives too: a symbolic link to it or to a
+  folder above it, or a hard link. One file is one recording, read once,
+  under its first name, so that its audio can never be in two splits."""
+  first, refused = {}, {}
+  for path in paths:
+    if not filesystem.is_local(path):
+      continue
+    try:
+      st = os.stat(path)
+    except OSError:
+      continue  # probing says why it cannot be read
+    key = (st.st_dev, st.st_ino)
+    if key in first:
+      refused[path] = (f'the same file as {first[key]} (a link to it, or '
+                       'through a linked folder): one recording is read '
+                       f'once, as {first[key]}')
+    else:
+      first[key] = path
+  return refused
 
 
 def excluded_paths(config: PipelineConfig, paths) -> Dict[str, str]:
