@@ -46,9 +46,11 @@ setuptools.setup(
         'Programming Language :: Python :: 3',
         'Programming Language :: Python :: 3.11',
     ],
-    packages=['pipeline', 'pipeline.contract', 'transforms'],
+    packages=setuptools.find_packages(include=['pipeline', 'pipeline.*',
+                                               'transforms', 'transforms.*']),
     # `wavbeam run|inspect|verify|demo`: the python -m commands, installed.
-    entry_points={'console_scripts': ['wavbeam = pipeline.cli:command']},
+    entry_points={'console_scripts': [
+        'wavbeam = pipeline.commands.cli:command']},
     python_requires='>=3.11',
     install_requires=RUNTIME,
     extras_require={

@@ -70,7 +70,7 @@ def read_rows(folder: str):
 def check(corpus: str, out: str) -> list:
   """Failed checks, as messages (empty: every check holds)."""
   import json
-  from pipeline import numpy_reader
+  from pipeline.readers import numpy_dataset as numpy_reader
   rows = read_rows(corpus)
   failures, seen, speaker_splits = [], set(), {}
   with open(os.path.join(out, 'metadata.json'), encoding='utf-8') as f:

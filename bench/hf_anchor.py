@@ -44,13 +44,13 @@ def _features(example):
 
 
 def _examples(dataset_dir: str):
-  from pipeline import numpy_reader  # pylint: disable=import-outside-toplevel
+  from pipeline.readers import numpy_dataset as numpy_reader  # pylint: disable=import-outside-toplevel
   yield from numpy_reader.numpy_dataset(dataset_dir, 'train')
 
 
 def convert(dataset_dir: str) -> str:
   import datasets  # pylint: disable=import-outside-toplevel
-  from pipeline import numpy_reader  # pylint: disable=import-outside-toplevel
+  from pipeline.readers import numpy_dataset as numpy_reader  # pylint: disable=import-outside-toplevel
   target = dataset_dir.rstrip('/') + '_hf'
   if os.path.exists(os.path.join(target, 'dataset_info.json')):
     return target

@@ -23,7 +23,7 @@ import time
 
 from bench.procmon import run_measured
 from bench.run import ROOT
-from pipeline import example_corpus
+from pipeline.commands import example_corpus
 
 
 def one_file_corpus(hours: int) -> str:

@@ -51,9 +51,9 @@ def main(argv=None):
   parser.add_argument('--work', help='folder for the corpus and dataset '
                       '(default: a temporary one, removed after)')
   args = parser.parse_args(argv)
-  from pipeline import replay
-  from pipeline import run as run_lib
-  from pipeline.torch_dataset import LengthGroupedBatchSampler
+  from pipeline.readers import tf_dataset as replay
+  from pipeline.commands import run as run_lib
+  from pipeline.readers.torch_dataset import LengthGroupedBatchSampler
 
   work = args.work or tempfile.mkdtemp(prefix='wavbeam-padding-')
   corpus, out = os.path.join(work, 'corpus'), os.path.join(work, 'out')

@@ -14,7 +14,7 @@ import time
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import tensorflow as tf  # noqa: E402
 
-from pipeline import replay  # noqa: E402
+from pipeline.readers import tf_dataset as replay  # noqa: E402
 
 BATCH = 64
 

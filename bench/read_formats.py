@@ -28,7 +28,7 @@ BATCH = 64
 def read_twice(output_dir: str) -> None:
   """One process: two full passes; prints their examples/s as JSON."""
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
-  from pipeline import replay
+  from pipeline.readers import tf_dataset as replay
   rates = []
   for _ in range(2):
     start, n = time.perf_counter(), 0

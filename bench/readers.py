@@ -7,7 +7,7 @@ clips (window 16000), written by wavbeam into scratch/bench/readers_*
 (signal + spectrogram, the defaults, with --array_record). Readers with
 `_shuffled` in their name read a full epoch in a fresh random order from
 the ArrayRecord copies (random access; `torch_map_*` with
-pipeline.torch_dataset.collate, or DataLoader's default_collate); the
+pipeline.readers.torch_dataset.collate, or DataLoader's default_collate); the
 others read the TFRecord shards in sequence. Each reader reads the train split,
 all features, in a process of its own (start-up not timed), 3 passes:
 the first pass is reported apart ("first": tf.data's and the page cache's
@@ -68,11 +68,11 @@ def make_reader(name, out):
   # Opened once and read pass after pass, as a training loop reads it
   # (and as hf_arrow's dataset is loaded once).
   if name == 'numpy_reader':
-    from pipeline import numpy_reader
+    from pipeline.readers import numpy_dataset as numpy_reader
     dataset = numpy_reader.numpy_dataset(out, 'train')
     return lambda: _count(dataset)
   if name == 'numpy_reader_batched':
-    from pipeline import numpy_reader
+    from pipeline.readers import numpy_dataset as numpy_reader
     dataset = numpy_reader.numpy_dataset(out, 'train', batch_size=BATCH)
     return lambda: _count(dataset)
   if name == 'tfrecord_package':
@@ -93,7 +93,7 @@ def make_reader(name, out):
     return lambda: _shuffled_epoch(source)
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   from bench import read_bench
-  from pipeline import replay
+  from pipeline.readers import tf_dataset as replay
   if name == 'replay_dataset':
     dataset = replay.replay_dataset(out, 'train', batch_size=BATCH)
   elif name == 'replay_dataset_tf':
@@ -136,11 +136,11 @@ def _tfrecord_package(out):
 
 
 def _torch_loader(out, workers, augment):
-  """pipeline.torch_dataset in a DataLoader (batches of BATCH made in the
-  dataset, all features); workers persist between passes, as in
+  """pipeline.readers.torch_dataset in a DataLoader (batches of BATCH made
+  in the dataset, all features); workers persist between passes, as in
   training. With `augment`, SpecAugment-style work on every example."""
   import torch
-  from pipeline.torch_dataset import WavbeamIterableDataset
+  from pipeline.readers.torch_dataset import WavbeamIterableDataset
   loader = torch.utils.data.DataLoader(
       WavbeamIterableDataset(out, 'train', batch_size=BATCH,
                              transform=spec_augment if augment else None),
@@ -150,9 +150,9 @@ def _torch_loader(out, workers, augment):
 
 def _torch_examples(out, collated):
   """Single examples batched by the DataLoader (BATCH, 2 workers), with
-  its default_collate or pipeline.torch_dataset.collate."""
+  its default_collate or pipeline.readers.torch_dataset.collate."""
   import torch
-  from pipeline.torch_dataset import WavbeamIterableDataset, collate
+  from pipeline.readers.torch_dataset import WavbeamIterableDataset, collate
   loader = torch.utils.data.DataLoader(
       WavbeamIterableDataset(out, 'train'), batch_size=BATCH, num_workers=2,
       persistent_workers=True, collate_fn=collate if collated else None)
@@ -195,7 +195,7 @@ def _shuffled_epoch(source, epoch=[0]):  # pylint: disable=dangerous-default-val
 
 def _random_access(name, out):
   """Full shuffled epochs over the ArrayRecord copies (--array_record)."""
-  from pipeline.array_record_source import ArrayRecordSource
+  from pipeline.readers.array_record import ArrayRecordSource
   source = ArrayRecordSource(out, 'train')
   if name == 'array_record_shuffled':
     return lambda: _shuffled_epoch(source)
@@ -205,7 +205,7 @@ def _random_access(name, out):
     return lambda: sum(len(b['index']) for b in grain.MapDataset.source(
         source).shuffle(seed=next(seeds)).batch(BATCH))
   import torch
-  from pipeline.torch_dataset import WavbeamMapDataset, collate
+  from pipeline.readers.torch_dataset import WavbeamMapDataset, collate
   loader = torch.utils.data.DataLoader(
       WavbeamMapDataset(out, 'train'), batch_size=BATCH, shuffle=True,
       num_workers=2, persistent_workers=True,

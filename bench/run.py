@@ -29,7 +29,7 @@ import time
 import soundfile as sf
 
 from bench.procmon import run_measured
-from pipeline import example_corpus
+from pipeline.commands import example_corpus
 
 ROOT = os.path.join('scratch', 'bench')
 PY = sys.executable

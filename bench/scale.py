@@ -32,7 +32,7 @@ from bench import ceiling
 from tests.dask_cluster import dask_cluster
 from bench.procmon import run_measured
 from bench.run import ROOT, corpus_for
-from pipeline import example_corpus
+from pipeline.commands import example_corpus
 
 PY = sys.executable
 

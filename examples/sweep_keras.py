@@ -18,7 +18,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pipeline import demo  # noqa: E402
+from pipeline.commands import demo  # noqa: E402
 from pipeline import variants as variants_lib  # noqa: E402
 
 

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import keras  # noqa: E402
 
 from pipeline.contract import naming  # noqa: E402
-from pipeline.replay import load_metadata, replay_dataset  # noqa: E402
+from pipeline.readers.tf_dataset import load_metadata, replay_dataset  # noqa: E402
 
 TRAIN = 'train'
 # Preferred over any other split for evaluation, in this order.

@@ -1,46 +1,52 @@
-"""wavbeam: WAV corpora to sharded TFRecord datasets with Apache Beam.
+"""wavbeam: audio corpora to sharded TFRecord datasets with Apache Beam,
+and the readers that turn them back into training input.
 
-This package must stay importable without Beam: `pipeline.replay` (training
-code) imports it with TensorFlow only. Beam is imported by the modules that
-build and run the graph (`pipeline.graph`, `pipeline.run`).
+    import pipeline
+    pipeline.run(pipeline.PipelineConfig(input_dir='corpus/',
+                                         output_dir='out/'))
+    for batch in pipeline.numpy_dataset('out/', 'train', batch_size=32):
+      ...
+
+Importing the package changes nothing in the process (standard streams,
+logging, signals) and imports nothing heavy: each name below is loaded
+when first used, Beam only for `run`, TensorFlow only for
+`replay_dataset`, PyTorch only for `WavbeamIterableDataset`.
+
+The package's folders: `contract/` (the dataset format), `readers/`,
+`featurizer/`, `commands/`, and the writer's modules at the top (graph,
+append, output_folder, variants, progress, config).
 """
 
-import logging as _logging
-import os as _os
-import sys as _sys
+import importlib
+
+# Public name: (module, attribute), or (module, None) for a module that is
+# called as its function (pipeline.run(config), pipeline.featurizer(out)),
+# so that the name means the same whether or not the module of that name
+# was imported first.
+_PUBLIC = {
+    'run': ('pipeline.run', None),
+    'PipelineConfig': ('pipeline.config', 'PipelineConfig'),
+    'replay_dataset': ('pipeline.readers.tf_dataset', 'replay_dataset'),
+    'numpy_dataset': ('pipeline.readers.numpy_dataset', 'numpy_dataset'),
+    'WavbeamIterableDataset': ('pipeline.readers.torch_dataset',
+                               'WavbeamIterableDataset'),
+    'ArrayRecordSource': ('pipeline.readers.array_record',
+                          'ArrayRecordSource'),
+    'featurizer': ('pipeline.featurizer', None),
+    'load_metadata': ('pipeline.readers.metadata', 'load_metadata'),
+    'DatasetError': ('pipeline.contract.errors', 'DatasetError'),
+}
+
+__all__ = sorted(_PUBLIC)
 
 
-def _open_closed_standard_streams():
-  """Points a closed stdin, stdout or stderr (`wavbeam run ... 2>&-`) at
-  /dev/null, before anything else opens a file: the next file opened
-  would otherwise get that descriptor, and every log line written to
-  "stderr" (by Beam's workers, by TensorFlow's C++ code) would land in it.
-  Python leaves sys.stdout or sys.stderr as None for a closed one."""
-  for fd, name, mode in ((0, 'stdin', 'r'), (1, 'stdout', 'w'),
-                         (2, 'stderr', 'w')):
-    try:
-      _os.fstat(fd)
-    except OSError:
-      opened = _os.open(_os.devnull, _os.O_RDWR)  # the lowest free one
-      if opened != fd:
-        _os.close(opened)
-        continue
-    if getattr(_sys, name) is None:
-      setattr(_sys, name, open(fd, mode, closefd=False))
+def __getattr__(name):
+  if name not in _PUBLIC:
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+  module, attribute = _PUBLIC[name]
+  loaded = importlib.import_module(module)
+  return loaded if attribute is None else getattr(loaded, attribute)
 
 
-_open_closed_standard_streams()
-
-
-class _BeamImportWarnings:
-  """A logging filter for the warning Beam logs when it is imported without
-  its [gcp] extra ('apitools not found, and bigquery client libraries are
-  not available'): it concerns BigQuery, which wavbeam does not use, and
-  it would open every command's output in a minimal install."""
-
-  @staticmethod
-  def filter(record):
-    return 'apitools not found' not in str(record.msg)
-
-
-_logging.getLogger().addFilter(_BeamImportWarnings())
+def __dir__():
+  return sorted(set(globals()) | set(_PUBLIC))

@@ -648,7 +648,7 @@ def _silent_example(config: PipelineConfig, extra_features=None,
              'win_start_idx': [0], **arrays}
   assert set(schema_lib.BASE_KEYS) <= set(columns)
   if config.manifest_extra_columns:
-    found = manifest_lib.read(config)
+    found = listing.read_manifest(config)
     for name in config.manifest_extra_columns:
       columns[name] = ([0] if found.extra_types[name] == manifest_lib.INT64
                        else ['x' * found.extra_widths[name]])
@@ -699,7 +699,7 @@ def check_input(config: PipelineConfig) -> None:
   if not exists:
     raise ConfigError('input_dir', config.input_dir, 'does not exist')
   if manifest_lib.has_manifest(config):
-    found = manifest_lib.read(config)  # it parses
+    found = listing.read_manifest(config)  # it parses
     if not found.entries:
       raise ConfigError(
           'manifest' if config.manifest else 'lhotse_recordings',

@@ -27,8 +27,8 @@ from pipeline import config as config_lib
 from pipeline import output_folder
 from pipeline import graph
 from pipeline.contract import metadata as metadata_lib
-from pipeline import replay
-from pipeline import run as run_lib
+from pipeline.readers import tf_dataset as replay
+from pipeline.commands import run as run_lib
 from pipeline.contract import schema as schema_lib
 from transforms import audio
 from transforms import counters
@@ -281,7 +281,8 @@ def at(name):
   while not os.path.exists(action + '.go'):
     time.sleep(0.02)
 
-from pipeline import append, output_folder, run
+from pipeline import append, output_folder
+from pipeline.commands import run
 from transforms import finalize
 
 def around(module, name, before=None, after=None, when=lambda *a: True):

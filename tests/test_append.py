@@ -13,12 +13,12 @@ import sys
 import numpy as np
 import pytest
 
-from pipeline import numpy_reader
-from pipeline.array_record_source import ArrayRecordSource
-from pipeline.torch_dataset import WavbeamIterableDataset
-from pipeline.torch_dataset import WavbeamMapDataset
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.readers.array_record import ArrayRecordSource
+from pipeline.readers.torch_dataset import WavbeamIterableDataset
+from pipeline.readers.torch_dataset import WavbeamMapDataset
 from pipeline.contract import parts as parts_lib
-from pipeline import verify
+from pipeline.commands import verify
 from tests import helpers as H
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,7 +45,7 @@ def _cli(*args, check=True):
 def _examples(out, **kw):
   """Every example of every split, as comparable tuples (the target apart:
   a rebuild numbers classes afresh)."""
-  meta = numpy_reader.load_metadata(str(out), kw.get('parts'))[1]
+  meta = numpy_reader.load_metadata(str(out), kw.get('parts'))
   found = collections.Counter()
   for split in meta['splits']:
     for e in numpy_reader.numpy_dataset(str(out), split, **kw):
@@ -75,10 +75,10 @@ def test_a_day_appended_equals_a_rebuild_of_the_union(corpus):
   assert _examples(corpus / 'out') == _examples(corpus / 'rebuild')
   # The first part is untouched and still readable on its own.
   assert _examples(corpus / 'out', parts=[0]) == before
-  meta = numpy_reader.load_metadata(str(corpus / 'out'))[1]
+  meta = numpy_reader.load_metadata(str(corpus / 'out'))
   assert meta['classes'] == ['owl', 'wren', 'kite']  # none renumbered
   assert meta['parts'] == ['.', 'part-00001']
-  rebuilt = numpy_reader.load_metadata(str(corpus / 'rebuild'))[1]
+  rebuilt = numpy_reader.load_metadata(str(corpus / 'rebuild'))
   assert meta['counts'] == rebuilt['counts']
   for split, entry in meta['splits'].items():
     assert entry['num_examples'] == rebuilt['splits'][split]['num_examples']
@@ -123,7 +123,7 @@ def test_a_day_appended_equals_a_rebuild_of_the_union(corpus):
 
 
 def test_tensorflow_readers_read_every_part(corpus):
-  from pipeline import replay  # pylint: disable=import-outside-toplevel
+  from pipeline.readers import tf_dataset as replay  # pylint: disable=import-outside-toplevel
   import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
   _day(corpus / 'in', 10, 4, ['kite'])
   _cli('--input_dir', str(corpus / 'in'), '--output_dir',
@@ -138,7 +138,7 @@ def test_tensorflow_readers_read_every_part(corpus):
     assert sorted(found) == sorted(e['filepath'].encode() for e in mine)
   first = replay.replay_dataset(out, 'train', parts=['.'])
   assert len(list(first)) == numpy_reader.load_metadata(
-      out, [0])[1]['splits']['train']['num_examples']
+      out, [0])['splits']['train']['num_examples']
   # TFDS: the parts' folders, the last first (its features know every
   # class), as docs/corpora.md says.
   builder = tfds.builder_from_directories(
@@ -171,7 +171,7 @@ def test_a_part_of_rejected_recordings_only_exits_1(corpus):
   assert (f'error: the dataset is EMPTY: no example was written to {part} '
           '(2 of 2 files rejected') in proc.stderr
   assert len((part / 'rejects.jsonl').read_text().splitlines()) == 2
-  assert numpy_reader.load_metadata(str(corpus / 'out'))[1]['parts'] == [
+  assert numpy_reader.load_metadata(str(corpus / 'out'))['parts'] == [
       '.', 'part-00001']
   proc = _cli(*args)
   assert 'nothing to append' in proc.stderr
@@ -238,7 +238,7 @@ def test_an_interrupted_append_leaves_the_dataset_complete(corpus):
   # The next append replaces the interrupted part.
   _cli('--input_dir', str(corpus / 'in'), '--output_dir',
        str(corpus / 'out'), '--quiet', *FLAGS, '--append')
-  assert numpy_reader.load_metadata(str(corpus / 'out'))[1]['parts'] == [
+  assert numpy_reader.load_metadata(str(corpus / 'out'))['parts'] == [
       '.', 'part-00001']
   assert len(_examples(corpus / 'out')) > len(before)
 

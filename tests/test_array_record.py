@@ -15,12 +15,12 @@ import torch
 
 from pipeline import config as config_lib
 from pipeline.contract import naming
-from pipeline import numpy_reader
-from pipeline import replay
-from pipeline import verify
-from pipeline.array_record_source import ArrayRecordSource
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.readers import tf_dataset as replay
+from pipeline.commands import verify
+from pipeline.readers.array_record import ArrayRecordSource
 from pipeline.contract.errors import DatasetError
-from pipeline.torch_dataset import WavbeamMapDataset, collate
+from pipeline.readers.torch_dataset import WavbeamMapDataset, collate
 from tests import helpers as H
 from pipeline.contract import array_record_file
 from pipeline.contract import tfrecord

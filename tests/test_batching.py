@@ -7,7 +7,7 @@ import gc
 import numpy as np
 import pytest
 
-from pipeline import batching
+from pipeline.readers import batching
 
 
 def examples(n, start=0):

@@ -18,7 +18,7 @@ def _python(code: str, tmp_path):
 def test_output_flushed_and_code_kept(tmp_path, code):
   done = _python(f"""
       import sys
-      from pipeline import console
+      from pipeline.commands import console
       sys.stdout.write('to stdout, buffered')
       sys.stderr.write('to stderr')
       console.exit_process({code})
@@ -31,7 +31,7 @@ def test_output_flushed_and_code_kept(tmp_path, code):
 def test_waits_for_a_running_thread(tmp_path):
   done = _python("""
       import threading, time
-      from pipeline import console
+      from pipeline.commands import console
       def late():
         time.sleep(0.5)
         open('written', 'w').write('yes')
@@ -45,7 +45,7 @@ def test_waits_for_a_running_thread(tmp_path):
 def test_waits_for_a_child_process(tmp_path):
   done = _python("""
       import multiprocessing, time
-      from pipeline import console
+      from pipeline.commands import console
       def late():
         time.sleep(0.5)
         open('written', 'w').write('yes')
@@ -60,7 +60,7 @@ def test_waits_for_a_child_process(tmp_path):
 def test_logging_handlers_flushed(tmp_path):
   done = _python("""
       import logging, logging.handlers
-      from pipeline import console
+      from pipeline.commands import console
       # Holds its lines until flushed or closed (logging.shutdown).
       handler = logging.handlers.MemoryHandler(
           1000, logging.CRITICAL, logging.FileHandler('log.txt'))
@@ -73,7 +73,7 @@ def test_logging_handlers_flushed(tmp_path):
 
 
 def test_a_wrapped_ctrl_c_is_known():
-  from pipeline import console  # pylint: disable=import-outside-toplevel
+  from pipeline.commands import console  # pylint: disable=import-outside-toplevel
   try:
     try:
       raise KeyboardInterrupt

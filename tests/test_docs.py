@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from pipeline import cli
+from pipeline.commands import cli
 from pipeline.config import PipelineConfig
 from tests import helpers as H
 

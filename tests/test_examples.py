@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from pipeline import example_corpus
+from pipeline.commands import example_corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEP = '''

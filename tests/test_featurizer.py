@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pipeline import numpy_reader
-from pipeline import run as run_lib
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.commands import run as run_lib
 from pipeline.contract.errors import DatasetError
 from pipeline.featurizer import FeaturizerError, featurizer, tf_featurizer
 from tests import helpers as H

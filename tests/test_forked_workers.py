@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from pipeline import config as config_lib
-from pipeline import run as run_lib
+from pipeline.commands import run as run_lib
 from tests import helpers as H
 from transforms import forked_workers
 
@@ -188,7 +188,7 @@ def test_the_cli_writes_shards_in_them_with_the_same_bytes(tmp_path):
         print('wrote in', os.getpid(), flush=True)
         return write_shard(*args)
       shard_writer.write_shard = recording
-      from pipeline import run
+      from pipeline.commands import run
       print('launcher', os.getpid())
       code = run.main({flags + ['--output_dir', str(tmp_path / 'forked')]!r})
       assert code == 0, code

@@ -7,7 +7,7 @@ import apache_beam as beam
 import pytest
 
 from pipeline import graph
-from pipeline import run as run_lib
+from pipeline.commands import run as run_lib
 from pipeline.config import ConfigError
 from tests import helpers as H
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pipeline import inspect_dataset as inspect_lib
+from pipeline.commands import inspect as inspect_lib
 from tests import helpers as H
 
 

@@ -14,7 +14,7 @@ import pytest
 from pipeline.contract import metadata
 from pipeline.contract import naming
 from pipeline import progress
-from pipeline import replay
+from pipeline.readers import tf_dataset as replay
 from tests import helpers as H
 from transforms import block_store
 from transforms import run_marker
@@ -238,7 +238,7 @@ def test_a_second_job_is_refused_while_the_first_runs(corpus, tmp_path,
                       '--output_dir', str(out), *FLAGS, '--quiet',
                       cwd=tmp_path)
   first.wait_until_there()
-  from pipeline import run
+  from pipeline.commands import run
   for extra in ([], ['--overwrite']):
     code = run.main(['--input_dir', str(corpus), '--output_dir', str(out),
                      *FLAGS, '--quiet', *extra])

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pipeline import graph, output_folder, run as run_lib
+from pipeline import graph, output_folder
+from pipeline.commands import run as run_lib
 from pipeline.contract import example_codec, metadata as metadata_lib
 from pipeline.contract import tfrecord
 from tests import helpers as H

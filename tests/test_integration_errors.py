@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from pipeline import config as config_lib
-from pipeline import replay
-from pipeline import run as run_lib
+from pipeline.readers import tf_dataset as replay
+from pipeline.commands import run as run_lib
 from tests import helpers as H
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -176,7 +176,11 @@ def test_local_runner_defaults():
 def test_every_error_has_one_root():
   """`except WavbeamError` catches every error wavbeam raises on purpose;
   the older bases still catch them too."""
-  from pipeline import config, inspect_dataset, numpy_reader, replay, verify
+  from pipeline import config
+  from pipeline.commands import inspect as inspect_dataset
+  from pipeline.readers import numpy_dataset as numpy_reader
+  from pipeline.readers import tf_dataset as replay
+  from pipeline.commands import verify
   from pipeline.contract import errors, metadata, parts, schema, tfrecord
   from transforms import file_reports, finalize, run_marker
   classes = [config.ConfigError, inspect_dataset.InspectError,

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pipeline import numpy_reader
-from pipeline import replay
-from pipeline import run as run_lib
-from pipeline import verify
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.readers import tf_dataset as replay
+from pipeline.commands import run as run_lib
+from pipeline.commands import verify
 from pipeline.contract import schema as schema_lib
 from transforms import audio
 from tests import helpers as H
@@ -238,7 +238,7 @@ def test_bucketing_by_length_reduces_padding(dataset):
 
 def test_torch_pads_batches_and_groups_lengths(dataset):
   import torch
-  from pipeline import torch_dataset
+  from pipeline.readers import torch_dataset
   d, paths, _ = dataset
   out = str(d / 'out')
   data = torch_dataset.WavbeamIterableDataset(out, batch_size=3,

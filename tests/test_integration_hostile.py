@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from pipeline import replay
+from pipeline.readers import tf_dataset as replay
 from tests import helpers as H
 from tests import hostile
 from transforms import wav_io

@@ -114,7 +114,7 @@ print(' '.join(sorted(seen)))
                         capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   import hashlib
-  from pipeline import numpy_reader
+  from pipeline.readers import numpy_dataset as numpy_reader
   expected = sorted(
       hashlib.sha1(e['signal'].tobytes() + e['spectrogram'].tobytes())
       .hexdigest() for e in numpy_reader.numpy_dataset(

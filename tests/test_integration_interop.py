@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipeline import replay
-from pipeline import run as run_lib
+from pipeline.readers import tf_dataset as replay
+from pipeline.commands import run as run_lib
 from pipeline.config import ConfigError
 from tests import helpers as H
 
@@ -142,8 +142,8 @@ def test_tfds_load_with_tfds_layout(dataset, tmp_path):
   assert replay.replay_dataset(str(tmp_path)).cardinality().numpy() == \
       meta['splits']['train']['num_examples']
   # So do verify and inspect.
-  from pipeline import inspect_dataset as inspect_lib
-  from pipeline import verify
+  from pipeline.commands import inspect as inspect_lib
+  from pipeline.commands import verify
   n = meta['splits']['train']['num_examples']
   assert f'OK, {n} examples' in verify.verify(str(tmp_path))
   nested = str(tmp_path / 'vehicles' / '1.0.0')

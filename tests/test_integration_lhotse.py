@@ -11,8 +11,8 @@ import lhotse
 import numpy as np
 import pytest
 
-from pipeline import numpy_reader
-from pipeline import run as run_lib
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.commands import run as run_lib
 from pipeline.config import ConfigError
 from tests import helpers as H
 

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from pipeline import run as run_lib
+from pipeline.commands import run as run_lib
 from pipeline.contract import naming
 from tests import helpers as H
 

@@ -47,11 +47,11 @@ import apache_beam as beam
 import pytest
 
 from pipeline import config as config_lib
-from pipeline import numpy_reader
-from pipeline import replay
-from pipeline import run as run_lib
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.readers import tf_dataset as replay
+from pipeline.commands import run as run_lib
 from pipeline import variants as variants_lib
-from pipeline import verify
+from pipeline.commands import verify
 from pipeline.config import ConfigError
 from tests import helpers as H
 
@@ -411,7 +411,7 @@ def _check_dataset(out, config, expect, recordings, array_record,
   length as its recording's; returns ({split: count}, metadata)."""
   out = str(out)
   assert 'OK' in verify.verify(out)
-  meta = numpy_reader.load_metadata(out)[1]
+  meta = numpy_reader.load_metadata(out)
   assert meta['counts']['files_ok'] == expect.recordings(recordings)
   expected = {split: e['num_examples'] for split, e in meta['splits'].items()}
   assert sum(expected.values()) == meta['counts']['examples'] == \
@@ -448,7 +448,7 @@ def _check_dataset(out, config, expect, recordings, array_record,
         assert b['num_samples'].numpy().tolist() == lengths
         assert b['signal'].shape[1] == max(lengths)
     assert counted == n
-    from pipeline.torch_dataset import WavbeamIterableDataset
+    from pipeline.readers.torch_dataset import WavbeamIterableDataset
     counted = 0
     for e in WavbeamIterableDataset(out, split):
       counted += 1
@@ -457,7 +457,7 @@ def _check_dataset(out, config, expect, recordings, array_record,
             _relative(e['filepath']))
     assert counted == n
     if array_record:
-      from pipeline.array_record_source import ArrayRecordSource
+      from pipeline.readers.array_record import ArrayRecordSource
       source = ArrayRecordSource(out, split)
       assert len(source) == n
       for i in range(n):
@@ -570,7 +570,7 @@ def test_output_folder_spellings_with_append_and_planted_links(
   assert 'OK' in verify.verify(str(real))
   config, _ = config_lib.parse_known_args(argv)
   for folder, _ in _datasets(config).values():
-    meta = numpy_reader.load_metadata(str(folder))[1]
+    meta = numpy_reader.load_metadata(str(folder))
     assert meta['counts']['files_ok'] == FIRST + ADDED
   victim = tmp_path / 'victim'
   victim.write_text('keep\n')

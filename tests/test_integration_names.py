@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from pipeline import numpy_reader
-from pipeline import replay
-from pipeline.array_record_source import ArrayRecordSource
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.readers import tf_dataset as replay
+from pipeline.readers.array_record import ArrayRecordSource
 from pipeline.contract.errors import DatasetError
 from tests import helpers as H
 

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from pipeline import numpy_reader
+from pipeline.readers import numpy_dataset as numpy_reader
 from pipeline.contract import parts as parts_lib
 from transforms import run_marker
 from tests import helpers as H
@@ -45,7 +45,7 @@ def _files(folder, first, count):
 
 def _examples(out):
   """(examples per split, recordings) the readers see."""
-  meta = numpy_reader.load_metadata(str(out))[1]
+  meta = numpy_reader.load_metadata(str(out))
   counts = {split: sum(1 for _ in numpy_reader.numpy_dataset(str(out), split))
             for split in meta['splits']}
   return counts, meta['counts']['files_ok']

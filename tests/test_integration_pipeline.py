@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipeline import console
-from pipeline import replay
+from pipeline.commands import console
+from pipeline.readers import tf_dataset as replay
 from pipeline.contract import naming
-from pipeline import run as run_lib
-from pipeline.console import plural
+from pipeline.commands import run as run_lib
+from pipeline.commands.console import plural
 from tests import helpers as H
 
 RATE = 16000

@@ -267,7 +267,8 @@ def test_non_local_file_system_for_input_and_output(corpus, local_run):
                          features=('signal', 'spectrogram', 'log_mel'),
                          n_fft=256, fft_hop=128)
   import apache_beam as beam
-  from pipeline import graph, output_folder, run
+  from pipeline import graph, output_folder
+  from pipeline.commands import run
   p = beam.Pipeline(options=run.pipeline_options([]))  # threads: one process
   graph.build_pipeline(p, config)
   output_folder.prepare(config, 'run-1')
@@ -328,7 +329,8 @@ def _launcher_args(name, *args, env=None):
 def _build(argv):
   import apache_beam as beam
   from pipeline import config as config_lib
-  from pipeline import graph, run
+  from pipeline import graph
+  from pipeline.commands import run
   config, beam_args = config_lib.parse_known_args(argv)
   options = run.pipeline_options(beam_args)
   p = beam.Pipeline(options=options)

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pipeline import numpy_reader
-from pipeline import replay
-from pipeline import run as run_lib
-from pipeline import verify
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.readers import tf_dataset as replay
+from pipeline.commands import run as run_lib
+from pipeline.commands import verify
 from pipeline.config import ConfigError
 from transforms import audio
 from tests import helpers as H
@@ -147,7 +147,7 @@ def test_unusable_segments_are_rejected_with_their_reason(segments):
   assert counts['segments_rejected'] == 3
   assert counts['files_ok'] == 6 and counts['files_rejected'] == 0
   assert counts['rejections'] == 3
-  from pipeline import inspect_dataset
+  from pipeline.commands import inspect as inspect_dataset
   assert ('0 files rejected, 3 segments rejected, 3 rejection records' in
           inspect_dataset.summary_text(str(d / 'out'), meta))
 
@@ -370,7 +370,7 @@ def test_the_sink_array_record_and_a_sweep_hold_the_same_segments(
                                          'fine': 80}[kw['variant']]
   assert verify.main([str(d / 'ar')]) == 0
   assert verify.main([str(d / 'sweep')]) == 0
-  from pipeline import array_record_source
+  from pipeline.readers import array_record as array_record_source
   source = array_record_source.ArrayRecordSource(str(d / 'ar'), 'train')
   assert len(source) == len(ours)
 

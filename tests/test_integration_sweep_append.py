@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from pipeline import numpy_reader
-from pipeline import verify
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.commands import verify
 from pipeline.contract.errors import DatasetError
 from tests import helpers as H
 

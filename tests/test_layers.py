@@ -1,9 +1,15 @@
-"""The package's layers, read from the imports of every module: the dataset
-contract (pipeline/contract) imports nothing above it, no Beam and no
-TensorFlow; the readers import the contract and no Beam or transforms/;
-transforms/ imports the contract and the config, never the graph, the
-commands or the readers; the inference featurizer imports the numpy
-modules of transforms/ and no Beam."""
+"""The package's layers, read from the imports of every module:
+- the dataset contract (pipeline/contract) imports nothing above it, no
+  Beam and no TensorFlow;
+- the readers (pipeline/readers) import the contract and each other, no
+  Beam, no transforms/, no commands;
+- the featurizer (pipeline/featurizer) imports the config, the contract
+  and the numpy modules of transforms/, no Beam and no commands;
+- transforms/ imports the contract and the config, never the writer's
+  graph, the commands, the readers or the featurizer;
+- the writer's modules at the top of pipeline/ never import the commands;
+- the modules that keep an old path (pipeline/replay.py, run.py, ...)
+  hold nothing but that."""
 
 import ast
 import os
@@ -11,13 +17,23 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-READERS = ('replay', 'numpy_reader', 'torch_dataset', 'array_record_source',
-           'batching', 'torch_batches')
 # Modules without Beam, whatever they import: what the featurizer may use.
 NUMPY_MODULES = ('transforms.plan', 'transforms.audio', 'transforms.features',
                  'transforms.file_reports', 'transforms.layout',
                  'transforms.sound_files', 'transforms.window_features')
-FEATURIZER = ('featurizer', 'featurizer_tf')
+# The old module paths: each the module that holds its code now.
+OLD_PATHS = {
+    'replay': 'pipeline.readers.tf_dataset',
+    'numpy_reader': 'pipeline.readers.numpy_dataset',
+    'torch_dataset': 'pipeline.readers.torch_dataset',
+    'array_record_source': 'pipeline.readers.array_record',
+    'featurizer_tf': 'pipeline.featurizer.tf_graph',
+    'run': 'pipeline.commands.run',
+    'verify': 'pipeline.commands.verify',
+    'inspect_dataset': 'pipeline.commands.inspect',
+    'demo': 'pipeline.commands.demo',
+    'cli': 'pipeline.commands.cli',
+}
 
 
 def _imports(path):
@@ -43,31 +59,71 @@ def _ours(imported):
   return {m for m in imported if m.split('.')[0] in ('pipeline', 'transforms')}
 
 
+def _beam_or_tf(imported):
+  return {m for m in imported if m.split('.')[0] in ('apache_beam',
+                                                     'tensorflow')}
+
+
+def _in_fresh_process(code):
+  return subprocess.run([sys.executable, '-c', code], cwd=ROOT, text=True,
+                        capture_output=True, check=True).stdout.strip()
+
+
+def test_the_folders_are_the_layers():
+  for folder in ('pipeline/contract', 'pipeline/readers',
+                 'pipeline/featurizer', 'pipeline/commands', 'transforms'):
+    assert os.path.isfile(os.path.join(ROOT, folder, '__init__.py')), folder
+  top = {name for name, _ in _modules('pipeline')}
+  assert top == {'__init__', '_aliases', 'append', 'config', 'graph',
+                 'output_folder', 'progress', 'variants'} | set(OLD_PATHS)
+
+
 def test_the_contract_imports_nothing_above_it():
   for name, path in _modules('pipeline/contract'):
     imported = _imports(path)
     outside = {m for m in _ours(imported)
                if not m.startswith('pipeline.contract')}
     assert not outside, (name, outside)
-    assert not {m for m in imported
-                if m.split('.')[0] in ('apache_beam', 'tensorflow')}, name
+    assert not _beam_or_tf(imported), name
 
 
-def test_readers_import_the_contract_and_no_beam():
-  for name in READERS:
-    imported = _imports(os.path.join(ROOT, 'pipeline', name + '.py'))
-    assert not {m for m in imported if m.startswith('transforms')}, name
+def test_readers_import_the_contract_and_each_other_and_no_beam():
+  for name, path in _modules('pipeline/readers'):
+    imported = _imports(path)
     assert not {m for m in imported if m.startswith('apache_beam')}, name
-    for module in _ours(imported) - {'pipeline'}:
-      assert module.split('.')[1] in ('contract',) + READERS, (name, module)
+    for module in _ours(imported):
+      assert module.startswith(('pipeline.contract', 'pipeline.readers')), \
+          (name, module)
 
 
-def test_transforms_never_import_the_graph_commands_or_readers():
+def test_transforms_never_import_the_graph_commands_readers_or_featurizer():
   for name, path in _modules('transforms'):
     for module in _ours(_imports(path)):
       if module.startswith('pipeline'):
         assert module.startswith(('pipeline.contract', 'pipeline.config')) \
             or module == 'pipeline', (name, module)
+
+
+def test_the_writer_never_imports_the_commands():
+  for name, path in _modules('pipeline'):
+    if name in OLD_PATHS or name == '_aliases':  # their callers' paths
+      continue
+    for module in _ours(_imports(path)):
+      assert not module.startswith(('pipeline.commands',
+                                    'pipeline.readers.tf_dataset')), \
+          (name, module)
+
+
+def test_an_old_path_holds_nothing_but_its_alias():
+  for name, target in OLD_PATHS.items():
+    tree = ast.parse(open(os.path.join(ROOT, 'pipeline', name + '.py'),
+                          encoding='utf-8').read())
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    assert len(calls) == 1 and calls[0].args[1].value == target, name
+  out = _in_fresh_process(
+      'import importlib; print(all(importlib.import_module("pipeline." + a) '
+      f'is importlib.import_module(b) for a, b in {OLD_PATHS!r}.items()))')
+  assert out.splitlines()[-1] == 'True'
 
 
 def test_the_numpy_modules_import_no_beam():
@@ -77,27 +133,55 @@ def test_the_numpy_modules_import_no_beam():
   code = (f'import sys; import {", ".join(NUMPY_MODULES)}; '
           "print(sorted({m.split('.')[0] for m in sys.modules} & "
           "{'apache_beam', 'tensorflow'}))")
-  out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, text=True,
-                       capture_output=True, check=True).stdout
-  assert out.strip() == '[]'
+  assert _in_fresh_process(code) == '[]'
 
 
 def test_the_featurizer_imports_the_numpy_modules_and_no_beam():
   """Inference code runs the pipeline's own computation without Beam:
   from transforms/, only the modules that import none."""
-  for name in FEATURIZER:
-    imported = _imports(os.path.join(ROOT, 'pipeline', name + '.py'))
+  for name, path in _modules('pipeline/featurizer'):
+    imported = _imports(path)
     assert not {m for m in imported if m.startswith('apache_beam')}, name
     for module in _ours(imported) - {'pipeline', 'transforms'}:
       if module.startswith('transforms'):
         assert '.'.join(module.split('.')[:2]) in NUMPY_MODULES, (name,
                                                                   module)
       else:
-        assert module.split('.')[1] in ('config', 'contract') + FEATURIZER, \
-            (name, module)
+        assert module.split('.')[1] in ('config', 'contract', 'featurizer',
+                                        '_aliases'), (name, module)
   code = ('import sys; import pipeline.featurizer; '
           "print(sorted({m.split('.')[0] for m in sys.modules} & "
           "{'apache_beam', 'tensorflow'}))")
-  out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, text=True,
-                       capture_output=True, check=True).stdout
-  assert out.strip() == '[]'
+  assert _in_fresh_process(code) == '[]'
+
+
+def test_no_module_imports_a_module_that_imports_it():
+  """No import cycle among wavbeam's modules, imports inside functions
+  included (they only hide one)."""
+  graph = {}
+  for folder in ('pipeline', 'pipeline/contract', 'pipeline/readers',
+                 'pipeline/featurizer', 'pipeline/commands', 'transforms'):
+    package = folder.replace('/', '.')
+    for name, path in _modules(folder):
+      module = package if name == '__init__' else f'{package}.{name}'
+      graph[module] = _imports(path)
+  known = set(graph)
+  edges = {m: {d for d in deps if d in known and d != m}
+           for m, deps in graph.items()}
+
+  def reaches(start, goal, seen):
+    for d in edges[start]:
+      if d == goal:
+        return True
+      if d not in seen:
+        seen.add(d)
+        if reaches(d, goal, seen):
+          return True
+    return False
+
+  cycles = sorted(m for m in known if reaches(m, m, set()) and
+                  not m.endswith('__init__') and '.' in m)
+  # A package's __init__ re-exporting its own modules is not a cycle.
+  cycles = [m for m in cycles if not all(
+      d.startswith(m.rsplit('.', 1)[0]) for d in edges[m])]
+  assert not cycles, cycles

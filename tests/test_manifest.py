@@ -15,7 +15,7 @@ import pytest
 import soundfile as sf
 
 from pipeline import config as config_lib
-from pipeline import numpy_reader
+from pipeline.readers import numpy_dataset as numpy_reader
 from pipeline.config import ConfigError
 from tests import helpers as H
 from transforms import audio

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from pipeline import inspect_dataset as inspect_lib
-from pipeline import numpy_reader
-from pipeline import replay
-from pipeline import verify
+from pipeline.commands import inspect as inspect_lib
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.readers import tf_dataset as replay
+from pipeline.commands import verify
 from pipeline.contract.errors import WavbeamError
 from pipeline.contract import metadata as metadata_lib
 from tests import helpers as H

@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from pipeline import numpy_reader
+from pipeline.readers import numpy_dataset as numpy_reader
 from pipeline.contract import tfrecord
 from tests import helpers as H
 
@@ -291,7 +291,7 @@ def _copy(dataset, tmp_path):
   import shutil
   out = tmp_path / 'copy'
   shutil.copytree(dataset, out)
-  meta = numpy_reader.load_metadata(str(out))[1]
+  meta = numpy_reader.load_metadata(str(out))
   return out, meta['splits']['train']['shards'][1]
 
 

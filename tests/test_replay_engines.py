@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipeline import batching
-from pipeline import numpy_reader
-from pipeline import replay
-from pipeline import run as run_lib
+from pipeline.readers import batching
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.readers import tf_dataset as replay
+from pipeline.commands import run as run_lib
 from tests import helpers as H
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -282,7 +282,7 @@ def test_a_keras_model_fits_on_the_numpy_engine(windows):
 
 _ITERATE = '''
 import sys
-from pipeline import replay
+from pipeline.readers import tf_dataset as replay
 ds = replay.replay_dataset(sys.argv[1], 'train', engine=sys.argv[2],
                            batch_size=4)
 open(sys.argv[3], 'w').write('opened')
@@ -479,7 +479,7 @@ def test_a_pass_left_open_too_long_is_dropped_with_a_clear_error(windows):
 _INSIDE_INTERLEAVE = '''
 import gc, sys
 import tensorflow as tf
-from pipeline import replay
+from pipeline.readers import tf_dataset as replay
 ds = tf.data.Dataset.range(2).interleave(
     lambda _: replay.replay_dataset(sys.argv[1], 'train', features=['index']),
     cycle_length=2)

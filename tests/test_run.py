@@ -118,7 +118,7 @@ def test_every_launcher_passes_only_known_flags(launcher, args):
   """Unknown flags are errors now; each launcher's command must pass."""
   import shlex
   from pipeline import config as config_lib
-  from pipeline import run as run_lib
+  from pipeline.commands import run as run_lib
   env = dict(os.environ, PRINT_ONLY='1', PROJECT='p', BUCKET='b',
              FLINK_MASTER='localhost:8081', WORKERS='2')
   proc = subprocess.run([os.path.join(ROOT, 'launch', launcher), *args],

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from pipeline import config as config_lib
-from pipeline import numpy_reader
-from pipeline import run as run_lib
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.commands import run as run_lib
 from pipeline.config import PipelineConfig
 from tests import helpers as H
 

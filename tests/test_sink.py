@@ -96,7 +96,7 @@ def test_verify_and_tfds_read_it_with_exact_shard_lengths(corpus, both):
                                         for s in entry['shards']]
     assert sum(1 for _ in builder.as_dataset(split=split)) == \
         entry['num_examples']
-  from pipeline import replay
+  from pipeline.readers import tf_dataset as replay
   assert sum(1 for _ in replay.replay_dataset(str(corpus / 'sink'),
                                               'validation')) == \
       sink['splits']['validation']['num_examples']
@@ -145,7 +145,7 @@ def test_refused_on_dask_where_its_writes_are_lost(corpus, tmp_path):
   step's count check refused them): refused before anything runs."""
   import apache_beam as beam
   from pipeline import graph
-  from pipeline import run as run_lib
+  from pipeline.commands import run as run_lib
   config, beam_args = config_lib.parse_known_args([
       '--input_dir', str(corpus / 'in'), '--output_dir', str(tmp_path / 'o'),
       '--sink', 'write_to_tfrecord', '--runner', 'DaskRunner',

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from pipeline import numpy_reader
-from pipeline import verify
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.commands import verify
 from pipeline.contract import parts as parts_lib
 from pipeline.output_folder import read_whole_metadata
 from tests import helpers as H

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from pipeline import config as config_lib
-from pipeline import numpy_reader
+from pipeline.readers import numpy_dataset as numpy_reader
 from tests import helpers as H
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

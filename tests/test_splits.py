@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from pipeline import numpy_reader
-from pipeline import verify
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.commands import verify
 from pipeline.contract import metadata
 from tests import helpers as H
 
@@ -162,7 +162,7 @@ def test_statistics_equal_numpy_over_replayed_data(split_run):
       assert stats['min'] == values.min() and stats['max'] == values.max()
   # Standardized with the train split's statistics.
   train = meta['splits']['train']['statistics']['spectrogram']
-  from pipeline import replay
+  from pipeline.readers import tf_dataset as replay
   raw = next(iter(replay.replay_dataset(str(out), 'test', features=[
       'spectrogram', 'index', 'win_start_idx'])))
   norm = next(iter(replay.replay_dataset(
@@ -196,7 +196,7 @@ def test_an_empty_split_reads_as_an_empty_dataset_and_is_announced(tmp_path):
   full = [s for s, e in meta['splits'].items() if e['num_examples'] == 4]
   assert len(empty) == len(full) == 1
   assert f"WARNING: split '{empty[0]}' is EMPTY" in proc.stderr
-  from pipeline import replay
+  from pipeline.readers import tf_dataset as replay
   ds = replay.replay_dataset(str(tmp_path / 'out'), empty[0], batch_size=2)
   assert ds.cardinality().numpy() == 0 and list(ds) == []
   assert ds.element_spec == replay.replay_dataset(
@@ -217,7 +217,7 @@ def test_a_run_with_every_file_rejected_exits_1_and_keeps_its_schema(
           ) in proc.stderr.splitlines()
   rejects = [json.loads(line) for line in open(out / 'rejects.jsonl')]
   assert [r['reason'].split(':')[0] for r in rejects] == ['too short']
-  from pipeline import replay
+  from pipeline.readers import tf_dataset as replay
   ds = replay.replay_dataset(str(tmp_path / 'out'), 'train')
   assert list(ds) == []
   assert ds.element_spec['signal'].shape.as_list() == [512]

@@ -13,8 +13,8 @@ from multiprocessing.reduction import ForkingPickler
 import torch
 from torch.multiprocessing import reductions
 
-from pipeline import batching
-from pipeline import torch_batches
+from pipeline.readers import batching
+from pipeline.readers import torch_batches
 from tests.test_batching import check, examples
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -87,7 +87,7 @@ def test_workers_hand_batches_over_in_a_few_buffers():
   script = textwrap.dedent('''
       import numpy as np, torch
       from torch.multiprocessing import reductions
-      from pipeline import torch_batches
+      from pipeline.readers import torch_batches
 
       class Data(torch.utils.data.IterableDataset):
         def __iter__(self):

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline import numpy_reader
-from pipeline.torch_dataset import WavbeamIterableDataset, collate
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.readers.torch_dataset import WavbeamIterableDataset, collate
 from tests import helpers as H
 from tests.dask_cluster import free_port
 
@@ -177,7 +177,7 @@ def test_torch_distributed_ranks_read_disjoint_parts(dataset, tmp_path):
   its rank from torch.distributed; together they read every example."""
   script = textwrap.dedent('''
       import sys, torch.distributed as dist
-      from pipeline.torch_dataset import WavbeamIterableDataset, collate
+      from pipeline.readers.torch_dataset import WavbeamIterableDataset, collate
       rank, port, dataset, out = (int(sys.argv[1]), sys.argv[2],
                                   sys.argv[3], sys.argv[4])
       dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}',
@@ -243,7 +243,7 @@ def test_no_tensorflow_and_no_beam(dataset):
           if name.split('.')[0] in ('tensorflow', 'apache_beam'):
             raise ImportError('blocked: ' + name)
       sys.meta_path.insert(0, Blocked())
-      from pipeline.torch_dataset import WavbeamIterableDataset, collate
+      from pipeline.readers.torch_dataset import WavbeamIterableDataset, collate
       print(sum(1 for _ in WavbeamIterableDataset({dataset!r})))
       ''')
   proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT,
@@ -253,7 +253,7 @@ def test_no_tensorflow_and_no_beam(dataset):
 
 
 def test_length_grouped_batches_hold_every_index_once_with_less_spread():
-  from pipeline.torch_dataset import LengthGroupedBatchSampler
+  from pipeline.readers.torch_dataset import LengthGroupedBatchSampler
   rng = np.random.default_rng(0)
   lengths = rng.integers(16000, 240000, 203)
   sampler = LengthGroupedBatchSampler(lengths, 8, seed=3, group_batches=5)

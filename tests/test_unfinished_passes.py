@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from pipeline import replay
+from pipeline.readers import tf_dataset as replay
 from tests import helpers as H
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -18,42 +18,42 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Each reader kind, its iterator kept in a global two elements in.
 _LEFT_UNFINISHED = {
     'numpy_batches': '''
-from pipeline import numpy_reader
+from pipeline.readers import numpy_dataset as numpy_reader
 it = iter(numpy_reader.numpy_dataset(OUT, 'train', batch_size=2))
 ''',
     'numpy_batches_shuffled': '''
-from pipeline import numpy_reader
+from pipeline.readers import numpy_dataset as numpy_reader
 it = iter(numpy_reader.numpy_dataset(OUT, 'train', batch_size=2,
                                      shuffle=True, seed=1))
 ''',
     'numpy_examples': '''
-from pipeline import numpy_reader
+from pipeline.readers import numpy_dataset as numpy_reader
 it = iter(numpy_reader.numpy_dataset(OUT, 'train'))
 ''',
     'numpy_variable_length_batches': '''
-from pipeline import numpy_reader
+from pipeline.readers import numpy_dataset as numpy_reader
 it = iter(numpy_reader.numpy_dataset(FILES, 'train', batch_size=2))
 ''',
     'replay_numpy_engine': '''
-from pipeline import replay
+from pipeline.readers import tf_dataset as replay
 ds = replay.replay_dataset(OUT, 'train', batch_size=2)
 it = iter(ds)
 ''',
     'torch_batches': '''
 import torch
-from pipeline.torch_dataset import WavbeamIterableDataset
+from pipeline.readers.torch_dataset import WavbeamIterableDataset
 it = iter(torch.utils.data.DataLoader(
     WavbeamIterableDataset(OUT, 'train', batch_size=2), batch_size=None))
 ''',
     'torch_examples': '''
 import torch
-from pipeline.torch_dataset import WavbeamIterableDataset
+from pipeline.readers.torch_dataset import WavbeamIterableDataset
 it = iter(torch.utils.data.DataLoader(
     WavbeamIterableDataset(OUT, 'train'), batch_size=None))
 ''',
     'torch_transformed_batches': '''
 import torch
-from pipeline.torch_dataset import WavbeamIterableDataset
+from pipeline.readers.torch_dataset import WavbeamIterableDataset
 it = iter(torch.utils.data.DataLoader(
     WavbeamIterableDataset(OUT, 'train', batch_size=2, transform=dict),
     batch_size=None))
@@ -112,7 +112,7 @@ def _python(script: str, *args: str) -> subprocess.CompletedProcess:
 # lasts until Python finalizes, or a second.
 _READ_AHEAD_AT_EXIT = """
 import sys, time
-from pipeline import replay
+from pipeline.readers import tf_dataset as replay
 read = replay._Passes.batch_at
 calls = []
 def slowly(self, token, index):

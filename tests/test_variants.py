@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from pipeline import numpy_reader
-from pipeline import replay
-from pipeline import verify
+from pipeline.readers import numpy_dataset as numpy_reader
+from pipeline.readers import tf_dataset as replay
+from pipeline.commands import verify
 from pipeline.contract import tfrecord
 from pipeline.contract.errors import DatasetError
 from tests import helpers as H

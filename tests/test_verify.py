@@ -97,7 +97,7 @@ def test_a_miscounted_shard_and_a_missing_metadata(dataset, tmp_path):
 
 def _replay_error(out, **kw):
   import tensorflow as tf
-  from pipeline import replay
+  from pipeline.readers import tf_dataset as replay
   with pytest.raises((tf.errors.OpError, replay.DatasetError)) as e:
     for _ in replay.replay_dataset(str(out), 'train', **kw):
       pass
@@ -155,7 +155,7 @@ def test_replay_names_a_cut_shard_before_reading(dataset, tmp_path):
 
 
 def test_replay_of_a_good_dataset_reads_each_example_once(dataset):
-  from pipeline import replay
+  from pipeline.readers import tf_dataset as replay
   keys = [(e['filepath'].numpy(), int(e['win_start_idx'])) for e in
           replay.replay_dataset(str(dataset[0]), 'train', shuffle=True,
                                 seed=3, features=['filepath', 'win_start_idx'])]
@@ -166,8 +166,8 @@ def test_a_format_1_dataset_reads_the_same_everywhere(dataset, tmp_path):
   """Version 1 stored float32 arrays as raw bytes: replay_dataset, verify
   and inspect read such a dataset to the same values."""
   import numpy as np
-  from pipeline import inspect_dataset as inspect_lib
-  from pipeline import verify
+  from pipeline.commands import inspect as inspect_lib
+  from pipeline.commands import verify
   out, meta = dataset
   old = tmp_path / 'v1'
   H.to_format_1(str(out), str(old))
@@ -248,7 +248,7 @@ def test_damaged_metadata_gets_one_clear_error_everywhere(dataset, tmp_path,
   assert proc.returncode == 1, (case, proc.stderr[-2000:])
   assert message in proc.stderr and 'Traceback' not in proc.stderr, \
       (case, proc.stderr[-2000:])
-  from pipeline import replay
+  from pipeline.readers import tf_dataset as replay
   with pytest.raises(replay.DatasetError, match=re.escape(message)):
     replay.replay_dataset(str(out), 'train')
 
@@ -257,7 +257,7 @@ def test_windows_in_any_order_differ_only_as_a_multiset():
   """The digest of a split's windows written by Beam's sink (in no global
   order): the same for the same windows in any order, different for other
   windows, or for one window more or twice."""
-  from pipeline.verify import _Windows
+  from pipeline.commands.verify import _Windows
 
   def digest(keys, ordered=False):
     windows = _Windows(ordered)

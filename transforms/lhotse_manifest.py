@@ -13,6 +13,7 @@ in memory) is refused before anything runs, naming the line.
 """
 
 import dataclasses
+import functools
 import math
 from typing import Dict, List, Optional, Tuple
 
@@ -125,6 +126,18 @@ def _seconds(where, number, value, key, positive=False) -> float:
 
 
 def read(config: PipelineConfig) -> manifest_lib.Manifest:
+  """The run's Lhotse manifests as a manifest_lib.Manifest, read once per
+  process and again once their files change (as manifest_lib.read)."""
+  return _read_once(config, manifest_lib.file_versions(config))
+
+
+@functools.lru_cache(maxsize=2)
+def _read_once(config: PipelineConfig, versions) -> manifest_lib.Manifest:
+  del versions  # part of the cache key only
+  return _read(config)
+
+
+def _read(config: PipelineConfig) -> manifest_lib.Manifest:
   """The Manifest of a Lhotse RecordingSet and, when given, its
   SupervisionSet; ConfigError naming the file and line of anything that
   cannot be read as Lhotse means it."""

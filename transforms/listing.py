@@ -16,6 +16,7 @@ from transforms import timeline
 from pipeline.config import PipelineConfig
 from transforms import filesystem
 from transforms import labels
+from transforms import lhotse_manifest
 from transforms import manifest as manifest_lib
 from transforms import patterns
 from transforms import plan as plan_lib
@@ -57,6 +58,13 @@ def index_blocks(paths, entries=None, refused=None, excluded=None):
   blocks = [(b, tuple(indexed[start:start + size]))
             for b, start in enumerate(range(0, len(indexed), size))]
   return blocks, unusable
+
+
+def read_manifest(config: PipelineConfig) -> manifest_lib.Manifest:
+  """The run's rows: its Lhotse manifests, or its --manifest files."""
+  if config.lhotse_recordings:
+    return lhotse_manifest.read(config)
+  return manifest_lib.read(config)
 
 
 def input_paths(config: PipelineConfig):
@@ -151,7 +159,7 @@ def _listed_paths(config: PipelineConfig):
     return sorted(listed | set(missing)), None, missing
   if not manifest_lib.has_manifest(config):
     return paths, None, {}
-  found = manifest_lib.read(config)
+  found = read_manifest(config)
   listed = set(paths)
   every = sorted(listed | set(found.entries))
   root = config.input_dir.rstrip('/') + '/'
@@ -179,7 +187,7 @@ def label_from_paths(config: PipelineConfig) -> Iterator[str]:
   --exclude leaves out and --silence_from recordings (whose class is
   --silence_label)."""
   if manifest_lib.has_manifest(config):
-    paths = iter(manifest_lib.read(config).entries)
+    paths = iter(read_manifest(config).entries)
   else:
     paths = wav_io.iter_audio_files(config.input_dir, config.audio_formats)
   for path in paths:
@@ -199,7 +207,7 @@ def list_input(config: PipelineConfig, base=None):
   else:
     every, refused = list(base.paths), dict(base.refused)
     excluded = dict(base.excluded)
-    entries = (manifest_lib.read(config).entries
+    entries = (read_manifest(config).entries
                if manifest_lib.has_manifest(config) else None)
   entries = _with_split_lists(config, every, entries)
   blocks, unusable = index_blocks(every, entries, refused, excluded)

@@ -413,11 +413,13 @@ def manifest_text(manifest) -> str:
 
 
 def read(config: PipelineConfig) -> Manifest:
-  """The manifest of a run, read once per process (the launcher, to check
-  it and learn its extra columns' types; the listing task, to deal its
-  rows), and again once its files change (a process that runs again after
-  the manifest was edited, as an --append does, reads the new rows)."""
-  return _read_once(config, _versions(config))
+  """The --manifest files of a run, read once per process (the launcher,
+  to check them and learn the extra columns' types; the listing task, to
+  deal their rows), and again once their files change (a process that
+  runs again after a manifest was edited, as an --append does, reads the
+  new rows). Lhotse's manifests are transforms/lhotse_manifest's; the
+  listing chooses (listing.read_manifest)."""
+  return _read_once(config, file_versions(config))
 
 
 def has_manifest(config: PipelineConfig) -> bool:
@@ -428,13 +430,10 @@ def has_manifest(config: PipelineConfig) -> bool:
 @functools.lru_cache(maxsize=2)
 def _read_once(config: PipelineConfig, versions) -> Manifest:
   del versions  # part of the cache key only
-  if config.lhotse_recordings:
-    from transforms import lhotse_manifest  # pylint: disable=import-outside-toplevel
-    return lhotse_manifest.read(config)
   return _read(config)
 
 
-def _versions(config: PipelineConfig) -> tuple:
+def file_versions(config: PipelineConfig) -> tuple:
   """(size, modification time) of each manifest file; None for one that
   cannot be looked at (reading it says why)."""
   versions = []

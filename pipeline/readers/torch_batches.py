@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.utils import data as torch_data
 
-from pipeline import batching
+from pipeline.readers import batching
 
 
 class SharedBatchBuffers(batching.BatchBuffers):
