@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.clip_io [--corpus clips1s] [--files 4000]
 
 On the first `--files` clips of a bench corpus (made by `make bench`):
-probing with wav_io.probe (plain WAVs parsed without libsndfile) against
+probing with audio_io.probe (plain WAVs parsed without libsndfile) against
 the same probe forced through libsndfile, reading each whole clip with
 OpenFiles (plain WAVs read directly) against libsndfile, and planning a
 probed file again (what the shard assignment does per file). Medians of
@@ -17,8 +17,8 @@ import time
 
 from bench.run import corpus_for
 from pipeline import config as config_lib
-from transforms import plan as plan_lib
-from transforms import wav_io
+from transforms.planning import rules as plan_lib
+from transforms.inputs import audio_io
 
 
 def _per_file_us(fn, items, repeats):
@@ -38,23 +38,23 @@ def main(argv=None):
   parser.add_argument('--repeats', type=int, default=5)
   args = parser.parse_args(argv)
   root = corpus_for(args.corpus)[0]
-  paths = wav_io.list_audio_files(root)[:args.files]
+  paths = audio_io.list_audio_files(root)[:args.files]
   config = config_lib.PipelineConfig(input_dir=root, output_dir='/unused',
                                      win_len=16000)
-  plain = [wav_io.probe(i, p)[0] for i, p in enumerate(paths)]
+  plain = [audio_io.probe(i, p)[0] for i, p in enumerate(paths)]
   via_libsndfile = [dataclasses.replace(info, data_offset=-1)
                     for info in plain]
-  original = wav_io.plain_wav_header
+  original = audio_io.plain_wav_header
   try:
-    wav_io.plain_wav_header = lambda head, size: None
-    probe_sf = _per_file_us(lambda p: wav_io.probe(0, p), paths, args.repeats)
+    audio_io.plain_wav_header = lambda head, size: None
+    probe_sf = _per_file_us(lambda p: audio_io.probe(0, p), paths, args.repeats)
   finally:
-    wav_io.plain_wav_header = original
-  probe_plain = _per_file_us(lambda p: wav_io.probe(0, p), paths,
+    audio_io.plain_wav_header = original
+  probe_plain = _per_file_us(lambda p: audio_io.probe(0, p), paths,
                              args.repeats)
 
   def read(info):
-    with wav_io.OpenFiles() as files:
+    with audio_io.OpenFiles() as files:
       files.read_range(info.path, 0, info.frames, info)
 
   read_sf = _per_file_us(read, via_libsndfile, args.repeats)

@@ -10,8 +10,8 @@ import time
 import numpy as np
 import scipy.fft
 
-from transforms import allocator
-from transforms import features as F
+from transforms.runtime import allocator
+from transforms.features import functions as F
 
 
 def _stft(rfft, windows, window):

@@ -2,8 +2,9 @@
 
     .venv/bin/python -m bench.plan_scale [--files 100000,1000000]
 
-Runs the planning part of the graph (PlanBlock, rate counting, PlanLayout,
-the shard assignment of every window) on Beam's local runner, one process,
+Runs the planning part of the graph (graph.plan_stored_blocks: rate
+counting and PlanBlock; PlanLayout; the shard assignment of every
+window) on Beam's local runner, one process,
 for synthetic probe results: blocks of WavInfo made inside the pipeline
 from block numbers and stored as ProbeBlock stores them (one 3 s, 16 kHz
 clip each, no audio file is read or listed),
@@ -22,11 +23,11 @@ import apache_beam as beam
 
 from pipeline import config as config_lib
 from pipeline import graph
-from transforms import block_store
-from transforms import plan as plan_lib
-from transforms import planning
-from transforms import stats as stats_lib
-from transforms.wav_io import WavInfo
+from transforms.inputs import block_store
+from transforms.planning import layout as layout_lib
+from transforms.planning import passes as planning
+from transforms.inputs.audio_io import WavInfo
+from transforms.inputs import blocks as blocks_lib
 
 CLIP_FRAMES = 48000
 
@@ -39,7 +40,7 @@ def synthetic_block(block, files, block_files, dataset_dir):
       WavInfo(i, f'/synthetic/{("a", "b", "c", "d")[i % 4]}/{i:09d}.wav',
               CLIP_FRAMES, 16000, 1, 'PCM_16', 96044, 0.0)
       for i in range(first, min(files, first + block_files)))
-  return plan_lib.StoredBlock(block,
+  return blocks_lib.StoredBlock(block,
                               block_store.write(dataset_dir, block, infos),
                               ((16000, len(infos)),))
 
@@ -53,7 +54,7 @@ def _run_one(files: int, out: str) -> dict:
   config = config_lib.PipelineConfig(
       input_dir='/synthetic', output_dir=out, win_len=16000,
       splits='train=0.8,validation=0.1,test=0.1')
-  block_files = plan_lib.block_size(files)
+  block_files = blocks_lib.block_size(files)
   blocks = -(-files // block_files)
   start = time.perf_counter()
   with beam.Pipeline(runner='FnApiRunner') as p:
@@ -61,16 +62,10 @@ def _run_one(files: int, out: str) -> dict:
               | 'BlockNumbers' >> beam.Create(range(blocks))
               | 'Synthesize' >> beam.Map(synthetic_block, files, block_files,
                                          config.dataset_dir))
-    rate = (stored
-            | 'CountRates' >> beam.CombineGlobally(stats_lib.CountRates())
-            | 'MostCommonRate' >> beam.Map(plan_lib.most_common_rate))
-    windows = (stored
-               | 'PlanWindows' >> beam.ParDo(
-                   planning.PlanBlock(config),
-                   dataset_rate=beam.pvalue.AsSingleton(rate))
-               | 'OnlyWindows' >> beam.Filter(
-                   lambda r: isinstance(r, plan_lib.BlockWindows)))
-    layouts = windows | 'PlanLayout' >> graph.PlanLayout(config, 130000)
+    planned = graph.plan_stored_blocks(stored, config)
+    rate = planned['rate']
+    layouts = planned['windows'] | 'PlanLayout' >> graph.PlanLayout(
+        config, layout_lib.ExampleSize(130000))
     (stored
      | 'AssignWindowsToShards' >> beam.FlatMap(
          lambda stored, rate, layouts: (

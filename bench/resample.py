@@ -23,7 +23,7 @@ import time
 import numpy as np
 import soxr
 
-from transforms import audio
+from transforms.inputs import audio
 
 PAIRS = [(44100, 16000), (48000, 16000), (22050, 16000), (8000, 16000)]
 SECONDS = 60

@@ -6,7 +6,7 @@ default job (bench.run's `wavbeam` writer, `python -m pipeline.run`) and
 reports, per phase, seconds as median (min-max) over the rounds:
 
 - wall-clock phases of the whole process, which add up to its wall time
-  (transforms/timeline.py: the job marks them into $WAVBEAM_TIMELINE;
+  (transforms/runtime/timeline.py: the job marks them into $WAVBEAM_TIMELINE;
   start-up runs from this process's launch of it, the shard phase comes
   from metadata.json's shards_written, shutdown ends at its exit);
 - the shard tasks' work, in seconds of task time summed over the tasks
@@ -46,7 +46,7 @@ from typing import Dict, List, Sequence
 
 from bench import run as bench_run
 from bench.procmon import run_measured
-from transforms import timeline
+from transforms.runtime import timeline
 
 WORK = ('read', 'feature', 'encode', 'write')
 WORK_NAMES = {'read': 'decode', 'feature': 'features', 'encode': 'encode',
@@ -94,9 +94,9 @@ def _features_part(paths, win_len, barrier, queue):
   (after the barrier, both processes together) their features computed;
   puts the seconds spent computing."""
   from pipeline import config as config_lib
-  from transforms import allocator
-  from transforms import wav_io
-  from transforms import window_features
+  from transforms.runtime import allocator
+  from transforms.inputs import audio_io
+  from transforms.features import extractor as window_features
   import numpy as np
   allocator.keep_freed_memory()  # as a shard task's process does
   config, _ = config_lib.parse_known_args(
@@ -105,10 +105,10 @@ def _features_part(paths, win_len, barrier, queue):
   step = window_features.compute_windows(win_len)
   parts, rates = [], set()
   for path in paths:
-    info = wav_io.probe(0, path)[0]
+    info = audio_io.probe(0, path)[0]
     n = info.frames // win_len
     if n:
-      signal = wav_io.read_range(path, 0, n * win_len)[:, 0]
+      signal = audio_io.read_range(path, 0, n * win_len)[:, 0]
       parts.append(signal.reshape(n, win_len))
       rates.add(info.sample_rate)
   # As in a shard: batches of `step` windows whatever their files.

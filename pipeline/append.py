@@ -33,13 +33,13 @@ from pipeline.contract import parts as parts_lib
 from pipeline.contract import rejects as rejects_lib
 from pipeline.contract import schema as schema_lib
 from pipeline.config import ConfigError, PipelineConfig, splits_text
-from transforms import filesystem
-from transforms import finalize
-from transforms import listing
-from transforms import manifest as manifest_lib
-from transforms import sources
-from transforms import splits
-from transforms import wav_io
+from transforms.runtime import filesystem
+from transforms.writing import finalize
+from transforms.inputs import listing
+from transforms.inputs import manifest as manifest_lib
+from transforms.inputs import sources
+from transforms.inputs import audio_io
+from transforms.inputs import patterns
 
 # Options a part may differ in: where it goes, and how the run was asked.
 FREE_OPTIONS = ('output_dir', 'overwrite', 'append')
@@ -161,9 +161,9 @@ def identity(path: str) -> Tuple[int, int]:
   when it cannot be read or is no regular file (never opened then)."""
   try:
     size = filesystem.metadata(path).size_in_bytes
-    with wav_io.open_binary(path) as raw:
-      return size, wav_io.head_crc(raw.read(wav_io.HEAD_BYTES))
-  except (wav_io.BadWav,) + wav_io.INPUT_ERRORS:
+    with audio_io.open_binary(path) as raw:
+      return size, audio_io.head_crc(raw.read(audio_io.HEAD_BYTES))
+  except (audio_io.BadWav,) + audio_io.INPUT_ERRORS:
     return -1, -1
 
 
@@ -177,10 +177,10 @@ def plan(config: PipelineConfig, part_dirs: List[str], metas: List[dict]
     if path in excluded:
       # Never a reason for a part; counted (and listed in rejects.jsonl)
       # by the first part that meets it, so the parts' counts add up.
-      if (wav_io.undecodable_name(path) or path) not in rejected:
+      if (audio_io.undecodable_name(path) or path) not in rejected:
         uncounted.append(path)
       continue
-    rel = splits.relative_path(path, config.input_dir)
+    rel = patterns.relative_path(path, config.input_dir)
     known = identities.get(rel)
     if known is not None:
       now = identity(path)
@@ -194,9 +194,9 @@ def plan(config: PipelineConfig, part_dirs: List[str], metas: List[dict]
       else:
         changed.append((path, f'changed since it was added to the dataset '
                         f'(size {known[0]} -> {now[0]} bytes, or its first '
-                        f'{wav_io.HEAD_BYTES} bytes differ): not read '
+                        f'{audio_io.HEAD_BYTES} bytes differ): not read '
                         'again; rebuild with --overwrite to replace it'))
-    elif (wav_io.undecodable_name(path) or path) in rejected:
+    elif (audio_io.undecodable_name(path) or path) in rejected:
       # Rejections name a file whose name is not UTF-8 as the listing
       # rejected it, its bytes shown as \xNN.
       unchanged += 1

@@ -43,7 +43,7 @@ DEFAULT_MAX_SECONDS = 60.0
 LHOTSE_DEFAULT_FIELDS = ('id', 'text', 'speaker', 'language')
 MAX_FILE_SECONDS = 600.0
 # File extensions read, of what libsndfile decodes. Lossy files are
-# decoded whole (transforms/wav_io.WHOLE_DECODE_SUBTYPES).
+# decoded whole (transforms/inputs/audio_io.WHOLE_DECODE_SUBTYPES).
 AUDIO_FORMATS = ('wav', 'flac', 'opus', 'ogg', 'mp3', 'aiff', 'aif')
 # With --split_lists, the split of every file no list names.
 REST_SPLIT = 'train'

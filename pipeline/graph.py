@@ -1,7 +1,7 @@
 """The wavbeam pipeline graph.
 
     input folder -> list (blocks of files) -> probe headers (stored per
-      block, see transforms/block_store) -> plan windows (split, label,
+      block, see transforms/planning/block_store) -> plan windows (split, label,
       count) -> layout (per split: shard count, window positions; counts
       per block only)
       -> blocks planned again -> (split, shard, salt) <- a block's window
@@ -30,27 +30,28 @@ from pipeline import variants as variants_lib
 from pipeline.contract import schema as schema_lib
 from pipeline.config import ConfigError, PipelineConfig
 from pipeline.contract import array_record_file
-from transforms import balance
-from transforms import filesystem
-from transforms import finalize
-from transforms import labels
+from transforms.planning import balance
+from transforms.runtime import filesystem
+from transforms.writing import finalize
+from transforms.inputs import labels
 from pipeline.contract import example_codec
-from transforms import layout as layout_lib
-from transforms import listing
-from transforms import manifest as manifest_lib
-from transforms import plan as plan_lib
-from transforms import planning
-from transforms import probing
-from transforms import block_rejects
-from transforms import run_marker
-from transforms import shard_writer
-from transforms import sink
-from transforms import split_lists
-from transforms import stats as stats_lib
-from transforms import sweep_writer
-from transforms import wav_io
-from transforms.extract import FeatureExtractor, length_columns
-from transforms.features import ExtraFeatures
+from transforms.planning import layout as layout_lib
+from transforms.inputs import listing
+from transforms.inputs import manifest as manifest_lib
+from transforms.planning import rules as plan_lib
+from transforms.planning import passes as planning
+from transforms.inputs import probing
+from transforms.planning import block_rejects
+from transforms.runtime import output_lock as run_marker
+from transforms.writing import shard_writer
+from transforms.writing import sink
+from transforms.inputs import split_lists
+from transforms.writing import stats as stats_lib
+from transforms.writing import sweep_writer
+from transforms.inputs import audio_io
+from transforms.writing.extract import FeatureExtractor, length_columns
+from transforms.features.functions import ExtraFeatures
+from transforms.inputs import blocks as blocks_lib
 
 
 class SplitByType(beam.PTransform):
@@ -72,7 +73,7 @@ class SplitByType(beam.PTransform):
 
 class ListWavFiles(beam.PTransform):
   """input_dir -> {'blocks': (block, ((index, path), ...)) with consecutive
-  indices (plan.block_size of them), 'records': one ListedFiles and a
+  indices (blocks.block_size of them), 'records': one ListedFiles and a
   Rejection per unusable name}.
 
   Listed by the job itself (one task; listing.ListBlocks), so the graph holds
@@ -80,9 +81,9 @@ class ListWavFiles(beam.PTransform):
 
   On Beam's DaskRunner the listing is made here, and the blocks are
   created in exactly `dask_partitions` Dask partitions, which every later
-  step keeps up to the shard grouping (see transforms/balance): one listing
-  task would put every block in one partition. `Create` of n elements
-  makes ceil(n / floor(n / partitions)) of them, so 201 elements in 2
+  step keeps up to the shard grouping (see transforms/planning/balance):
+  one listing task would put every block in one partition. `Create` of n
+  elements makes ceil(n / floor(n / partitions)) of them, so 201 elements in 2
   partitions became 3; created as that many lists instead, then flattened.
   """
 
@@ -101,8 +102,8 @@ class ListWavFiles(beam.PTransform):
                  | 'InputDir' >> beam.Create([(self.config, self.base)])
                  | 'ListInDir' >> beam.ParDo(listing.ListBlocks())
                  | 'SplitListing' >> SplitByType(
-                     blocks=tuple, names=wav_io.Rejection,
-                     count=stats_lib.ListedFiles))
+                     blocks=tuple, names=audio_io.Rejection,
+                     count=blocks_lib.ListedFiles))
       return {'blocks': listed['blocks'] | 'Spread' >> beam.Reshuffle(),
               'records': (listed['names'], listed['count'])
                          | 'ListingRecords' >> beam.Flatten()}
@@ -115,12 +116,12 @@ class ListWavFiles(beam.PTransform):
                        | 'OneBlockPerElement' >> beam.FlatMap(
                            lambda blocks: blocks)),
             'records': root | 'ListingRecords' >> beam.Create(
-                [stats_lib.ListedFiles(count, excluded), *unusable])}
+                [blocks_lib.ListedFiles(count, excluded), *unusable])}
 
 
 class ProbeAndPlan(beam.PTransform):
   """File blocks -> {'stored': StoredBlocks (probes kept per block, see
-  transforms/block_store), 'rate': the dataset's rate, and what
+  transforms/planning/block_store), 'rate': the dataset's rate, and what
   plan_blocks gives: 'windows', 'planned', 'rejected', 'allowed'}.
 
   `plan_config`, when given, plans in place of `config`: a sweep's probes
@@ -134,25 +135,33 @@ class ProbeAndPlan(beam.PTransform):
     self.plan_config = plan_config or config
 
   def expand(self, blocks):
-    c = self.config
     stored = blocks | 'ProbeHeaders' >> beam.ParDo(
-        probing.ProbeBlock(c.dataset_dir))
-    if c.sample_rate or self.dataset_rate:
-      rate = blocks.pipeline | 'GivenRate' >> beam.Create(
-          [c.sample_rate or self.dataset_rate])
-    else:
-      rate = (stored
-              | 'CountRates' >> beam.CombineGlobally(stats_lib.CountRates())
-              | 'MostCommonRate' >> beam.Map(plan_lib.most_common_rate))
-    return {'stored': stored, 'rate': rate,
-            **plan_blocks(stored, rate, self.plan_config)}
+        probing.ProbeBlock(self.config.dataset_dir))
+    return {'stored': stored, **plan_stored_blocks(
+        stored, self.config, self.dataset_rate, self.plan_config)}
+
+
+def plan_stored_blocks(stored, config: PipelineConfig, dataset_rate=None,
+                       plan_config: Optional[PipelineConfig] = None) -> dict:
+  """StoredBlocks -> {'rate': the dataset's rate (given, or the most
+  common of the probed files'), and what plan_blocks gives}: planning,
+  for probes however they were made (bench.plan_scale makes them up)."""
+  c = config
+  if c.sample_rate or dataset_rate:
+    rate = stored.pipeline | 'GivenRate' >> beam.Create(
+        [c.sample_rate or dataset_rate])
+  else:
+    rate = (stored
+            | 'CountRates' >> beam.CombineGlobally(stats_lib.CountRates())
+            | 'MostCommonRate' >> beam.Map(plan_lib.most_common_rate))
+  return {'rate': rate, **plan_blocks(stored, rate, plan_config or config)}
 
 
 def plan_blocks(stored, rate, config: PipelineConfig, suffix: str = ''
                 ) -> dict:
   """StoredBlocks and the dataset's rate -> {'windows': their
   BlockWindows, 'planned': PlannedFiles, 'rejected': BlockRejects
-  (transforms/block_rejects), 'allowed': the plan.Allowance of
+  (transforms/writing/block_rejects), 'allowed': the plan.Allowance of
   --silence_windows and --num_elems (else None)}. `suffix` tells apart
   the labels of a sweep's further plans of the same probes."""
   c = config
@@ -162,7 +171,7 @@ def plan_blocks(stored, rate, config: PipelineConfig, suffix: str = ''
                  dataset_rate=beam.pvalue.AsSingleton(rate))
              | f'SplitPlanned{suffix}' >> SplitByType(
                  windows=plan_lib.BlockWindows,
-                 files=stats_lib.PlannedFiles,
+                 files=blocks_lib.PlannedFiles,
                  rejected=block_rejects.BlockRejects))
   windows, allowed = planned['windows'], None
   if c.num_elems is not None or c.silence_windows is not None:
@@ -270,7 +279,7 @@ class WriteShards(beam.PTransform):
 class WriteSegments(beam.PTransform):
   """A sweep's StoredBlocks -> (variant, item) for every variant: its
   shard files (temp names), stats and rejections, from one read of each
-  window (transforms/sweep_writer).
+  window (transforms/writing/sweep_writer).
 
   Window references are grouped by segment (the keys between two shard
   boundaries of any variant); each segment task writes every variant's
@@ -372,7 +381,7 @@ def _write_encoded(encoded, config: PipelineConfig, suffix: str = ''):
   file each split's WriteToTFRecord wrote), ExampleStats and Rejections."""
   c = config
   encoded = encoded | f'SplitEncoded{suffix}' >> SplitByType(
-      records=tuple, stats=stats_lib.ExampleStats, rejected=wav_io.Rejection)
+      records=tuple, stats=stats_lib.ExampleStats, rejected=audio_io.Rejection)
   folder = naming.join(run_marker.temp_dir(c.dataset_dir), SINK_FOLDER)
   results = [encoded['stats'], encoded['rejected']]
   for i, split in enumerate(c.split_names):
@@ -430,11 +439,11 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
 
   Checks the input folder and the feature functions now, so that bad
   options fail before anything runs. `extra_features` maps feature names to
-  numpy functions (see transforms.features.FeatureFn). `run_id` is the id
-  the run step marked the output folder with (output_folder.prepare): shard
-  tasks and the final step check that the folder is still theirs. `base`
-  (append.AppendBase) makes the job an --append part: its paths, and the
-  dataset's classes and sample rate.
+  numpy functions (see transforms.features.functions.FeatureFn). `run_id`
+  is the id the run step marked the output folder with
+  (output_folder.prepare): shard tasks and the final step check that the
+  folder is still theirs. `base` (append.AppendBase) makes the job an
+  --append part: its paths, and the dataset's classes and sample rate.
   """
   check_input(config)
   _check_extra_features(config, extra_features)
@@ -572,7 +581,7 @@ def _list_probe_and_plan(p, config, dask_partitions, base=None,
   files = listed['blocks']
   files_seen = (listed['records']
                 | 'OnlyCount' >> beam.Filter(
-                    lambda r: isinstance(r, stats_lib.ListedFiles))
+                    lambda r: isinstance(r, blocks_lib.ListedFiles))
                 | 'Counts' >> beam.Map(
                     lambda listed: (listed.count, listed.excluded))
                 # One value even if a runner repeats the listing's output
@@ -709,7 +718,7 @@ def check_input(config: PipelineConfig) -> None:
       raise ConfigError(
           'manifest' if config.manifest else 'lhotse_supervisions',
           found.text, 'gives no segment')
-  elif not wav_io.count_audio_files(config.input_dir, config.audio_formats,
+  elif not audio_io.count_audio_files(config.input_dir, config.audio_formats,
                                     1):
     raise ConfigError('input_dir', config.input_dir, 'holds no '
                       f'{"/".join("." + f for f in config.audio_formats)} '

@@ -15,9 +15,9 @@ from pipeline.contract import naming
 from pipeline.contract import parts as parts_lib
 from pipeline.config import ConfigError, PipelineConfig
 from pipeline import variants as variants_lib
-from transforms import filesystem
-from transforms import sources
-from transforms import run_marker
+from transforms.runtime import filesystem
+from transforms.inputs import sources
+from transforms.runtime import output_lock as run_marker
 
 
 def _read_text(path: str) -> str:

@@ -16,8 +16,8 @@ from typing import Optional
 
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import filesystem
-from transforms import timeline
+from transforms.runtime import filesystem
+from transforms.runtime import timeline
 from pipeline.contract import naming
 
 PLAN_FILE = 'plan.json'

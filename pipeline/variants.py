@@ -30,8 +30,8 @@ from pipeline.config import ConfigError, PipelineConfig, unique_pairs
 from pipeline.contract import naming
 from pipeline.contract import parts as parts_lib
 from pipeline.contract.errors import DatasetError
-from transforms import filesystem
-from transforms import plan as plan_lib
+from transforms.runtime import filesystem
+from transforms.planning import rules as plan_lib
 
 OPTION = 'variants'
 FILE_NAME = naming.VARIANTS_FILE

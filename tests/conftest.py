@@ -12,8 +12,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # (seconds each): left out of the fast loop, `pytest -m "not slow"`, with
 # every test_integration_* module.
 SLOW_MODULES = frozenset({
-    'test_append.py', 'test_array_record.py', 'test_examples.py',
-    'test_forked_workers.py', 'test_manifest.py', 'test_metadata_damage.py',
+    'test_append.py', 'test_array_record.py', 'test_bench_plan_scale.py',
+    'test_examples.py', 'test_forked_workers.py', 'test_manifest.py',
+    'test_metadata_damage.py',
     'test_package.py', 'test_progress.py', 'test_replay_engines.py',
     'test_run.py', 'test_run_api.py', 'test_sink.py',
     'test_speech_commands.py', 'test_split_lists.py', 'test_splits.py',

@@ -30,11 +30,11 @@ from pipeline.contract import metadata as metadata_lib
 from pipeline.readers import tf_dataset as replay
 from pipeline.commands import run as run_lib
 from pipeline.contract import schema as schema_lib
-from transforms import audio
-from transforms import counters
+from transforms.inputs import audio
+from transforms.runtime import counters
 from pipeline.contract import example_codec
-from transforms import features as F
-from transforms import run_marker
+from transforms.features import functions as F
+from transforms.runtime import output_lock as run_marker
 from pipeline.contract import tfrecord
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -283,7 +283,7 @@ def at(name):
 
 from pipeline import append, output_folder
 from pipeline.commands import run
-from transforms import finalize
+from transforms.writing import finalize
 
 def around(module, name, before=None, after=None, when=lambda *a: True):
   original = getattr(module, name)

@@ -1,4 +1,4 @@
-"""transforms.allocator: batches stop faulting their memory in again."""
+"""transforms.runtime.allocator: batches stop faulting their memory in again."""
 
 import subprocess
 import sys
@@ -6,7 +6,7 @@ import sys
 _PROGRAM = '''
 import resource, sys
 import numpy as np
-from transforms import allocator
+from transforms.runtime import allocator
 if sys.argv[1] == 'keep':
   assert allocator.keep_freed_memory()
 def batch():  # a few arrays of ~8 MB, as in a 32-window batch

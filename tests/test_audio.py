@@ -1,9 +1,9 @@
-"""transforms/audio: windows, channels, sample formats, resampling."""
+"""transforms/inputs/audio: windows, channels, sample formats, resampling."""
 
 import numpy as np
 import pytest
 
-from transforms import audio
+from transforms.inputs import audio
 
 
 @pytest.mark.parametrize('frames,win,hop,pad,expected', [

@@ -1,5 +1,6 @@
-"""--audio_formats: FLAC, Opus, Vorbis and MP3 read by transforms/wav_io
-exactly as one whole decode of the file gives them."""
+"""--audio_formats: FLAC, Opus, Vorbis and MP3 read by
+transforms/inputs/audio_io exactly as one whole decode of the file gives
+them."""
 
 import numpy as np
 import pytest
@@ -7,9 +8,9 @@ import soundfile as sf
 
 from pipeline import config as config_lib
 from tests import helpers as H
-from transforms import file_reports
-from transforms import sound_files
-from transforms import wav_io
+from transforms.inputs import file_reports
+from transforms.inputs import sound_files
+from transforms.inputs import audio_io
 
 # (extension, soundfile format, subtype, rate)
 FORMATS = [('flac', 'FLAC', 'PCM_16', 16000), ('opus', 'OGG', 'OPUS', 48000),
@@ -38,18 +39,18 @@ def test_every_read_equals_the_whole_decode(tmp_path, ext, fmt, subtype,
                                             rate, channels):
   path = _write(tmp_path / f'a.{ext}', rate, fmt, subtype, channels=channels)
   full = whole_decode(path)
-  info, note = wav_io.probe(0, path)
+  info, note = audio_io.probe(0, path)
   assert note is None
   assert (info.frames, info.sample_rate, info.channels) == (
       len(full), rate, channels)
   rng = np.random.default_rng(1)
   starts = [0, len(full) - 700] + rng.integers(0, len(full) - 700, 30).tolist()
-  with wav_io.OpenFiles() as files:
+  with audio_io.OpenFiles() as files:
     for start in starts:
       assert np.array_equal(files.read_range(path, start, 700, info),
                             full[start:start + 700]), start
   for start in starts[:3]:
-    assert np.array_equal(wav_io.read_range(path, start, 700),
+    assert np.array_equal(audio_io.read_range(path, start, 700),
                           full[start:start + 700])
 
 
@@ -70,7 +71,7 @@ def test_mp3_and_vorbis_seeks_are_not_exact_so_they_are_decoded_whole(
             f.read(700, dtype='float64', always_2d=True),
             full[start:start + 700])
     assert differ, ext
-    assert subtype in wav_io.WHOLE_DECODE_SUBTYPES
+    assert subtype in audio_io.WHOLE_DECODE_SUBTYPES
 
 
 def test_a_file_too_long_to_decode_whole_is_rejected_at_probe(tmp_path,
@@ -80,19 +81,19 @@ def test_a_file_too_long_to_decode_whole_is_rejected_at_probe(tmp_path,
   monkeypatch.setattr(sound_files, 'MAX_DECODED_BYTES', 16000 * 4 * 2)
   with pytest.raises(file_reports.BadWav, match=r'decoded whole .* 3\.0 s of '
                      r'1-channel 16000 Hz .* convert it to FLAC or WAV'):
-    wav_io.probe(0, path)
+    audio_io.probe(0, path)
   flac = _write(tmp_path / 'long.flac', 16000, 'FLAC', 'PCM_16', seconds=3)
-  assert wav_io.probe(0, flac)[0].frames == 48000  # seeks: no limit
+  assert audio_io.probe(0, flac)[0].frames == 48000  # seeks: no limit
 
 
 def test_decoded_files_are_kept_within_a_memory_budget(tmp_path):
   paths = [_write(tmp_path / f'{i}.ogg', 16000, 'OGG', 'VORBIS', seconds=2,
                   seed=i) for i in range(4)]
   one = 32000 * 4
-  with wav_io.OpenFiles(max_decoded_bytes=2 * one) as files:
+  with audio_io.OpenFiles(max_decoded_bytes=2 * one) as files:
     for round_ in range(2):
       for path in paths:
-        info, _ = wav_io.probe(0, path)
+        info, _ = audio_io.probe(0, path)
         assert np.array_equal(files.read_range(path, 100, 500, info),
                               whole_decode(path)[100:600])
         assert files._decoded_bytes <= 2 * one
@@ -105,11 +106,11 @@ def test_a_decode_shorter_than_its_header_is_refused(tmp_path):
                 seconds=3)
   data = open(path, 'rb').read()
   open(path, 'wb').write(data[:len(data) * 2 // 3])
-  info, _ = wav_io.probe(0, path)
+  info, _ = audio_io.probe(0, path)
   assert info.frames == 3 * 48000   # as its Xing header says
   with pytest.raises(file_reports.BadWav, match='decoded .* frames where the '
                      'header declares 144000'):
-    with wav_io.OpenFiles() as files:
+    with audio_io.OpenFiles() as files:
       files.read_range(path, info.frames - 100, 100, info)
 
 
@@ -117,7 +118,7 @@ def test_a_first_read_decodes_only_as_far_as_it_ends(tmp_path):
   path = _write(tmp_path / 'a.mp3', 16000, 'MP3', 'MPEG_LAYER_III',
                 seconds=5)
   full = whole_decode(path)
-  with wav_io.open_audio(path) as decoded:
+  with audio_io.open_audio(path) as decoded:
     decoded.seek(20000)
     assert np.array_equal(decoded.read(1000), full[20000:21000])
     assert len(decoded.samples) == 21000      # a prefix, not all 80000
@@ -136,7 +137,7 @@ def test_listing_takes_the_extensions_given(tmp_path):
 
   def listed(*exts):
     return [p.rsplit('/', 1)[1]
-            for p in wav_io.list_audio_files(str(tmp_path), exts)]
+            for p in audio_io.list_audio_files(str(tmp_path), exts)]
 
   assert listed('wav') == ['a.wav', 'b.WAV']
   assert listed('flac', 'mp3') == ['c.flac', 'd.Mp3']

@@ -9,8 +9,8 @@ import dask.bag as db
 import numpy as np
 import pytest
 
-from transforms import balance
-from transforms import layout
+from transforms.planning import balance
+from transforms.planning import layout
 
 
 def _layouts(entries, **shard_options):

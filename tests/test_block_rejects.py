@@ -4,11 +4,11 @@ and no rejection of probing or planning held by the run's summary."""
 import json
 import random
 
-from transforms import block_store
-from transforms import planning
-from transforms import probing
-from transforms import block_rejects
-from transforms.wav_io import NOTE, Rejection
+from transforms.inputs import block_store
+from transforms.planning import passes as planning
+from transforms.inputs import probing
+from transforms.planning import block_rejects
+from transforms.inputs.audio_io import NOTE, Rejection
 from tests import helpers as H
 
 

@@ -1,12 +1,12 @@
-"""transforms/block_store: a block's probes, kept between passes."""
+"""transforms/planning/block_store: a block's probes, kept between passes."""
 
 import os
 
 import pytest
 
-from transforms import block_store
-from transforms import run_marker
-from transforms.wav_io import WavInfo
+from transforms.inputs import block_store
+from transforms.runtime import output_lock as run_marker
+from transforms.inputs.audio_io import WavInfo
 
 
 def test_round_trip_with_a_fresh_file_per_attempt(tmp_path):

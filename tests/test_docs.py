@@ -195,3 +195,16 @@ def test_install_hints_name_the_checkout_not_an_index_package():
     for wrong in re.findall(r'pip install wavbeam|wavbeam\[\w', text):
       found.add((os.path.relpath(path, ROOT), wrong))
   assert not found, sorted(found)
+
+
+def test_the_code_layout_names_every_module():
+  text = open(os.path.join(ROOT, 'docs', 'design.md'),
+              encoding='utf-8').read()
+  layout = text.split('## Code layout', 1)[1].split('\n## ', 1)[0]
+  missing = []
+  for package in ('pipeline', 'transforms'):
+    for folder, _, files in os.walk(os.path.join(ROOT, package)):
+      missing += [os.path.join(folder, f) for f in files
+                  if f.endswith('.py') and f != '__init__.py' and
+                  f'`{f}`' not in layout]
+  assert not missing, missing

@@ -1,12 +1,12 @@
-"""transforms/features: STFT, window functions and the mel filterbank,
+"""transforms/features/functions: STFT, window functions and the mel filterbank,
 against a textbook loop and TensorFlow's own."""
 
 import numpy as np
 import pytest
 
 from tests import helpers as H
-from transforms import features
-from transforms.window_features import FeatureExtractor
+from transforms.features import functions as features
+from transforms.features.extractor import FeatureExtractor
 
 
 def _stft_reference(window, n_fft, hop, win):

@@ -14,7 +14,7 @@ import pytest
 from pipeline import config as config_lib
 from pipeline.commands import run as run_lib
 from tests import helpers as H
-from transforms import forked_workers
+from transforms.runtime import forked_workers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -47,7 +47,7 @@ def _in_fresh_process(code: str) -> str:
 
 def test_errors_come_back_as_themselves_or_named():
   out = _in_fresh_process('''
-      from transforms import forked_workers as L
+      from transforms.runtime import forked_workers as L
       from tests.test_forked_workers import (
           _die, _raise_unsendable, _raise_value_error)
       with L.started(1) as n:
@@ -93,7 +93,7 @@ def test_calls_keep_every_process_busy_and_keep_their_order():
         return i
       import __main__
       __main__.meet, __main__.fail_on = meet, fail_on
-      from transforms import forked_workers as L
+      from transforms.runtime import forked_workers as L
       with L.started(2):
         calls = L.Calls(L.current())
         emitted = []
@@ -182,7 +182,7 @@ def test_the_cli_writes_shards_in_them_with_the_same_bytes(tmp_path):
   # the patch, so they carry it).
   out = _in_fresh_process(f'''
       import os, sys
-      from transforms import shard_writer
+      from transforms.writing import shard_writer
       write_shard = shard_writer.write_shard
       def recording(*args):
         print('wrote in', os.getpid(), flush=True)

@@ -16,8 +16,8 @@ from pipeline.contract import naming
 from pipeline import progress
 from pipeline.readers import tf_dataset as replay
 from tests import helpers as H
-from transforms import block_store
-from transforms import run_marker
+from transforms.inputs import block_store
+from transforms.runtime import output_lock as run_marker
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = ['--win_len', '4096', '--features', 'signal,spectrogram,log_mel',

@@ -182,7 +182,9 @@ def test_every_error_has_one_root():
   from pipeline.readers import tf_dataset as replay
   from pipeline.commands import verify
   from pipeline.contract import errors, metadata, parts, schema, tfrecord
-  from transforms import file_reports, finalize, run_marker
+  from transforms.inputs import file_reports
+  from transforms.writing import finalize
+  from transforms.runtime import output_lock as run_marker
   classes = [config.ConfigError, inspect_dataset.InspectError,
              inspect_dataset.NoFigures, metadata.MetadataError,
              numpy_reader.DatasetError, replay.DatasetError,

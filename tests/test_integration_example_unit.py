@@ -17,7 +17,7 @@ from pipeline.readers import tf_dataset as replay
 from pipeline.commands import run as run_lib
 from pipeline.commands import verify
 from pipeline.contract import schema as schema_lib
-from transforms import audio
+from transforms.inputs import audio
 from tests import helpers as H
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

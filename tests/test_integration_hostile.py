@@ -13,7 +13,7 @@ import numpy as np
 from pipeline.readers import tf_dataset as replay
 from tests import helpers as H
 from tests import hostile
-from transforms import wav_io
+from transforms.inputs import audio_io
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _run_cli(argv):
@@ -32,7 +32,7 @@ def test_catalogue_of_hostile_inputs(tmp_path):
   hostile._sf(hostile._pcm16(hostile.WIN * 2), 'PCM_16')(locked)
   os.chmod(locked, 0)
   cases.append(('x/unreadable.wav', None, ('rejected', 'unreadable')))
-  expected = {wav_io.undecodable_name(str(d / rel)) or str(d / rel): outcome
+  expected = {audio_io.undecodable_name(str(d / rel)) or str(d / rel): outcome
               for rel, _, outcome in cases
               if outcome[0] != 'dir'}   # a directory is searched, not a file
   out = tmp_path / 'out[1]'
@@ -111,17 +111,17 @@ def test_a_file_rewritten_after_probing_is_rejected_not_mixed(tmp_path):
   """Rewritten between probing and reading, even to the same size: the
   windows read afterwards are rejected with the reason, never taken from
   the new content."""
-  from transforms import extract
-  from transforms import plan as plan_lib
+  from transforms.writing import extract
+  from transforms.planning import rules as plan_lib
   path = str(tmp_path / 'in' / 'a' / 'take.wav')
   H.write_wav(path, hostile._pcm16(hostile.WIN * 4, 1))
   config = H.make_config(tmp_path / 'in', tmp_path / 'out',
                          win_len=hostile.WIN, label_from='none')
-  info, note = wav_io.probe(0, path)
+  info, note = audio_io.probe(0, path)
   assert note is None
   plan = plan_lib.plan_file(info, config, hostile.RATE)
   refs = [(0, w) for w in range(plan.num_windows)]
-  with wav_io.OpenFiles() as files:
+  with audio_io.OpenFiles() as files:
     windows, kept, rejections = extract.read_windows(refs, {0: plan}, config,
                                                      files)
   assert kept == [0, 1, 2, 3] and not rejections
@@ -130,7 +130,7 @@ def test_a_file_rewritten_after_probing_is_rejected_not_mixed(tmp_path):
   os.utime(path, ns=(1, 1))
   assert os.path.getsize(path) == size
   for run_of in (1, 4):   # one window at a time (shuffled), and a run
-    with wav_io.OpenFiles() as files:
+    with audio_io.OpenFiles() as files:
       _, kept, rejections = extract.read_windows(refs[:run_of], {0: plan},
                                                  config, files)
     assert kept == [] and len(rejections) == 1, rejections
@@ -146,7 +146,7 @@ def test_a_folder_tree_deeper_than_the_recursion_limit(tmp_path):
   for path in (os.path.join(deep, 'bottom.wav'), tmp_path / 'in' / 'top.wav'):
     with open(path, 'wb') as f:  # libsndfile refuses such long names
       f.write(hostile.wav_bytes(hostile._pcm16(hostile.WIN)))
-  assert len(wav_io.list_audio_files(str(tmp_path / 'in'))) == 2
+  assert len(audio_io.list_audio_files(str(tmp_path / 'in'))) == 2
   config = H.make_config(tmp_path / 'in', tmp_path / 'out',
                          win_len=hostile.WIN, label_from='none')
   try:

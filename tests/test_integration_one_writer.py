@@ -18,7 +18,7 @@ import pytest
 
 from pipeline.readers import numpy_dataset as numpy_reader
 from pipeline.contract import parts as parts_lib
-from transforms import run_marker
+from transforms.runtime import output_lock as run_marker
 from tests import helpers as H
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

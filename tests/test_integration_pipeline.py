@@ -39,7 +39,7 @@ def corpus(tmp_path_factory):
 
 
 def _paths(d):
-  from transforms.wav_io import list_audio_files
+  from transforms.inputs.audio_io import list_audio_files
   return list_audio_files(str(d))
 
 
@@ -90,7 +90,7 @@ def test_mfcc_and_lpc_with_mel_band_limits(corpus, tmp_path):
 def test_long_file_is_split_into_chunks_that_join_exactly(tmp_path,
                                                           monkeypatch):
   # Small chunks so one file becomes many work units, read in blocks.
-  from transforms import plan
+  from transforms.planning import rules as plan
   monkeypatch.setattr(plan, 'CHUNK_SAMPLES', 2 * 4 * 384)  # 2 channels
   path = H.write_wav(str(tmp_path / 'in/x/long.wav'),
                      H.noise(512 * 40 + 300, 2, seed=9), RATE, 'PCM_24')

@@ -21,7 +21,7 @@ from pipeline.readers import tf_dataset as replay
 from pipeline.commands import run as run_lib
 from pipeline.commands import verify
 from pipeline.config import ConfigError
-from transforms import audio
+from transforms.inputs import audio
 from tests import helpers as H
 
 RATE = 16000
@@ -406,10 +406,10 @@ def test_a_long_recording_with_thousands_of_segments_sends_one_each(
   reference carries its own segment only (what a shard task receives
   stays small), and every segment is cut exactly."""
   import pickle
-  from transforms import plan as plan_lib
-  from transforms import layout as layout_lib
-  from transforms import manifest as manifest_lib
-  from transforms.file_reports import WavInfo
+  from transforms.planning import rules as plan_lib
+  from transforms.planning import layout as layout_lib
+  from transforms.inputs import manifest as manifest_lib
+  from transforms.inputs.file_reports import WavInfo
   rate, n = 8000, 2400
   H.write_wav(str(tmp_path / 'in' / 'long.wav'),
               H.noise(rate * n // 2, seed=3), rate=rate)

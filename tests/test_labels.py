@@ -1,4 +1,4 @@
-"""transforms/labels and the listing's --exclude: classes renamed by
+"""transforms/planning/labels and the listing's --exclude: classes renamed by
 --label_map, the class of --silence_from recordings, and the files a
 pattern leaves out, on their own (the runs are in
 tests/test_speech_commands.py)."""
@@ -6,8 +6,8 @@ tests/test_speech_commands.py)."""
 import pytest
 
 from pipeline.config import ConfigError, PipelineConfig
-from transforms import labels
-from transforms import listing
+from transforms.inputs import labels
+from transforms.inputs import listing
 from tests import helpers as H
 
 

@@ -6,7 +6,8 @@
 - the featurizer (pipeline/featurizer) imports the config, the contract
   and the numpy modules of transforms/, no Beam and no commands;
 - transforms/ imports the contract and the config, never the writer's
-  graph, the commands, the readers or the featurizer;
+  graph, the commands, the readers or the featurizer; its stages (runtime,
+  inputs, planning, features, writing) each import only those before;
 - the writer's modules at the top of pipeline/ never import the commands;
 - the modules that keep an old path (pipeline/replay.py, run.py, ...)
   hold nothing but that."""
@@ -18,9 +19,16 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Modules without Beam, whatever they import: what the featurizer may use.
-NUMPY_MODULES = ('transforms.plan', 'transforms.audio', 'transforms.features',
-                 'transforms.file_reports', 'transforms.layout',
-                 'transforms.sound_files', 'transforms.window_features')
+NUMPY_MODULES = ('transforms.planning.rules', 'transforms.inputs.audio',
+                 'transforms.inputs.labels', 'transforms.inputs.patterns',
+                 'transforms.inputs.splits', 'transforms.features.functions',
+                 'transforms.inputs.file_reports', 'transforms.planning.layout',
+                 'transforms.inputs.sound_files', 'transforms.inputs.blocks',
+                 'transforms.features.extractor')
+# transforms/ in the order data passes through it: a stage imports only the
+# stages before it (runtime: the lock, the worker pool, file system calls,
+# metrics, which every stage uses).
+STAGES = ('runtime', 'inputs', 'planning', 'features', 'writing')
 # The old module paths: each the module that holds its code now.
 OLD_PATHS = {
     'replay': 'pipeline.readers.tf_dataset',
@@ -97,11 +105,26 @@ def test_readers_import_the_contract_and_each_other_and_no_beam():
 
 
 def test_transforms_never_import_the_graph_commands_readers_or_featurizer():
-  for name, path in _modules('transforms'):
-    for module in _ours(_imports(path)):
-      if module.startswith('pipeline'):
-        assert module.startswith(('pipeline.contract', 'pipeline.config')) \
-            or module == 'pipeline', (name, module)
+  for stage in STAGES:
+    for name, path in _modules(f'transforms/{stage}'):
+      for module in _ours(_imports(path)):
+        if module.startswith('pipeline'):
+          assert module.startswith(('pipeline.contract',
+                                    'pipeline.config')) \
+              or module == 'pipeline', (stage, name, module)
+
+
+def test_the_transform_stages_import_only_the_stages_before_them():
+  assert sorted(n for n in os.listdir(os.path.join(ROOT, 'transforms'))
+                if os.path.isdir(os.path.join(ROOT, 'transforms', n)) and
+                not n.startswith('_')) == sorted(STAGES)
+  assert [name for name, _ in _modules('transforms')] == ['__init__']
+  for position, stage in enumerate(STAGES):
+    for name, path in _modules(f'transforms/{stage}'):
+      for module in _ours(_imports(path)):
+        parts = module.split('.')
+        if parts[0] == 'transforms' and len(parts) > 2:
+          assert parts[1] in STAGES[:position + 1], (stage, name, module)
 
 
 def test_the_writer_never_imports_the_commands():
@@ -128,7 +151,7 @@ def test_an_old_path_holds_nothing_but_its_alias():
 
 def test_the_numpy_modules_import_no_beam():
   """Planning, audio and features math, reading an open file, and the
-  records they share, are tested and used without Beam (wav_io's I/O is
+  records they share, are tested and used without Beam (audio_io's I/O is
   Beam's file systems)."""
   code = (f'import sys; import {", ".join(NUMPY_MODULES)}; '
           "print(sorted({m.split('.')[0] for m in sys.modules} & "
@@ -144,8 +167,10 @@ def test_the_featurizer_imports_the_numpy_modules_and_no_beam():
     assert not {m for m in imported if m.startswith('apache_beam')}, name
     for module in _ours(imported) - {'pipeline', 'transforms'}:
       if module.startswith('transforms'):
-        assert '.'.join(module.split('.')[:2]) in NUMPY_MODULES, (name,
-                                                                  module)
+        parts = module.split('.')
+        if len(parts) == 2:  # a stage's package: its modules are checked
+          continue
+        assert '.'.join(parts[:3]) in NUMPY_MODULES, (name, module)
       else:
         assert module.split('.')[1] in ('config', 'contract', 'featurizer',
                                         '_aliases'), (name, module)

@@ -1,15 +1,15 @@
-"""transforms/layout: the seeded write order and the shard layout."""
+"""transforms/planning/layout: the seeded write order and the shard layout."""
 
 import numpy as np
 import pytest
 
-from transforms import plan as plan_lib
-from transforms.file_reports import WavInfo
+from transforms.planning import rules as plan_lib
+from transforms.inputs.file_reports import WavInfo
 
 
 @pytest.mark.parametrize('total', [1, 2, 3, 5, 17, 64, 1000, 4097])
 def test_permutation_is_a_seeded_bijection(total):
-  from transforms import layout
+  from transforms.planning import layout
   p = layout.permute(np.arange(total), total, seed=0)
   assert sorted(p.tolist()) == list(range(total))
   assert np.array_equal(p, layout.permute(np.arange(total), total, seed=0))
@@ -21,7 +21,7 @@ def test_permutation_is_a_seeded_bijection(total):
 
 
 def test_layout_balances_shards_and_places_every_window_once():
-  from transforms import layout
+  from transforms.planning import layout
   entries = [('train', 0, 7), ('train', 1, 100), ('test', 2, 5),
              ('train', 3, 1)]
   layouts = layout.compute_layouts(entries, max_examples_per_shard=10)
@@ -48,7 +48,7 @@ def test_shards_by_bytes_count_the_frames_of_variable_length_examples():
   """--example_unit file: a split's size is its examples' fixed part plus
   bytes per frame of its recordings, so long recordings take more
   shards than as many short ones."""
-  from transforms import layout
+  from transforms.planning import layout
   size = layout.ExampleSize(fixed=1000, per_frame=2.0)
   short = [('train', b, 1, 1, 1000) for b in range(10)]
   long = [('train', b, 1, 1, 100000) for b in range(10)]

@@ -18,8 +18,8 @@ from pipeline import config as config_lib
 from pipeline.readers import numpy_dataset as numpy_reader
 from pipeline.config import ConfigError
 from tests import helpers as H
-from transforms import audio
-from transforms import manifest as manifest_lib
+from transforms.inputs import audio
+from transforms.inputs import manifest as manifest_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pipeline.config import ConfigError, PipelineConfig
-from transforms import manifest as manifest_lib
+from transforms.inputs import manifest as manifest_lib
 
 
 def _config(tmp_path, **kw) -> PipelineConfig:

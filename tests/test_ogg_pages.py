@@ -8,7 +8,7 @@ import pytest
 import soundfile as sf
 
 from tests import hostile
-from transforms import ogg_pages
+from transforms.inputs import ogg_pages
 
 
 def _bitwise_crc(data: bytes) -> int:
@@ -65,14 +65,14 @@ def test_missing_cut_and_unterminated_files():
 
 
 def test_probe_rejects_a_damaged_page_and_a_fifo(tmp_path):
-  from transforms import wav_io
+  from transforms.inputs import audio_io
   path = tmp_path / 'damaged.ogg'
   data = bytearray(_ogg('VORBIS'))
   data[len(data) // 2] ^= 0xFF
   path.write_bytes(bytes(data))
-  with pytest.raises(wav_io.BadWav, match='damaged Ogg page'):
-    wav_io.probe(0, str(path))
+  with pytest.raises(audio_io.BadWav, match='damaged Ogg page'):
+    audio_io.probe(0, str(path))
   fifo = tmp_path / 'fifo.wav'
   os.mkfifo(fifo)
-  with pytest.raises(wav_io.BadWav, match='not a regular file: a FIFO'):
-    wav_io.probe(0, str(fifo))
+  with pytest.raises(audio_io.BadWav, match='not a regular file: a FIFO'):
+    audio_io.probe(0, str(fifo))

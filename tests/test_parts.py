@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from pipeline.contract import parts
-from transforms.stats import Moments
+from transforms.writing.stats import Moments
 
 
 def test_index_round_trip_and_refusals():

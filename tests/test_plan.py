@@ -1,12 +1,12 @@
-"""transforms/plan: a probed file planned (split, label, manifest row,
+"""transforms/planning/rules: a probed file planned (split, label, manifest row,
 windows), and chunks bounded by input samples."""
 
 import pytest
 
 from pipeline import config as config_lib
-from transforms import plan
-from transforms.manifest import Entry, Segment
-from transforms.file_reports import BadWav, WavInfo
+from transforms.planning import rules as plan
+from transforms.inputs.manifest import Entry, Segment
+from transforms.inputs.file_reports import BadWav, WavInfo
 
 
 def test_chunks_are_bounded_by_input_samples():

@@ -33,7 +33,7 @@ def test_progress_follows_a_real_run(tmp_path, monkeypatch):
   """What the status line shows while a real run is on its last step
   (the plan it wrote read then, as the progress thread reads it), and the
   thread's own lines: no timing decides what the test sees."""
-  from transforms import finalize
+  from transforms.writing import finalize
   for i in range(8):
     H.write_wav(str(tmp_path / f'in/c/{i}.wav'), H.noise(16000 * 4, seed=i))
   config = H.make_config(tmp_path / 'in', tmp_path / 'out', win_len=2048,

@@ -7,10 +7,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms import audio
-from transforms import layout as layout_lib
-from transforms import plan as plan_lib
-from transforms.wav_io import WavInfo
+from transforms.inputs import audio
+from transforms.planning import layout as layout_lib
+from transforms.planning import rules as plan_lib
+from transforms.inputs.audio_io import WavInfo
 
 
 def brute_force_starts(frames, win_len, hop_len, pad):

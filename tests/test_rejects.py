@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.contract import rejects
 from pipeline.contract.errors import DatasetError
-from transforms.file_reports import Rejection
+from transforms.inputs.file_reports import Rejection
 
 WRITTEN = [Rejection('/in/a.wav', 'empty file (0 bytes)', 'probe'),
            Rejection('/in/b.wav', 'non-finite samples (NaN or Inf)', 'read',

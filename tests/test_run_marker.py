@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from transforms import filesystem
-from transforms import run_marker
+from transforms.runtime import filesystem
+from transforms.runtime import output_lock as run_marker
 
 
 @pytest.mark.parametrize('kind', ['link', 'dangling link', 'fifo', 'folder'])
@@ -131,8 +131,9 @@ def test_a_lock_from_another_host_says_its_processes_cannot_be_seen(
 
 def test_a_lock_held_by_a_live_process_is_refused_naming_it(tmp_path):
   holder = subprocess.Popen(
-      [sys.executable, '-c', 'import sys; from transforms import run_marker\n'
-       f'with run_marker.FolderLock({str(tmp_path)!r}):\n'
+      [sys.executable, '-c', 'import sys\n'
+       'from transforms.runtime import output_lock\n'
+       f'with output_lock.FolderLock({str(tmp_path)!r}):\n'
        '  print("held", flush=True); sys.stdin.read()'],
       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

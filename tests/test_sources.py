@@ -1,10 +1,10 @@
-"""transforms/sources: sources.jsonl's lines."""
+"""transforms/inputs/sources: sources.jsonl's lines."""
 
 import json
 
 import pytest
 
-from transforms import sources
+from transforms.inputs import sources
 
 
 @pytest.mark.parametrize('path', ['a/b.wav', 'quote "x".wav', 'ünï\\c\n.wav',

@@ -17,7 +17,7 @@ from pipeline.commands import verify
 from pipeline.contract import parts as parts_lib
 from pipeline.output_folder import read_whole_metadata
 from tests import helpers as H
-from transforms import audio
+from transforms.inputs import audio
 
 ROOT = H.ROOT
 WORDS = ('yes', 'no', 'up', 'down', 'left', 'right', 'on', 'off', 'stop',

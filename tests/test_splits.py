@@ -226,7 +226,7 @@ def test_a_run_with_every_file_rejected_exits_1_and_keeps_its_schema(
 
 
 def test_split_assignment_is_stable_and_follows_fractions():
-  from transforms import splits
+  from transforms.inputs import splits
   spec = (('train', 0.8), ('validation', 0.1), ('test', 0.1))
   names = [splits.split_by_hash(f'c/{i}.wav', spec) for i in range(5000)]
   counts = {n: names.count(n) / 5000 for n, _ in spec}

@@ -1,5 +1,6 @@
-"""Where a run's time goes: the timeline marks (transforms/timeline.py), the
-shard tasks' work times in metadata.json, and bench.stages' arithmetic."""
+"""Where a run's time goes: the timeline marks
+(transforms/runtime/timeline.py), the shard tasks' work times in
+metadata.json, and bench.stages' arithmetic."""
 
 import json
 import math
@@ -10,10 +11,10 @@ import sys
 import pytest
 
 from bench import stages as stages_bench
-from transforms import timeline
+from transforms.runtime import timeline
 from pipeline.contract import metadata as metadata_lib
-from transforms import extract
-from transforms.stats import ExampleStats, SplitSummary
+from transforms.writing import extract
+from transforms.writing.stats import ExampleStats, SplitSummary
 
 
 def test_mark_does_nothing_without_the_variable(tmp_path, monkeypatch):
@@ -27,7 +28,8 @@ def test_marks_from_processes_land_in_one_file(tmp_path, monkeypatch):
   path = tmp_path / 'marks'
   monkeypatch.setenv(timeline.ENV, str(path))
   timeline.mark(timeline.PIPELINE)
-  subprocess.run([sys.executable, '-c', 'from transforms import timeline; '
+  subprocess.run([sys.executable, '-c',
+                  'from transforms.runtime import timeline; '
                   'timeline.mark(timeline.PROBE_END)'],
                  check=True,
                  cwd=os.path.dirname(os.path.dirname(__file__)))

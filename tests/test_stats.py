@@ -1,9 +1,10 @@
-"""transforms/stats: the streaming moments behind metadata's statistics."""
+"""transforms/writing/stats: the streaming moments behind metadata's
+statistics."""
 
 import numpy as np
 import pytest
 
-from transforms.stats import Moments
+from transforms.writing.stats import Moments
 
 
 def test_moments_of_values_match_numpy():

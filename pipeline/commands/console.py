@@ -13,7 +13,7 @@ import threading
 
 from pipeline.config import ConfigError
 from pipeline.output_folder import read_metadata
-from transforms import filesystem
+from transforms.runtime import filesystem
 
 
 def plural(count: int, noun: str) -> str:

@@ -30,11 +30,11 @@ from pipeline.contract import dataset as dataset_lib
 from pipeline.output_folder import BEAM_FS, part_dirs, read_whole_metadata
 from pipeline.output_folder import resolve as resolve_dataset_dir
 from pipeline.contract.errors import DatasetError, WavbeamError
-from transforms import audio
+from transforms.inputs import audio
 from pipeline.contract import example_codec
-from transforms import features as F
+from transforms.features import functions as F
 from pipeline.contract import tfrecord
-from transforms import filesystem
+from transforms.runtime import filesystem
 
 
 class InspectError(WavbeamError):

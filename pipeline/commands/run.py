@@ -34,7 +34,7 @@ from pipeline import append as append_lib  # noqa: E402
 from pipeline import config as config_lib  # noqa: E402
 from pipeline.commands import console  # noqa: E402
 from pipeline import progress  # noqa: E402
-from transforms import timeline  # noqa: E402
+from transforms.runtime import timeline  # noqa: E402
 from pipeline import variants as variants_lib  # noqa: E402
 from pipeline.contract import naming  # noqa: E402
 from pipeline.contract.errors import DatasetError  # noqa: E402
@@ -44,11 +44,11 @@ from pipeline.graph import build_pipeline  # noqa: E402
 from pipeline.graph import build_sweep_pipeline  # noqa: E402
 from pipeline.graph import expected_schema  # noqa: E402
 from pipeline.contract.naming import METADATA_FILE  # noqa: E402
-from transforms import filesystem  # noqa: E402
-from transforms import finalize  # noqa: E402
-from transforms import forked_workers  # noqa: E402
-from transforms import run_marker  # noqa: E402
-from transforms import wav_io  # noqa: E402
+from transforms.runtime import filesystem  # noqa: E402
+from transforms.writing import finalize  # noqa: E402
+from transforms.runtime import forked_workers  # noqa: E402
+from transforms.runtime import output_lock as run_marker  # noqa: E402
+from transforms.inputs import audio_io  # noqa: E402
 
 
 # Beam 2.77's DirectRunner first tries Prism, which downloads a binary at run
@@ -63,7 +63,7 @@ _RUNNER_ALIASES = {
     'DaskRunner': 'apache_beam.runners.dask.dask_runner.DaskRunner'}
 
 
-# A local default run forks workers (transforms/forked_workers.py) for
+# A local default run forks workers (transforms/runtime/forked_workers.py) for
 # its per-file and shard work. Where it cannot (not Linux, or a caller
 # that already runs threads), runs of this many files or more use Beam's
 # worker processes instead of threads (bench.run on 2 cores):
@@ -145,7 +145,7 @@ def run(config_or_argv: Union[config_lib.PipelineConfig, Sequence[str],
   `config_or_argv`: a PipelineConfig, with Beam's options as flags in
   `pipeline_options` (['--runner=DataflowRunner', ...]); or the command's
   arguments, ours and Beam's mixed (None: sys.argv). `extra_features` maps
-  feature names to numpy functions (transforms.features.FeatureFn).
+  feature names to numpy functions (transforms.features.functions.FeatureFn).
   Returns the finished PipelineResult (with --append, an
   append.AppendOutcome; with --variants, {variant: its result}); raises
   ConfigError before anything is written for what the command refuses
@@ -164,7 +164,7 @@ def _input_files(config: config_lib.PipelineConfig, up_to: int) -> int:
   """Files in input_dir, counted up to `up_to`; 0 when it cannot be listed
   (build_pipeline then says why)."""
   try:
-    return wav_io.count_audio_files(config.input_dir,
+    return audio_io.count_audio_files(config.input_dir,
                                     config.audio_formats, up_to)
   except Exception:  # pylint: disable=broad-except
     return 0
@@ -247,8 +247,9 @@ def _run_variants(config, beam_args, extra_features, show_progress):
       filesystem.delete([p for p in gone if FileSystems.exists(p) or
                          os.path.islink(p)])
     # The sweep's own temp folder holds what the variants share (the
-    # probes, transforms/block_store) and the names of the variants being
-    # written, before any of their folders is: an earlier sweep's goes.
+    # probes, transforms/planning/block_store) and the names of the
+    # variants being written, before any of their folders is: an earlier
+    # sweep's goes.
     shared = naming.temp_dir(config.output_dir)
     if FileSystems.exists(shared):
       filesystem.delete([shared])
@@ -385,7 +386,7 @@ def in_one_thread(config: config_lib.PipelineConfig, forked: int) -> bool:
 
 def forked_workers_for(config: config_lib.PipelineConfig,
                          beam_args: Sequence[str]) -> int:
-  """Forked workers (transforms/forked_workers.py) for a run: one per
+  """Forked workers (transforms/runtime/forked_workers.py) for a run: one per
   worker thread of a local threaded run whose input and output are local
   folders, 0 for anything else (other runners and modes, remote or
   in-memory file systems, options the run itself will refuse)."""

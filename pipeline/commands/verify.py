@@ -25,7 +25,7 @@ from pipeline.contract.errors import DatasetError, WavbeamError
 from pipeline.contract import array_record_file
 from pipeline.contract import example_codec
 from pipeline.contract import tfrecord
-from transforms import filesystem
+from transforms.runtime import filesystem
 
 
 class VerifyError(WavbeamError):

@@ -12,18 +12,19 @@ import numpy as np
 from pipeline.config import ConfigError
 from pipeline.contract.errors import DatasetError
 from pipeline.featurizer.base import DatasetOptions, FeaturizerError
-from transforms import audio
-from transforms import features as F
-from transforms import file_reports
-from transforms import sound_files
-from transforms import window_features
-from transforms.plan import Chunk, FilePlan, file_windows, windows_per_chunk
+from transforms.inputs import audio
+from transforms.features import functions as F
+from transforms.inputs import file_reports
+from transforms.inputs import sound_files
+from transforms.features import extractor as window_features
+from transforms.planning.rules import (Chunk, FilePlan,
+                                       file_windows, windows_per_chunk)
 
 Recording = Union[str, os.PathLike, np.ndarray]
 
 
 class _OpenFile:
-  """The one file being featurized, read as wav_io.OpenFiles reads."""
+  """The one file being featurized, read as audio_io.OpenFiles reads."""
 
   def __init__(self, wav):
     self.wav = wav

@@ -28,8 +28,8 @@ import tensorflow as tf
 from pipeline.config import ConfigError
 from pipeline.contract.errors import DatasetError
 from pipeline.featurizer.base import FeaturizerError
-from transforms import features as F
-from transforms import window_features
+from transforms.features import functions as F
+from transforms.features import extractor as window_features
 
 
 class TfFeaturizer(tf.Module):
@@ -95,7 +95,7 @@ class TfFeaturizer(tf.Module):
     return tf.reduce_mean(block, axis=1)
 
   def _windows(self, mono):
-    """transforms.audio.window_count's windows, zero-padded past the end
+    """transforms.inputs.audio.window_count's windows, zero-padded past the end
     (audio.slice_windows): [num_windows, win_len] float64."""
     c = self.config
     frames = tf.shape(mono, out_type=tf.int64)[0]

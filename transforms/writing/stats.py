@@ -9,9 +9,32 @@ import apache_beam as beam
 import numpy as np
 
 from pipeline.contract import schema as schema_lib
-from transforms.block_rejects import BlockRejects
-from transforms.shards import ShardStats
-from transforms.file_reports import Rejection
+from transforms.planning.block_rejects import BlockRejects
+from transforms.inputs.blocks import ListedFiles, PlannedFiles
+from transforms.inputs.file_reports import Rejection
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardStats:
+  """A shard as written: which file, how many records, how many bytes."""
+  split: str
+  shard: int
+  path: str          # where it was written (a temp name until finalized)
+  num_examples: int
+  num_bytes: int     # file size on disk
+  # When this attempt started and finished (ms since the epoch): the first
+  # start and last finish bound the phase that scales with workers.
+  started_ms: int
+  finished_ms: int
+  # Shards of the split, when the writer chose it (WriteToTFRecord's
+  # -of-NNNNN); 0 when the layout decided it.
+  num_shards: int = 0
+  # Its `tfrecord`-package index (naming.index_name), when uncompressed.
+  index_path: str = ''
+  # Its ArrayRecord copy (--array_record), and that file's size.
+  array_record_path: str = ''
+  array_record_bytes: int = 0
+  array_record_crc32c: int = -1  # array_record_file.fingerprint
 
 
 @dataclasses.dataclass
@@ -192,30 +215,14 @@ class SplitSummary:
     return total
 
 
-@dataclasses.dataclass(frozen=True)
-class PlannedFiles:
-  """How many files of a block were planned, per split, and where its
-  probes are stored (block_store; sources.jsonl is written from them)."""
-  block: int
-  files_by_split: Tuple[Tuple[str, int], ...]
-  store: str = ''
-
-
-@dataclasses.dataclass(frozen=True)
-class ListedFiles:
-  """How many files the listing found (each is planned, rejected or
-  excluded), and how many of them --exclude left out."""
-  count: int
-  excluded: int = 0
-
-
 @dataclasses.dataclass
 class RunSummary:
   """Everything the run reports, each record counted once (by identity)."""
   shards: Dict[tuple, object] = dataclasses.field(default_factory=dict)
   splits: Dict[str, SplitSummary] = dataclasses.field(default_factory=dict)
   # Rejections of the listing and of reads; those of probing and planning
-  # are in files of their own (transforms/block_rejects.py), one per block.
+  # are in files of their own (transforms/writing/block_rejects.py), one
+  # per block.
   rejections: set = dataclasses.field(default_factory=set)
   block_rejects: Dict[int, BlockRejects] = dataclasses.field(
       default_factory=dict)

@@ -16,7 +16,7 @@ drops it, and on every other runner it is 0.
 import math
 from typing import Callable, Dict, Mapping, Optional, Tuple
 
-from transforms.layout import SplitLayout
+from transforms.planning.layout import SplitLayout
 
 ShardKey = Tuple[str, int, int]  # (split, shard, salt)
 # dask.bag.core.groupby_tasks's default max_branch, used by the DaskRunner.

@@ -10,11 +10,6 @@ import hashlib
 from typing import Optional, Sequence, Tuple
 
 
-def relative_path(path: str, input_dir: str) -> str:
-  root = input_dir.rstrip('/') + '/'
-  return path[len(root):] if path.startswith(root) else path
-
-
 def stable_unit(text: str) -> float:
   """A number in [0, 1) from SHA-256: the same everywhere, forever."""
   digest = hashlib.sha256(text.encode('utf-8')).digest()

@@ -6,8 +6,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from pipeline.config import ConfigError, OTHER_CLASSES, label_map_text
 from pipeline.contract import naming
-from transforms import patterns
-from transforms import splits
+from transforms.inputs import patterns
 
 NO_LABEL_TARGET = -1
 # Classes a refusal names before it says how many more there are.
@@ -42,7 +41,7 @@ def class_names(labels: Iterable[str], known: Sequence[str] = ()) -> List[str]:
 def is_silence(path: str, config) -> bool:
   """Whether a listed file is a --silence_from recording."""
   return bool(config.silence_from) and patterns.first_match(
-      splits.relative_path(path, config.input_dir),
+      patterns.relative_path(path, config.input_dir),
       config.silence_from) is not None
 
 
@@ -54,7 +53,7 @@ def corpus_label(path: str, config, entry=None, segment=None) -> str:
   if config.manifest_label_column:
     row = segment if segment is not None else entry
     return (row.label or '') if row is not None else ''
-  rel = splits.relative_path(path, config.input_dir)
+  rel = patterns.relative_path(path, config.input_dir)
   if config.split_from == 'subdir':
     rel = rel.partition('/')[2]
   return label_of(rel, config.label_from)
@@ -126,7 +125,7 @@ def check_label_from(paths: Iterable[str], config) -> None:
     count, first = count + 1, min(first or path, path)
   if not count:
     return
-  shown = splits.relative_path(first, config.input_dir)
+  shown = patterns.relative_path(first, config.input_dir)
   raise ConfigError('label_from', config.label_from, f'finds no class in '
                     f'any of the {count} files (e.g. {shown}): it takes '
                     f'{_label_from_rule(config)}. For an unlabeled corpus '

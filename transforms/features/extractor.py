@@ -1,6 +1,6 @@
 """A file's windows at the dataset's rate and their features, computed a
-batch at a time: the numpy work a shard task (transforms/extract) and the
-inference featurizer (pipeline/featurizer) share, so that both give the
+batch at a time: the numpy work a shard task (transforms/writing/extract)
+and the inference featurizer (pipeline/featurizer) share, so that both give the
 same bytes. No Beam: the file is read through whatever `files` the caller
 has.
 """
@@ -10,14 +10,14 @@ from typing import Dict, Optional, Protocol
 import numpy as np
 
 from pipeline.config import ConfigError, PipelineConfig
-from transforms import audio
-from transforms import features as F
-from transforms import file_reports
-from transforms.plan import Chunk, chunk_input_range
+from transforms.inputs import audio
+from transforms.features import functions as F
+from transforms.inputs import file_reports
+from transforms.planning.rules import Chunk, chunk_input_range
 
 
 class Files(Protocol):
-  """What reads a file's frames: wav_io.OpenFiles in the pipeline."""
+  """What reads a file's frames: audio_io.OpenFiles in the pipeline."""
 
   def read_range(self, path: str, start: int, count: int,
                  probed: Optional[file_reports.WavInfo] = None

@@ -16,19 +16,20 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import naming
-from transforms import filesystem
-from transforms import ogg_pages
-from transforms import sound_files
-from transforms.file_reports import (  # noqa: F401  (reachable here)
+from transforms.runtime import filesystem
+from transforms.inputs import ogg_pages
+from transforms.inputs import sound_files
+from transforms.inputs.file_reports import (  # noqa: F401  (reachable here)
     EXCLUDED, HEAD_BYTES, INPUT_ERRORS, NOTE, BadWav, Rejection, WavInfo,
     head_crc, short_error, unreadable)
-from transforms.sound_files import (  # noqa: F401  (reachable here)
+from transforms.inputs.sound_files import (  # noqa: F401  (reachable here)
     MAX_DECODED_BYTES, MAX_DECODED_CACHE_BYTES, WHOLE_DECODE_SUBTYPES,
     DecodedWhole, check_decodable, decoded_bytes, read_frames)
 
-# The records probing and reading make live in transforms/file_reports, and
-# what opens and reads a file once it is open in transforms/sound_files (no
-# Beam in either); their names stay reachable here.
+# The records probing and reading make live in
+# transforms/inputs/file_reports, and what opens and reads a file once it
+# is open in transforms/inputs/sound_files (no Beam in either); their names
+# stay reachable here.
 
 
 def list_audio_files(input_dir: str,

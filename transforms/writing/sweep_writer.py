@@ -28,15 +28,16 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.config import PipelineConfig
 from pipeline.contract import naming
 from pipeline.contract import tfrecord
-from transforms import allocator
-from transforms import forked_workers
-from transforms import planning
-from transforms import run_marker
-from transforms import wav_io
-from transforms.extract import ExampleMaker, read_batches, timed
-from transforms.layout import SplitLayout
-from transforms.shard_writer import ShardFile, count_written, shard_order
-from transforms.stats import ExampleStats
+from transforms.runtime import allocator
+from transforms.runtime import forked_workers
+from transforms.planning import passes as planning
+from transforms.runtime import output_lock as run_marker
+from transforms.inputs import audio_io
+from transforms.writing.extract import ExampleMaker, read_batches, timed
+from transforms.planning.layout import SplitLayout
+from transforms.writing.shard_writer import (ShardFile, count_written,
+                                             shard_order)
+from transforms.writing.stats import ExampleStats
 
 # {variant: {split: SplitLayout}}
 SweepLayouts = Mapping[str, Mapping[str, SplitLayout]]
@@ -170,7 +171,7 @@ def write_segment(makers: Mapping[str, ExampleMaker],
     # The windows are read once: their time goes to the first variant.
     for batch in timed(read_batches(some_config, split, refs),
                        stats[segment_targets[0].variant]):
-      if isinstance(batch, wav_io.Rejection):
+      if isinstance(batch, audio_io.Rejection):
         rejections.append(batch)
         continue
       shared = {}  # what variants have in common, computed once per batch
@@ -242,7 +243,7 @@ _forked_makers = {}  # in a forked worker: pickled (configs, features) -> makers
 
 
 def _write_segment_there(state: bytes, *args) -> list:
-  """write_segment in a forked worker (transforms/forked_workers.py)."""
+  """write_segment in a forked worker (transforms/runtime/forked_workers.py)."""
   if state not in _forked_makers:
     _forked_makers.clear()
     allocator.keep_freed_memory()

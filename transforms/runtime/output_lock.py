@@ -34,7 +34,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import naming
 from pipeline.contract.errors import WavbeamError
-from transforms import filesystem
+from transforms.runtime import filesystem
 
 LOCK_FILE = '.wavbeam-lock'
 HEARTBEAT_FILE = 'heartbeat'

@@ -1,4 +1,5 @@
-"""transforms/wav_io: the plain-WAV header reader against libsndfile."""
+"""transforms/inputs/audio_io: the plain-WAV header reader against
+libsndfile."""
 
 import os
 import struct
@@ -8,7 +9,7 @@ import soundfile as sf
 
 from tests import helpers as H
 from tests import hostile
-from transforms import wav_io
+from transforms.inputs import audio_io
 
 SUBTYPES = ('PCM_U8', 'PCM_16', 'PCM_24', 'PCM_32', 'FLOAT', 'DOUBLE')
 
@@ -16,7 +17,7 @@ SUBTYPES = ('PCM_U8', 'PCM_16', 'PCM_24', 'PCM_32', 'FLOAT', 'DOUBLE')
 def _plain(path):
   with open(path, 'rb') as f:
     head = f.read(1 << 16)
-  return wav_io.plain_wav_header(head, os.path.getsize(path))
+  return audio_io.plain_wav_header(head, os.path.getsize(path))
 
 
 def _libsndfile(path):
@@ -104,12 +105,12 @@ def test_plain_header_reads_what_libsndfile_reads(tmp_path):
 def _assert_reads_like_libsndfile(path):
   """Frame ranges read without libsndfile equal libsndfile's, bit for bit
   (NaN payloads included)."""
-  info, _ = wav_io.probe(0, path)
+  info, _ = audio_io.probe(0, path)
   assert info.data_offset > 0
   with open(path, 'rb') as raw, sf.SoundFile(raw) as f:
     expected = f.read(dtype='float64', always_2d=True)
   n = info.frames
-  with wav_io.OpenFiles() as files:
+  with audio_io.OpenFiles() as files:
     for start, count in ((0, n), (n // 3, n - n // 3), (n - 1, 1),
                          (n // 2, min(5, n - n // 2))):
       got = files.read_range(path, start, count, info)
@@ -120,7 +121,7 @@ def _assert_reads_like_libsndfile(path):
     try:
       files.read_range(path, n - 1, 2, info)
       raise AssertionError('read past the end')
-    except wav_io.BadWav as e:
+    except audio_io.BadWav as e:
       assert 'read 1 of 2 frames' in str(e)
     # Decoded straight into a caller's array: mono files only.
     rows = np.full((2, n // 2), 7.0)
@@ -134,28 +135,28 @@ def _assert_reads_like_libsndfile(path):
     try:
       files.read_mono_into(path, n - 1, np.empty(2), info)
       raise AssertionError('read past the end')
-    except wav_io.BadWav as e:
+    except audio_io.BadWav as e:
       assert 'read 1 of 2 frames' in str(e)
 
 
 def test_probe_of_a_plain_file_equals_the_libsndfile_probe(tmp_path):
   path = H.write_wav(str(tmp_path / 'a.wav'), H.noise(4001, 2), rate=22050,
                      subtype='PCM_24')
-  info, note = wav_io.probe(3, path)
+  info, note = audio_io.probe(3, path)
   assert note is None
   assert (info.index, info.path, info.size) == (3, path,
                                                 os.path.getsize(path))
   assert (info.frames, info.sample_rate, info.channels,
           info.subtype) == _libsndfile(path) == (4001, 22050, 2, 'PCM_24')
   assert info.mtime == os.stat(path).st_mtime
-  assert np.array_equal(wav_io.read_range(path, 4000, 1),
+  assert np.array_equal(audio_io.read_range(path, 4000, 1),
                         sf.read(path, start=4000, always_2d=True)[0])
 
 
 def _windows_read(path, win_len, hop_len, refs, files, info=None):
-  from transforms import extract
-  from transforms import plan as plan_lib
-  info = info or wav_io.probe(0, path)[0]
+  from transforms.writing import extract
+  from transforms.planning import rules as plan_lib
+  info = info or audio_io.probe(0, path)[0]
   count = (info.frames - win_len) // hop_len + 1
   file_plan = plan_lib.FilePlan(info, 'train', 'a', info.sample_rate,
                                 info.frames, count)
@@ -191,7 +192,7 @@ def test_windows_decoded_straight_into_the_batch_equal_the_general_read(
     elif order == 'alternate':  # each window read on its own
       refs = refs[::2]
     expected = np.stack([samples[w * hop:w * hop + win] for w in refs])
-    with wav_io.OpenFiles() as files:
+    with audio_io.OpenFiles() as files:
       got, kept, rejected = _windows_read(path, win, hop, refs, files)
     assert (kept, rejected) == (list(range(len(refs))), [])
     assert np.array_equal(got.view(np.uint64), expected.view(np.uint64)), (
@@ -203,10 +204,10 @@ def test_windows_decoded_straight_into_the_batch_equal_the_general_read(
 def test_a_recording_cut_after_probing_is_rejected_not_read_straight(
     tmp_path):
   path = H.write_wav(str(tmp_path / 'a.wav'), H.noise(8 * 1024), rate=16000)
-  info, _ = wav_io.probe(0, path)
+  info, _ = audio_io.probe(0, path)
   with open(path, 'r+b') as f:  # the last 3 windows' samples go
     f.truncate(info.data_offset + 2 * 5 * 1024)
-  with wav_io.OpenFiles() as files:
+  with audio_io.OpenFiles() as files:
     got, kept, rejected = _windows_read(path, 1024, 1024, list(range(8)),
                                         files, info)
   assert kept == [] and len(got) == 0

@@ -21,7 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import ConfigError, PipelineConfig
 from pipeline.contract import json_lines
-from transforms import manifest as manifest_lib
+from transforms.inputs import manifest as manifest_lib
 
 RECORDINGS = 'lhotse_recordings'
 SUPERVISIONS = 'lhotse_supervisions'

@@ -12,23 +12,21 @@ import apache_beam as beam
 
 from pipeline.contract import naming
 from pipeline import config as config_lib
-from transforms import timeline
+from transforms.runtime import timeline
 from pipeline.config import PipelineConfig
-from transforms import filesystem
-from transforms import labels
-from transforms import lhotse_manifest
-from transforms import manifest as manifest_lib
-from transforms import patterns
-from transforms import plan as plan_lib
-from transforms import split_lists
-from transforms import splits
-from transforms import stats as stats_lib
-from transforms import wav_io
+from transforms.runtime import filesystem
+from transforms.inputs import labels
+from transforms.inputs import lhotse_manifest
+from transforms.inputs import manifest as manifest_lib
+from transforms.inputs import patterns
+from transforms.inputs import split_lists
+from transforms.inputs import audio_io
+from transforms.inputs import blocks as blocks_lib
 
 
 def index_blocks(paths, entries=None, refused=None, excluded=None):
   """Sorted paths -> ([(block, ((index, path, entry), ...))], [Rejection]):
-  consecutive indices in blocks of plan.block_size, and a rejection for
+  consecutive indices in blocks of blocks.block_size, and a rejection for
   each name that is in `excluded` ({path: reason}; stage EXCLUDED), is
   not UTF-8, or is in `refused` ({path: reason}); they keep their indices,
   so others keep theirs. `entries` maps paths to their manifest rows
@@ -42,19 +40,19 @@ def index_blocks(paths, entries=None, refused=None, excluded=None):
   refused = refused or {}
   excluded = excluded or {}
   for index, path in enumerate(paths):
-    shown = wav_io.undecodable_name(path)
+    shown = audio_io.undecodable_name(path)
     if path in excluded:
-      unusable.append(wav_io.Rejection(shown or path, excluded[path],
-                                       wav_io.EXCLUDED))
+      unusable.append(audio_io.Rejection(shown or path, excluded[path],
+                                       audio_io.EXCLUDED))
     elif shown is not None:
-      unusable.append(wav_io.Rejection(
+      unusable.append(audio_io.Rejection(
           shown, 'file name is not valid UTF-8 (shown with its bytes as '
           '\\xNN): rename the file', 'list'))
     elif path in refused:
-      unusable.append(wav_io.Rejection(path, refused[path], 'list'))
+      unusable.append(audio_io.Rejection(path, refused[path], 'list'))
     else:
       indexed.append((index, path, entries and entries.get(path)))
-  size = plan_lib.block_size(len(paths))
+  size = blocks_lib.block_size(len(paths))
   blocks = [(b, tuple(indexed[start:start + size]))
             for b, start in enumerate(range(0, len(indexed), size))]
   return blocks, unusable
@@ -117,7 +115,7 @@ def excluded_paths(config: PipelineConfig, paths) -> Dict[str, str]:
     return {}
   excluded, matched, silence_kept = {}, set(), set()
   for path in paths:
-    rel = splits.relative_path(path, config.input_dir)
+    rel = patterns.relative_path(path, config.input_dir)
     hits = [p for p in config.exclude if patterns.first_match(rel, (p,))]
     if hits:
       excluded[path] = f'excluded: matches --exclude {hits[0]}'
@@ -146,7 +144,7 @@ def excluded_paths(config: PipelineConfig, paths) -> Dict[str, str]:
 
 def _listed_paths(config: PipelineConfig):
   """input_paths before --exclude."""
-  paths = wav_io.list_audio_files(config.input_dir, config.audio_formats)
+  paths = audio_io.list_audio_files(config.input_dir, config.audio_formats)
   formats = f'--audio_formats={",".join(config.audio_formats)}'
   if config.split_lists:
     listed = set(paths)
@@ -189,9 +187,9 @@ def label_from_paths(config: PipelineConfig) -> Iterator[str]:
   if manifest_lib.has_manifest(config):
     paths = iter(read_manifest(config).entries)
   else:
-    paths = wav_io.iter_audio_files(config.input_dir, config.audio_formats)
+    paths = audio_io.iter_audio_files(config.input_dir, config.audio_formats)
   for path in paths:
-    rel = splits.relative_path(path, config.input_dir)
+    rel = patterns.relative_path(path, config.input_dir)
     if not (patterns.first_match(rel, config.exclude) or
             labels.is_silence(path, config)):
       yield path
@@ -222,7 +220,7 @@ def _with_split_lists(config: PipelineConfig, paths, entries):
   listed = split_lists.listed_splits(config)
   out = dict(entries or {})
   for path in paths:
-    split = listed.get(splits.relative_path(path, config.input_dir),
+    split = listed.get(patterns.relative_path(path, config.input_dir),
                        config_lib.REST_SPLIT)
     entry = out.get(path)
     out[path] = (dataclasses.replace(entry, split=split) if entry is not None
@@ -242,4 +240,4 @@ class ListBlocks(beam.DoFn):
     timeline.mark(timeline.LISTING_END)
     yield from blocks
     yield from unusable
-    yield stats_lib.ListedFiles(count, excluded)
+    yield blocks_lib.ListedFiles(count, excluded)

@@ -1,5 +1,5 @@
 """Windows read from their files, their features computed a batch at a
-time (transforms/window_features) and their examples encoded: the work of
+time (transforms/features/extractor) and their examples encoded: the work of
 a shard (shard_writer) and of a sink's work unit (sink)."""
 
 import dataclasses
@@ -12,32 +12,33 @@ import numpy as np
 from pipeline.config import PipelineConfig
 from pipeline.contract import example_codec
 from pipeline.contract import schema as schema_lib
-from transforms import audio
-from transforms import labels
-from transforms import file_reports
-from transforms import wav_io
-from transforms import window_features
-from transforms.plan import (Chunk, FilePlan, chunk_input_range,
+from transforms.inputs import audio
+from transforms.inputs import labels
+from transforms.inputs import file_reports
+from transforms.inputs import audio_io
+from transforms.features import extractor as window_features
+from transforms.planning.rules import (Chunk, FilePlan, chunk_input_range,
                              windows_per_chunk)
-from transforms.stats import ExampleStats
+from transforms.writing.stats import ExampleStats
 # The numpy work lives in window_features (no Beam, shared with the
 # inference featurizer); its names stay reachable here.
-from transforms.window_features import (  # noqa: F401
+from transforms.features.extractor import (  # noqa: F401
     BATCH_WINDOWS, COMPUTE_SAMPLES, FeatureExtractor, compute_windows)
 
 
 class _Unopened:
-  """Files opened for each read (wav_io.read_range), as a caller without
+  """Files opened for each read (audio_io.read_range), as a caller without
   an OpenFiles reads."""
 
   @staticmethod
   def read_range(path, start, count, probed=None):
     del probed
-    return wav_io.read_range(path, start, count)
+    return audio_io.read_range(path, start, count)
 
 
 def read_chunk_windows(chunk: Chunk, config: PipelineConfig,
-                       files: Optional[wav_io.OpenFiles] = None) -> np.ndarray:
+                       files: Optional[audio_io.OpenFiles] = None
+                       ) -> np.ndarray:
   """window_features.read_chunk_windows, through `files` or, without
   them, opening the file for the read."""
   return window_features.read_chunk_windows(
@@ -60,7 +61,7 @@ def _runs(windows: Sequence[int], limit: int) -> Iterator[Tuple[int, int]]:
 
 def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
                  config: PipelineConfig,
-                 files: Optional[wav_io.OpenFiles] = None
+                 files: Optional[audio_io.OpenFiles] = None
                  ) -> Tuple[np.ndarray, List[int],
                             List[file_reports.Rejection]]:
   """Windows for (plan key, window) refs, float64, in the order given.
@@ -117,7 +118,7 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
   return (out if good.all() else out[good]), kept, rejections
 
 
-def _read_straight(files: wav_io.OpenFiles, chunk: Chunk,
+def _read_straight(files: audio_io.OpenFiles, chunk: Chunk,
                    config: PipelineConfig, out: np.ndarray, row: int) -> bool:
   """The chunk's windows (at the dataset's rate, rows row, row + 1, ...
   of `out`) decoded straight into their rows in one pass, when they lie
@@ -128,7 +129,7 @@ def _read_straight(files: wav_io.OpenFiles, chunk: Chunk,
   plan, count = chunk.plan, chunk.num_windows
   start = chunk.origin + chunk.first_window * config.hop_len
   if (config.hop_len != config.win_len or chunk.channel not in (None, 0) or
-      not wav_io.always_finite(plan.info.subtype) or
+      not audio_io.always_finite(plan.info.subtype) or
       start + count * config.win_len > chunk.limit):
     return False
   try:
@@ -149,7 +150,7 @@ def _chunks(plan: FilePlan, windows: Sequence[int], limit: int):
       first, count = first + n, count - n
 
 
-def _read_one(files: wav_io.OpenFiles, chunk: Chunk, config: PipelineConfig,
+def _read_one(files: audio_io.OpenFiles, chunk: Chunk, config: PipelineConfig,
               row: np.ndarray,
               rejections: List[file_reports.Rejection]) -> bool:
   """The one window of a chunk of an unresampled file into `row`; False
@@ -174,7 +175,7 @@ def _read_one(files: wav_io.OpenFiles, chunk: Chunk, config: PipelineConfig,
         plan.info.path, str(file_reports.unreadable(e)), 'read', frames))
     return False
   row[n:] = 0.0
-  if not wav_io.always_finite(plan.info.subtype) and not np.isfinite(
+  if not audio_io.always_finite(plan.info.subtype) and not np.isfinite(
       row[:n]).all():
     rejections.append(file_reports.Rejection(
         plan.info.path, 'non-finite samples (NaN or Inf)', 'read', frames))
@@ -202,7 +203,7 @@ def read_batches(config: PipelineConfig, split: str, refs):
     return
   refs = [(plan.key, window) for plan, window, _ in refs]
   step = compute_windows(config.win_len)
-  with wav_io.OpenFiles() as files:
+  with audio_io.OpenFiles() as files:
     for start in range(0, len(refs), BATCH_WINDOWS):
       batch = refs[start:start + BATCH_WINDOWS]
       windows, kept, rejections = read_windows(batch, plans, config, files)
@@ -232,7 +233,7 @@ def _read_files(config: PipelineConfig, split: str, refs):
     signals.clear()
     return joined
 
-  with wav_io.OpenFiles() as files:
+  with audio_io.OpenFiles() as files:
     for plan, window in refs:
       span, _ = plan.locate(window)
       frames = ((0, plan.info.frames) if span is None else

@@ -12,14 +12,14 @@ from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
 from pipeline.contract import tfds_info
 from pipeline.contract import tfx_schema
-from transforms import timeline
+from transforms.runtime import timeline
 from pipeline.config import PipelineConfig
 from pipeline.contract.errors import WavbeamError
-from transforms import filesystem
-from transforms import block_rejects
-from transforms import sources
-from transforms import run_marker
-from transforms.stats import RunSummary, SplitSummary
+from transforms.runtime import filesystem
+from transforms.planning import block_rejects
+from transforms.inputs import sources
+from transforms.runtime import output_lock as run_marker
+from transforms.writing.stats import RunSummary, SplitSummary
 
 class IncompleteRun(WavbeamError, RuntimeError):
   """The written shards do not account for every example produced."""

@@ -34,8 +34,9 @@ import crc32c
 from pipeline.contract import json_lines
 from pipeline.contract import naming
 from pipeline.config import ConfigError, PipelineConfig, check_split_name
-from transforms import filesystem
-from transforms import splits as splits_lib
+from transforms.runtime import filesystem
+from transforms.inputs import splits as splits_lib
+from transforms.inputs import patterns
 
 OPTION = 'manifest'
 INT64 = 'int64'
@@ -289,7 +290,7 @@ def _second_row(config: PipelineConfig, path: str, number: int,
     both = '' if other == listed else f' (both are {key})'
     return f'{path} is listed twice: {place} and line {number}{both}'
   if other != listed:
-    first = splits_lib.relative_path(other, config.input_dir)
+    first = patterns.relative_path(other, config.input_dir)
     return (f'line {number}: {path} and {first} ({place}) are one file '
             f'({key}): name the segments of one recording by one path')
   return None
@@ -417,7 +418,7 @@ def read(config: PipelineConfig) -> Manifest:
   to check them and learn the extra columns' types; the listing task, to
   deal their rows), and again once their files change (a process that
   runs again after a manifest was edited, as an --append does, reads the
-  new rows). Lhotse's manifests are transforms/lhotse_manifest's; the
+  new rows). Lhotse's manifests are transforms/inputs/lhotse_manifest's; the
   listing chooses (listing.read_manifest)."""
   return _read_once(config, file_versions(config))
 

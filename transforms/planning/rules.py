@@ -11,10 +11,11 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from pipeline.config import PipelineConfig
 from pipeline.contract import naming
-from transforms import audio
-from transforms import labels
-from transforms import splits
-from transforms.file_reports import BadWav, WavInfo
+from transforms.inputs import audio
+from transforms.inputs import labels
+from transforms.inputs import splits
+from transforms.inputs.file_reports import BadWav, WavInfo
+from transforms.inputs import patterns
 
 # Input samples (frames x channels) a chunk reads: 8 MB as float64, about
 # 65 s of 16 kHz mono. Bounds a worker's memory whatever the file.
@@ -73,21 +74,6 @@ class FilePlan:
     if self.spans:
       return sum(s.stop - s.start for s in self.spans)
     return self.frames
-
-
-@dataclasses.dataclass(frozen=True)
-class StoredBlock:
-  """One block of the listing, probed: its files' WavInfos are in `path`
-  (transforms/block_store), and only these few numbers travel on.
-
-  Files travel in blocks of consecutive indices, so per-element costs are
-  paid per block, and what the graph carries about its files grows with
-  the number of blocks, not of files.
-  """
-  block: int
-  path: str
-  rate_counts: Tuple[Tuple[int, int], ...]   # (sample rate, files)
-  files_rejected: int = 0   # by probing (stored with the probes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,12 +168,6 @@ def plan_block(block: int, infos: Iterable[WavInfo], config: PipelineConfig,
   return PlannedBlock(block, tuple(plans)), rejected
 
 
-def block_size(num_files: int) -> int:
-  """Files per block: about 64 blocks (work for every worker), at most 512
-  files each. Output does not depend on it."""
-  return max(1, min(512, -(-num_files // 64)))
-
-
 @dataclasses.dataclass(frozen=True)
 class Chunk:
   plan: FilePlan
@@ -224,7 +204,7 @@ def plan_file(info: WavInfo, config: PipelineConfig, dataset_rate: int,
   segments, a segment that cannot be used is appended to
   `segments_rejected` as (path, reason, frame range in the file), and the
   file is rejected when none can."""
-  rel_path = splits.relative_path(info.path, config.input_dir)
+  rel_path = patterns.relative_path(info.path, config.input_dir)
   if entry is not None and entry.split is not None:
     split = entry.split
   elif config.split_lists:  # dealt with the listing (listing.list_input)

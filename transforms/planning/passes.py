@@ -8,14 +8,14 @@ its main output, as distinct types (graph.SplitByType parts them)."""
 import apache_beam as beam
 
 from pipeline.config import PipelineConfig
-from transforms import block_store
-from transforms import counters
-from transforms import file_reports
-from transforms import layout as layout_lib
-from transforms import plan as plan_lib
-from transforms import block_rejects
-from transforms import stats as stats_lib
-from transforms import wav_io
+from transforms.inputs import block_store
+from transforms.runtime import counters
+from transforms.inputs import file_reports
+from transforms.planning import layout as layout_lib
+from transforms.planning import rules as plan_lib
+from transforms.planning import block_rejects
+from transforms.inputs import audio_io
+from transforms.inputs import blocks as blocks_lib
 
 
 class PlanBlock(beam.DoFn):
@@ -33,14 +33,14 @@ class PlanBlock(beam.DoFn):
     planned, rejected = plan_lib.plan_block(stored.block, infos, self.config,
                                             dataset_rate, entries, segments)
     rejections = probe_rejections + tuple(
-        wav_io.Rejection(path, reason, 'plan') for path, reason in rejected
-    ) + tuple(wav_io.Rejection(path, reason, file_reports.SEGMENT, frames)
+        audio_io.Rejection(path, reason, 'plan') for path, reason in rejected
+    ) + tuple(audio_io.Rejection(path, reason, file_reports.SEGMENT, frames)
               for path, reason, frames in segments)
     if rejections:
       yield block_rejects.write(self.config.dataset_dir, stored.block,
                                rejections)
     counters.counter(counters.FILES_REJECTED).inc(len(rejected))
-    yield stats_lib.PlannedFiles(
+    yield blocks_lib.PlannedFiles(
         stored.block, tuple(sorted(planned.files_by_split().items())),
         stored.path)
     yield planned.windows()

@@ -11,16 +11,16 @@ from apache_beam.io.filesystems import FileSystems
 from pipeline.contract import naming
 from pipeline.contract import tfrecord
 from pipeline.config import PipelineConfig
-from transforms import allocator
-from transforms import counters
-from transforms import filesystem
-from transforms import plan as plan_lib
-from transforms import wav_io
-from transforms.extract import ExampleMaker, read_batches, timed
-from transforms.planning import planned_block
-from transforms.shard_writer import write_index
-from transforms.shards import ShardStats
-from transforms.stats import ExampleStats
+from transforms.runtime import allocator
+from transforms.runtime import counters
+from transforms.runtime import filesystem
+from transforms.planning import rules as plan_lib
+from transforms.inputs import audio_io
+from transforms.writing.extract import ExampleMaker, read_batches, timed
+from transforms.planning.passes import planned_block
+from transforms.writing.shard_writer import write_index
+from transforms.writing.stats import ShardStats
+from transforms.writing.stats import ExampleStats
 
 
 # Window references per work unit of the write_to_tfrecord sink: one
@@ -80,7 +80,7 @@ class EncodeExamples(beam.DoFn):
                             class_names):
       name, found = (item if self.variant_configs is not None
                      else (first, item))
-      if isinstance(found, wav_io.Rejection):
+      if isinstance(found, audio_io.Rejection):
         if name == first:  # once, not once per variant
           self._windows_rejected.inc()
       elif isinstance(found, tuple):
@@ -102,7 +102,7 @@ def encode_unit(makers, config: PipelineConfig, sweep: bool, unit,
   # The windows are read once: their time goes to the first variant.
   for batch in timed(read_batches(config, split, refs),
                      stats[next(iter(stats))]):
-    if isinstance(batch, wav_io.Rejection):
+    if isinstance(batch, audio_io.Rejection):
       for name in makers:
         yield tag(name, batch)
       continue

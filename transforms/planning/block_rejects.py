@@ -24,8 +24,8 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import naming
-from transforms import run_marker
-from transforms.file_reports import NOTE, SEGMENT, Rejection
+from transforms.runtime import output_lock as run_marker
+from transforms.inputs.file_reports import NOTE, SEGMENT, Rejection
 
 FOLDER = 'rejects'
 

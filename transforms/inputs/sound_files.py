@@ -1,6 +1,6 @@
 """Opening and reading audio files with libsndfile: no Beam.
 
-The pipeline (transforms/wav_io) opens its files through Beam's file
+The pipeline (transforms/inputs/audio_io) opens its files through Beam's file
 systems and hands the open file here; the inference featurizer
 (pipeline/featurizer) opens local files here directly. Both then read the
 same samples the same way, so a recording featurized at inference equals
@@ -16,7 +16,7 @@ from typing import Callable, Optional
 import numpy as np
 import soundfile as sf
 
-from transforms.file_reports import BadWav
+from transforms.inputs.file_reports import BadWav
 
 _NOT_REGULAR = ((stat.S_ISFIFO, 'a FIFO'), (stat.S_ISSOCK, 'a socket'),
                 (stat.S_ISCHR, 'a character device'),
@@ -72,11 +72,11 @@ def open_sound(raw):
 WHOLE_DECODE_SUBTYPES = frozenset(
     {'MPEG_LAYER_I', 'MPEG_LAYER_II', 'MPEG_LAYER_III', 'VORBIS', 'OPUS'})
 # The float32 samples of one such file (70 min of 16 kHz mono), and of all
-# those a shard task keeps decoded at once (wav_io.OpenFiles).
+# those a shard task keeps decoded at once (audio_io.OpenFiles).
 MAX_DECODED_BYTES = 256 * 2**20
 MAX_DECODED_CACHE_BYTES = 2 * MAX_DECODED_BYTES
 
-# path -> an open binary file: open_local, or wav_io's Beam file systems.
+# path -> an open binary file: open_local, or audio_io's Beam file systems.
 Opener = Callable[[str], object]
 
 
@@ -159,7 +159,7 @@ def open_audio(path: str, open_binary: Opener = open_local):
 
 def read_frames(wav, start: int, count: int) -> np.ndarray:
   """Frames [start, start + count) of an open file (a SoundFile, a
-  DecodedWhole or wav_io.PlainWav) as (frames, channels) float64;
+  DecodedWhole or audio_io.PlainWav) as (frames, channels) float64;
   BadWav when the file ends first."""
   wav.seek(start)
   block = wav.read(count, dtype='float64', always_2d=True)

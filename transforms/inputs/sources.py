@@ -3,7 +3,7 @@ it) read, so that --append can tell new and changed recordings from those
 already in it.
 
 One line per probed file, sorted by path: its path relative to input_dir,
-its size and the CRC32C of its first wav_io.HEAD_BYTES (header and first
+its size and the CRC32C of its first audio_io.HEAD_BYTES (header and first
 samples, which probing reads anyway), and, when the manifest gives the
 recording time-stamped segments, a digest of those (manifest.
 segments_digest), so that --append tells a recording given new segments
@@ -17,9 +17,9 @@ import itertools
 import json
 from typing import Dict, Iterator, Optional
 
-from transforms import block_store
-from transforms import manifest
-from transforms import splits
+from transforms.inputs import block_store
+from transforms.inputs import manifest
+from transforms.inputs import patterns
 
 FILE_NAME = 'sources.jsonl'
 
@@ -40,7 +40,7 @@ def lines(stores: Dict[int, str], input_dir: str) -> Iterator[str]:
   for block in sorted(stores):
     rows, entries = block_store.read_rows_and_entries(stores[block])
     for row in rows:
-      yield line(splits.relative_path(row[path], input_dir), row[size],
+      yield line(patterns.relative_path(row[path], input_dir), row[size],
                  row[crc], manifest.segments_digest(entries.get(row[index])))
 
 

@@ -1,5 +1,5 @@
 """--exclude and --silence_from: globs matched against the path of a listed
-file relative to input_dir (splits.relative_path), with fnmatch's rules,
+file relative to input_dir (relative_path), with fnmatch's rules,
 case-sensitive: `*` and `?` also match `/`, so `_background_noise_/*`
 takes every file under that folder, at any depth."""
 
@@ -20,3 +20,9 @@ def first_match(rel_path: str, patterns: Sequence[str]) -> Optional[str]:
     if match(rel_path):
       return pattern
   return None
+
+
+def relative_path(path: str, input_dir: str) -> str:
+  """A listed path relative to input_dir (itself when it lies elsewhere)."""
+  root = input_dir.rstrip('/') + '/'
+  return path[len(root):] if path.startswith(root) else path

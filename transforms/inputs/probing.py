@@ -1,5 +1,5 @@
 """Probing, a block of the listing at a time: each file opened, its
-format, rate and length read (wav_io.probe), and the probes stored with
+format, rate and length read (audio_io.probe), and the probes stored with
 the block's rejections (block_store) for the planning passes."""
 
 import collections
@@ -7,12 +7,12 @@ import functools
 
 import apache_beam as beam
 
-from transforms import timeline
-from transforms import block_store
-from transforms import counters
-from transforms import forked_workers
-from transforms import plan as plan_lib
-from transforms import wav_io
+from transforms.runtime import timeline
+from transforms.inputs import block_store
+from transforms.runtime import counters
+from transforms.runtime import forked_workers
+from transforms.inputs import audio_io
+from transforms.inputs import blocks as blocks_lib
 
 
 class ProbeBlock(forked_workers.CallsInBundles, beam.DoFn):
@@ -32,13 +32,13 @@ class ProbeBlock(forked_workers.CallsInBundles, beam.DoFn):
                                    block)
 
 
-def _counted(files: int, stored: plan_lib.StoredBlock):
+def _counted(files: int, stored: blocks_lib.StoredBlock):
   counters.counter(counters.FILES_PROBED).inc(files)
   counters.counter(counters.FILES_REJECTED).inc(stored.files_rejected)
   yield stored
 
 
-def probe_block(dataset_dir: str, block) -> plan_lib.StoredBlock:
+def probe_block(dataset_dir: str, block) -> blocks_lib.StoredBlock:
   """ProbeBlock's work: the block's probes stored with a Rejection or note
   per file that needs one (PlanBlock writes those out)."""
   timeline.mark(timeline.PROBE_START)
@@ -47,15 +47,15 @@ def probe_block(dataset_dir: str, block) -> plan_lib.StoredBlock:
   entries = {index: entry for index, _, entry in files if entry is not None}
   for index, path, _ in files:
     try:
-      info, note = wav_io.probe(index, path)
-    except wav_io.BadWav as e:
-      rejections.append(wav_io.Rejection(path, str(e), 'probe'))
+      info, note = audio_io.probe(index, path)
+    except audio_io.BadWav as e:
+      rejections.append(audio_io.Rejection(path, str(e), 'probe'))
       continue
     infos.append(info)
     if note:
-      rejections.append(wav_io.Rejection(path, note, wav_io.NOTE))
+      rejections.append(audio_io.Rejection(path, note, audio_io.NOTE))
   rates = collections.Counter(info.sample_rate for info in infos)
-  stored = plan_lib.StoredBlock(
+  stored = blocks_lib.StoredBlock(
       number, block_store.write(dataset_dir, number, infos, rejections,
                                 entries),
       tuple(sorted(rates.items())), len(files) - len(infos))

@@ -17,7 +17,7 @@ from typing import Dict, Iterable, List, Tuple
 
 import numpy as np
 
-from transforms.plan import window_plans
+from transforms.planning.rules import window_plans
 
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 

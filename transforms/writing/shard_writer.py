@@ -21,15 +21,15 @@ from pipeline.contract import array_record_file
 from pipeline.contract import naming
 from pipeline.contract import tfrecord
 from pipeline.config import PipelineConfig
-from transforms import allocator
-from transforms import counters
-from transforms import filesystem
-from transforms import forked_workers
-from transforms import run_marker
-from transforms import wav_io
-from transforms.extract import ExampleMaker
-from transforms.shards import ShardStats
-from transforms.stats import ExampleStats
+from transforms.runtime import allocator
+from transforms.runtime import counters
+from transforms.runtime import filesystem
+from transforms.runtime import forked_workers
+from transforms.runtime import output_lock as run_marker
+from transforms.inputs import audio_io
+from transforms.writing.extract import ExampleMaker
+from transforms.writing.stats import ShardStats
+from transforms.writing.stats import ExampleStats
 
 
 class WriteShard(forked_workers.CallsInBundles, beam.DoFn):
@@ -82,7 +82,7 @@ def count_written(item) -> None:
     counters.counter(counters.SHARDS_WRITTEN).inc()
     counters.counter(counters.EXAMPLES_WRITTEN).inc(item.num_examples)
     counters.counter(counters.BYTES_WRITTEN).inc(item.num_bytes)
-  elif isinstance(item, wav_io.Rejection):
+  elif isinstance(item, audio_io.Rejection):
     counters.counter(counters.WINDOWS_REJECTED).inc()
 
 
@@ -91,7 +91,7 @@ _makers = {}  # in a forked worker: pickled (config, features) -> maker
 
 def _write_shard_there(state: bytes, run_id: Optional[str], keyed_refs,
                        class_names) -> list:
-  """write_shard in a forked worker (transforms/forked_workers.py)."""
+  """write_shard in a forked worker (transforms/runtime/forked_workers.py)."""
   if state not in _makers:
     _makers.clear()
     allocator.keep_freed_memory()
@@ -105,7 +105,7 @@ def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
   """Writes one shard file under a temp name: [a Rejection per window
   that could not be used, ..., its ShardStats, its ExampleStats]."""
   started_ms = int(time.time() * 1000)
-  # _: transforms/balance.py's salt; the refs come in a list per block.
+  # _: transforms/planning/balance.py's salt; the refs come in a list per block.
   (split, shard, _), ref_lists = keyed_refs
   refs = shard_order(itertools.chain.from_iterable(ref_lists))
   stats = ExampleStats(split=split, shard=shard)
@@ -114,7 +114,7 @@ def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
   with ShardFile(config, run_id, split, shard, started_ms) as out:
     stats.write_ns += time.perf_counter_ns() - opening
     for item in maker.examples(split, refs, class_names, stats):
-      if isinstance(item, wav_io.Rejection):
+      if isinstance(item, audio_io.Rejection):
         items.append(item)
       else:
         writing = time.perf_counter_ns()

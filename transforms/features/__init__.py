@@ -1,0 +1,1 @@
+"""The features of a batch of windows: numpy functions, no Beam."""

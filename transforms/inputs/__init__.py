@@ -1,0 +1,2 @@
+"""What the corpus is: its files and rows listed, labelled and probed, and
+the audio decoded."""

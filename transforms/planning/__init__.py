@@ -1,0 +1,1 @@
+"""Where every window goes, decided before any audio is read."""
