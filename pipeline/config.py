@@ -15,26 +15,21 @@ import re
 from typing import Mapping, Optional, Sequence, Tuple
 
 from pipeline.contract import naming
-from pipeline.contract.errors import WavbeamError
+from pipeline.contract.errors import ConfigError  # noqa: F401  (re-exported)
 from pipeline.contract.schema import BASE_KEYS, NUM_FRAMES_KEY, NUM_SAMPLES_KEY
+from transforms.features import registry
 
-BUILTIN_FEATURES = ('signal', 'spectrogram', 'log_mel', 'mfcc', 'lpc', 'fft')
 LABEL_MODES = ('subdir', 'suffix', 'none')
 CHANNEL_POLICIES = ('mean', 'first')
-WINDOW_FUNCTIONS = ('hann', 'hamming', 'rect')
-SIGNAL_DTYPES = ('int16', 'int32', 'float32', 'float64')
 COMPRESSIONS = ('none', 'gzip')
-SPECTROGRAM_SCALES = ('linear', 'log')
 SINKS = ('shards', 'write_to_tfrecord')
 SPLIT_SOURCES = ('hash', 'subdir')
 EXAMPLE_UNITS = ('window', 'file', 'segment')
 # The units whose examples differ in length (a recording's, a segment's).
 VARIABLE_UNITS = ('file', 'segment')
-# What --example_unit file and segment leave out: the window options, and
-# fft (one spectrum of a whole recording has a length of its own per
-# recording, with bins of different widths, so it is no feature to batch).
+# What --example_unit file and segment leave out: the window options (and
+# the features of whole windows, registry.Feature.window_only).
 WINDOW_ONLY_OPTIONS = ('win_len', 'hop_len', 'pad', 'max_windows_per_signal')
-WINDOW_ONLY_FEATURES = ('fft',)
 # --example_unit file holds a whole recording, and its features, in memory
 # at once: 60 s of 48 kHz audio is 23 MB as float64 and its 257-bin
 # spectrogram 29 MB; the cap can be raised up to MAX_FILE_SECONDS.
@@ -62,20 +57,32 @@ SILENCE_LABEL = '_silence_'   # --silence_label's default
 GLOB_CHARS = '*?['
 
 
-class ConfigError(WavbeamError, ValueError):
-  """An option has a value the pipeline cannot work with."""
-
-  def __init__(self, option: str, value, reason: str):
-    self.option, self.value = option, value
-    super().__init__(f'--{option}={value!r}: {reason}')
-
-
 def _opt(help_text, **kw):
   return dataclasses.field(metadata={'help': help_text, **kw}, **{
       k: v for k, v in kw.items() if k in ('default', 'default_factory')})
 
 
+def _with_feature_options(cls):
+  """Adds a field for every option of the built-in features (each declared
+  by its feature, transforms/features/), after `feature_options`: the flat
+  names `PipelineConfig(n_fft=1024)`, the flags and metadata.json use."""
+  annotations = {}
+  for name, kind in cls.__annotations__.items():
+    annotations[name] = kind
+    if name != 'feature_options':
+      continue
+    for option in registry.options(builtin=True):
+      annotations[option.name] = (Optional[option.type] if option.optional
+                                  else option.type)
+      setattr(cls, option.name, _opt(
+          option.help, default=option.default, feature_option=option,
+          **({'choices': option.choices} if option.choices else {})))
+  cls.__annotations__ = annotations
+  return cls
+
+
 @dataclasses.dataclass(frozen=True)
+@_with_feature_options
 class PipelineConfig:
   input_dir: str = _opt('folder (or URI) searched recursively for audio '
                         'files (--audio_formats)', required=True)
@@ -155,30 +162,17 @@ class PipelineConfig:
       "corpus's most common rate and rejects files at other rates",
       default=None)
   features: Tuple[str, ...] = _opt(
-      'comma-separated features to compute, from ' + ','.join(BUILTIN_FEATURES),
+      'comma-separated features to compute, from the registered ones ('
+      + ', '.join(registry.BUILTINS) + ', and those of --feature_module)',
       default=('signal', 'spectrogram'))
-  signal_dtype: str = _opt(
-      'dtype of the stored signal; integers are full scale', default='int32',
-      choices=SIGNAL_DTYPES)
-  n_fft: int = _opt('STFT frame length in samples', default=512)
-  fft_hop: int = _opt('samples between STFT frames', default=256)
-  fft_window: str = _opt('STFT window function', default='hann',
-                         choices=WINDOW_FUNCTIONS)
-  spectrogram_scale: str = _opt(
-      'spectrogram magnitude, linear or log (natural log of magnitude + 1e-6)',
-      default='linear', choices=SPECTROGRAM_SCALES)
-  n_mels: int = _opt('mel bands of log_mel and mfcc', default=64)
-  fmin: float = _opt('lowest frequency of the mel bands, in Hz', default=0.0)
-  fmax: Optional[float] = _opt(
-      'highest frequency of the mel bands, in Hz (default: half the sample '
-      'rate)', default=None)
-  n_mfcc: int = _opt('coefficients of mfcc: the first of the DCT-II of each '
-                     'log_mel frame, as tf.signal.mfccs_from_log_mel_'
-                     'spectrograms', default=13)
-  lpc_order: int = _opt(
-      'coefficients a_1..a_p of lpc: linear prediction of each STFT frame '
-      '(same frames and window as the spectrogram) by the autocorrelation '
-      'method; silent frames give zeros', default=12)
+  feature_module: Tuple[str, ...] = _opt(
+      'comma-separated Python modules to import first, whose features '
+      '(transforms/features/registry.py) --features may then name, with '
+      'their options as flags; importable wherever the job runs '
+      '(default: none)', default=())
+  feature_options: Tuple[Tuple[str, object], ...] = _opt(
+      'the options of the --feature_module features, given as their own '
+      'flags (default: their defaults)', default=(), internal=True)
   splits: Tuple[Tuple[str, float], ...] = _opt(
       'split names and fractions, e.g. train=0.8,validation=0.1,test=0.1; '
       'a file goes to one split by a stable hash of its path relative to '
@@ -316,6 +310,15 @@ class PipelineConfig:
     if isinstance(self.features, str):
       object.__setattr__(self, 'features', _split_list(self.features))
     object.__setattr__(self, 'features', tuple(self.features))
+    if isinstance(self.feature_module, str):
+      object.__setattr__(self, 'feature_module',
+                         _split_list(self.feature_module))
+    object.__setattr__(self, 'feature_module', tuple(self.feature_module))
+    options = self.feature_options
+    if isinstance(options, Mapping):
+      options = options.items()
+    object.__setattr__(self, 'feature_options', tuple(sorted(
+        (str(k), v) for k, v in options)))
     if isinstance(self.audio_formats, str):
       object.__setattr__(self, 'audio_formats',
                          _split_list(self.audio_formats))
@@ -370,8 +373,7 @@ class PipelineConfig:
     if not naming.is_dataset_name(self.dataset_name):
       raise ConfigError('dataset_name', self.dataset_name,
                         f'use {naming.DATASET_NAME_RULE} only')
-    for name in ('win_len', 'hop_len', 'n_fft', 'fft_hop', 'n_mels',
-                 'n_mfcc', 'lpc_order', 'max_shard_bytes'):
+    for name in ('win_len', 'hop_len', 'max_shard_bytes'):
       _positive(name, getattr(self, name))
     for name in ('max_windows_per_signal', 'num_elems', 'num_shards',
                  'max_examples_per_shard', 'sample_rate'):
@@ -379,8 +381,7 @@ class PipelineConfig:
         _positive(name, getattr(self, name))
     _at_most('win_len', self.win_len, MAX_WIN_LEN,
              'a shard task holds 32 windows as float64')
-    for name in ('hop_len', 'n_fft', 'fft_hop'):
-      _at_most(name, getattr(self, name), MAX_WIN_LEN * 1024)
+    _at_most('hop_len', self.hop_len, MAX_WIN_LEN * 1024)
     _at_most('max_shard_bytes', self.max_shard_bytes, MAX_SHARD_BYTES)
     for name, bound in (('sample_rate', MAX_SAMPLE_RATE),
                         ('num_shards', MAX_SHARDS),
@@ -404,44 +405,7 @@ class PipelineConfig:
                         f'choose from {", ".join(AUDIO_FORMATS)}')
     if len(set(self.audio_formats)) != len(self.audio_formats):
       raise ConfigError('audio_formats', formats, 'lists a repeat')
-    features = written.get('features', ','.join(self.features))
-    if not self.features:
-      raise ConfigError('features', features, 'name at least one feature')
-    unknown = [f for f in self.features if f not in BUILTIN_FEATURES]
-    if unknown:
-      raise ConfigError('features', features,
-                        f'unknown {unknown}; choose from '
-                        f'{", ".join(BUILTIN_FEATURES)}')
-    if len(set(self.features)) != len(self.features):
-      raise ConfigError('features', features, 'lists a repeat')
-    self._validate_example_unit(features)
-    if (self.example_unit == 'window' and self.uses_stft and
-        self.n_fft > self.win_len):
-      raise ConfigError('n_fft', self.n_fft,
-                        f'must not exceed --win_len={self.win_len}')
-    if self.uses_mel and self.n_mels > self.n_fft // 2 + 1:
-      raise ConfigError('n_mels', self.n_mels,
-                        f'must not exceed the {self.n_fft // 2 + 1} '
-                        f'frequency bins of --n_fft={self.n_fft}')
-    if 'mfcc' in self.features and self.n_mfcc > self.n_mels:
-      raise ConfigError('n_mfcc', self.n_mfcc,
-                        f'must not exceed --n_mels={self.n_mels}')
-    if 'lpc' in self.features and self.lpc_order >= self.n_fft:
-      raise ConfigError('lpc_order', self.lpc_order,
-                        f'must be less than --n_fft={self.n_fft}')
-    if not 0.0 <= self.fmin < float('inf'):
-      raise ConfigError('fmin', self.fmin, 'must be a number of Hz, at '
-                        'least 0')
-    if self.fmax is not None:
-      if not 0.0 < self.fmax < float('inf'):
-        raise ConfigError('fmax', self.fmax, 'must be a positive number of '
-                          'Hz')
-      if self.fmax <= self.fmin:
-        raise ConfigError('fmax', self.fmax,
-                          f'must exceed --fmin={self.fmin}')
-      if self.sample_rate is not None and self.fmax > self.sample_rate / 2:
-        raise ConfigError('fmax', self.fmax, 'must not exceed half of '
-                          f'--sample_rate={self.sample_rate}')
+    self._validate_features(written)
     names = [name for name, _ in self.splits]
     if self.split_from == 'hash':
       text = written.get('splits', splits_text(self.splits))
@@ -505,6 +469,48 @@ class PipelineConfig:
     if self.num_shards is not None and self.max_examples_per_shard is not None:
       raise ConfigError('num_shards', self.num_shards,
                         'give either --num_shards or --max_examples_per_shard')
+
+  def _validate_features(self, written: Mapping[str, str]):
+    """The features, from the registry (with --feature_module's), and
+    every feature option: each by its own rules, then those of the
+    features in use that go with other options."""
+    modules = written.get('feature_module', ','.join(self.feature_module))
+    if len(set(self.feature_module)) != len(self.feature_module):
+      raise ConfigError('feature_module', modules, 'lists a repeat')
+    registry.load_modules(self.feature_module)
+    features = written.get('features', ','.join(self.features))
+    if not self.features:
+      raise ConfigError('features', features, 'name at least one feature')
+    known = registry.names()
+    unknown = [f for f in self.features if f not in known]
+    if unknown:
+      raise ConfigError('features', features,
+                        f'unknown {unknown}; choose from {", ".join(known)}'
+                        + ('' if self.feature_module else
+                           ' (or a feature of a --feature_module)'))
+    if len(set(self.features)) != len(self.features):
+      raise ConfigError('features', features, 'lists a repeat')
+    plugin = {o.name: o for o in registry.options(builtin=False)}
+    for name, value in self.feature_options:
+      if name not in plugin:
+        raise ConfigError(name, value, 'is an option of no feature of '
+                          f'--feature_module={modules or "(none)"}')
+    for option in registry.options():
+      option.check(registry.option_value(self, option.name))
+    self._validate_example_unit(features)
+    if (self.example_unit == 'window' and self.uses_stft and
+        self.n_fft > self.win_len):
+      raise ConfigError('n_fft', self.n_fft,
+                        f'must not exceed --win_len={self.win_len}')
+    for name in registry.in_use(self.features):
+      registry.get(name).check(self)
+    if self.fmax is not None:
+      if self.fmax <= self.fmin:
+        raise ConfigError('fmax', self.fmax,
+                          f'must exceed --fmin={self.fmin}')
+      if self.sample_rate is not None and self.fmax > self.sample_rate / 2:
+        raise ConfigError('fmax', self.fmax, 'must not exceed half of '
+                          f'--sample_rate={self.sample_rate}')
 
   def _validate_labels_and_patterns(self, written: Mapping[str, str]):
     for name in ('exclude', 'silence_from'):
@@ -596,8 +602,8 @@ class PipelineConfig:
         raise ConfigError(name, value, f'does not apply to --example_unit '
                           f'{unit} (an example is {what}); leave it out, or '
                           'use --example_unit window')
-    for name in WINDOW_ONLY_FEATURES:
-      if name in self.features:
+    for name in self.features:
+      if registry.get(name).window_only:
         raise ConfigError('features', features, f'{name} is one spectrum '
                           'of a whole window, with a length of its own per '
                           f'example under --example_unit {unit}; use '
@@ -776,12 +782,13 @@ class PipelineConfig:
 
   @property
   def uses_stft(self) -> bool:
-    return bool({'spectrogram', 'log_mel', 'mfcc', 'lpc'} &
-                set(self.features))
+    """A feature in use frames the STFT (--n_fft applies)."""
+    return registry.uses_stft(self.features)
 
-  @property
-  def uses_mel(self) -> bool:
-    return bool({'log_mel', 'mfcc'} & set(self.features))
+  def option(self, name: str):
+    """The value of a feature's option: a field, or one of
+    feature_options (a --feature_module feature's)."""
+    return registry.option_value(self, name)
 
   @property
   def dataset_dir(self) -> str:
@@ -1027,15 +1034,21 @@ def _optional_float(text: str) -> Optional[float]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-  """Adds one flag per config field, with its help and default."""
+  """Adds one flag per config field, with its help and default, and one
+  per option of a --feature_module feature (registered before)."""
   for field in dataclasses.fields(PipelineConfig):
     meta, flag = field.metadata, '--' + field.name
+    if meta.get('internal'):
+      continue
     if field.type is bool:
       parser.add_argument(flag, action='store_true',
                           help=meta['help'] + ' (default: off)')
       continue
     default = field.default
     kwargs = {'help': meta['help']}
+    if field.name == 'features':  # with those --feature_module registered
+      kwargs['help'] = ('comma-separated features to compute, from '
+                        + ', '.join(registry.names()))
     if meta.get('required'):
       kwargs['required'] = True
     else:
@@ -1066,9 +1079,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(flag, **kwargs)
 
 
+  for option in registry.options(builtin=False):
+    kwargs = {'help': f'{option.help} (default: {option.default}; a '
+              'feature of --feature_module)', 'default': option.default}
+    if option.choices:
+      kwargs['choices'] = option.choices
+    elif option.type is not str:
+      kwargs['type'] = {(int, False): int, (float, False): float,
+                        (int, True): _optional_int,
+                        (float, True): _optional_float}[option.type,
+                                                        option.optional]
+    parser.add_argument('--' + option.name, **kwargs)
+
+
 def from_args(args: argparse.Namespace) -> PipelineConfig:
-  values = {}
+  values = {'feature_options': {o.name: getattr(args, o.name)
+                                for o in registry.options(builtin=False)}}
   for field in dataclasses.fields(PipelineConfig):
+    if field.metadata.get('internal'):
+      continue
     value = getattr(args, field.name)
     if field.metadata.get('repeatable'):
       value = ','.join(value or ())
@@ -1076,11 +1105,28 @@ def from_args(args: argparse.Namespace) -> PipelineConfig:
   return PipelineConfig(**values)
 
 
+def features_markdown() -> str:
+  """The feature table of docs/options.md, from the registry."""
+  rows = ['| feature | its options | what it is |', '|---|---|---|']
+  for name in registry.names():
+    feature = registry.get(name)
+    own = [o.name for o in feature.options]
+    if feature.uses_stft:
+      own += [o.name for o in registry.STFT_OPTIONS]
+    for required in feature.requires:
+      own += [n for n in registry.get(required).depends_on() if n not in own]
+    shown = ', '.join(f'`--{n}`' for n in own) or '-'
+    rows.append(f'| `{name}` | {shown} | {feature.help} |')
+  return '\n'.join(rows)
+
+
 def options_markdown() -> str:
   """The option table of docs/options.md, from the same fields as --help."""
   rows = ['| option | default | what it does |', '|---|---|---|']
   for field in dataclasses.fields(PipelineConfig):
     meta = field.metadata
+    if meta.get('internal'):
+      continue
     if meta.get('required'):
       default = 'required'
     elif field.type is bool:
@@ -1104,6 +1150,11 @@ def parse_known_args(
   """Our flags -> PipelineConfig; the rest is left for Beam's options.
   `prog`: the command's name in --help and errors (`wavbeam run` from
   the installed command)."""
+  # --feature_module first: its features' options are flags too.
+  modules = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+  modules.add_argument('--feature_module', default='')
+  registry.load_modules(_split_list(
+      modules.parse_known_args(argv)[0].feature_module))
   parser = argparse.ArgumentParser(
       prog=prog, allow_abbrev=False,
       description='Turn a folder of WAV files into a sharded TFRecord '

@@ -31,16 +31,23 @@ from pipeline.contract import naming
 from pipeline.contract import parts as parts_lib
 from pipeline.contract.errors import DatasetError
 from transforms.runtime import filesystem
+from transforms.features import registry
 from transforms.planning import rules as plan_lib
 
 OPTION = 'variants'
 FILE_NAME = naming.VARIANTS_FILE
 FORMAT = 'wavbeam.variants'
 
-# What a variant may set: how features are computed and stored.
-FEATURE_OPTIONS = frozenset({
-    'features', 'signal_dtype', 'n_fft', 'fft_hop', 'fft_window',
-    'spectrogram_scale', 'n_mels', 'fmin', 'fmax', 'n_mfcc', 'lpc_order'})
+def feature_options() -> frozenset:
+  """What a variant may set: how features are computed and stored: the
+  features, and every registered feature's options (a --feature_module's
+  too)."""
+  return frozenset({'features'} | {o.name for o in registry.options()})
+
+
+# Those of the built-in features.
+FEATURE_OPTIONS = frozenset({'features'} | {
+    o.name for o in registry.options(builtin=True)})
 # Common to all variants, for a reason of their own.
 WINDOW_OPTIONS = frozenset({'win_len', 'hop_len', 'pad',
                             'max_windows_per_signal'})
@@ -92,18 +99,24 @@ def configs(config: PipelineConfig) -> Dict[str, PipelineConfig]:
                           'are common to all variants (every variant holds '
                           'the same windows of the same recordings); give '
                           'each window length a run of its own')
-      if option not in FEATURE_OPTIONS:
+      allowed = feature_options()
+      if option not in allowed:
         known = option in {f.name for f in dataclasses.fields(config)}
         raise ConfigError(OPTION, config.variants, f'{where}: ' + (
             'only feature options may differ between variants '
-            f'({", ".join(sorted(FEATURE_OPTIONS))}); this one is common to '
+            f'({", ".join(sorted(allowed))}); this one is common to '
             'all' if known else 'no such option'))
     try:
+      values = {k: _option_value(k, v, config.variants)
+                for k, v in overrides.items()}
+      # A --feature_module feature's options go with the others of theirs.
+      plugin = {k: values.pop(k) for k in list(values) if k not in _TYPES}
+      if plugin:
+        values['feature_options'] = {**dict(config.feature_options),
+                                     **plugin}
       found[name] = dataclasses.replace(
           config, variants=None, output_dir=naming.join(config.output_dir,
-                                                        name),
-          **{k: _option_value(k, v, config.variants)
-             for k, v in overrides.items()})
+                                                        name), **values)
     except ConfigError as e:
       raise ConfigError(OPTION, config.variants,
                         f'variant {name!r}: {e}') from e
@@ -174,7 +187,11 @@ def _option_value(option: str, value, path: str):
   ConfigError, naming the type the option takes, for a value of another
   type: PipelineConfig would fail on it with a TypeError, or take a
   boolean for a number."""
-  kind = _TYPES[option]
+  kind = _TYPES.get(option)
+  if kind is None:  # a --feature_module feature's option
+    declared = registry.option(option)
+    kind = (Optional[declared.type] if declared.optional
+            else declared.type)
   expected, number = _EXPECTED[kind], _NUMBERS.get(kind)
   if kind == Tuple[str, ...] and isinstance(value, list):
     others = sorted({_kind_of(v, path) for v in value

@@ -14,6 +14,7 @@ def test_options_page_lists_every_option_as_help_does():
   with open(os.path.join(ROOT, 'docs', 'options.md'), encoding='utf-8') as f:
     options_page = f.read()
   assert config_lib.options_markdown() in options_page
+  assert config_lib.features_markdown() in options_page
   assert '`--quiet`' in options_page
   assert '`--verbose`' in options_page
 

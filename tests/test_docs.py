@@ -77,6 +77,10 @@ def _script_options():
 def _known_options():
   import importlib
   known = {'--' + f.name for f in dataclasses.fields(PipelineConfig)}
+  # The options of the feature plug-in the docs show as an example.
+  from transforms.features import registry
+  registry.load_modules(['tests.plugins.zero_crossings'])
+  known |= {'--' + o.name for o in registry.options()}
   known |= LAUNCHER_OPTIONS | BEAM_OPTIONS | MISTYPED | _script_options()
   for command in ('inspect', 'verify', 'demo'):
     known |= _help_options(importlib.import_module(cli.COMMANDS[command][0]))

@@ -29,10 +29,11 @@ from pipeline.contract import rejects as rejects_lib
 from pipeline.contract import dataset as dataset_lib
 from pipeline.output_folder import BEAM_FS, part_dirs, read_whole_metadata
 from pipeline.output_folder import resolve as resolve_dataset_dir
-from pipeline.contract.errors import DatasetError, WavbeamError
+from pipeline.contract.errors import ConfigError, DatasetError, WavbeamError
 from transforms.inputs import audio
 from pipeline.contract import example_codec
 from transforms.features import functions as F
+from transforms.features import registry
 from pipeline.contract import tfrecord
 from transforms.runtime import filesystem
 
@@ -343,7 +344,7 @@ def plot(output_dir: str, metadata: Dict, split: str, n: int,
   shown = list(elements(output_dir, metadata, split, n))
   if not shown:
     raise InspectError(f'split {split!r} has no examples to plot')
-  cepstra = [k for k in CEPSTRAL_FEATURES if k in shown[0]]
+  cepstra = _panels(config, shown[0])
   columns = 3 + len(cepstra)
   fig, axes = plt.subplots(len(shown) + 1, columns,
                            figsize=(5 * columns, 3 * (len(shown) + 1)),
@@ -369,10 +370,17 @@ def plot(output_dir: str, metadata: Dict, split: str, n: int,
   return out_path
 
 
-# Features drawn as images beside the spectrograms, when the run stored
-# them: {name: (title, colour map)}.
-CEPSTRAL_FEATURES = {'mfcc': ('MFCC', 'coolwarm'),
-                     'lpc': ('LPC a_1..a_p', 'coolwarm')}
+def _panels(config, element) -> List[str]:
+  """The stored features drawn as images beside the spectrograms: those
+  whose plug-in names a panel (registry.Feature.plot_title), in the
+  registry's order; a --feature_module's once it can be imported here."""
+  try:
+    registry.load_modules(config.get('feature_module', ()))
+  except ConfigError:
+    pass  # not importable here: its features are left out of the figure
+  return [name for name in registry.names()
+          if registry.get(name).plot_title and name in element and
+          np.asarray(element[name]).ndim == 2]
 
 
 def example_seconds(element, config, rate) -> float:
@@ -384,13 +392,16 @@ def example_seconds(element, config, rate) -> float:
 
 
 def _plot_coefficients(ax, name, values, config, rate, seconds):
-  del config
-  title, cmap = CEPSTRAL_FEATURES[name]
-  limit = float(np.abs(values).max()) or 1.0
-  ax.imshow(values.T, origin='lower', aspect='auto', cmap=cmap,
-            vmin=-limit, vmax=limit,
-            extent=[0, seconds, 0.5, values.shape[1] + 0.5])
-  ax.set_title(title, fontsize=9)
+  del config, rate
+  feature = registry.get(name)
+  scale = {}
+  if feature.plot_symmetric:
+    limit = float(np.abs(values).max()) or 1.0
+    scale = {'vmin': -limit, 'vmax': limit}
+  ax.imshow(values.T, origin='lower', aspect='auto',
+            cmap=feature.plot_colormap,
+            extent=[0, seconds, 0.5, values.shape[1] + 0.5], **scale)
+  ax.set_title(feature.plot_title, fontsize=9)
   ax.set_xlabel('time (s)')
   ax.set_ylabel('coefficient')
 

@@ -15,3 +15,11 @@ class WavbeamError(Exception):
 class DatasetError(WavbeamError, ValueError):
   """A dataset is missing, incomplete, or does not match its metadata
   (raised by every reader)."""
+
+
+class ConfigError(WavbeamError, ValueError):
+  """An option has a value the pipeline cannot work with."""
+
+  def __init__(self, option: str, value, reason: str):
+    self.option, self.value = option, value
+    super().__init__(f'--{option}={value!r}: {reason}')

@@ -82,11 +82,14 @@ class Featurizer:
     self._extractor = window_features.FeatureExtractor(
         compute_config, {f: extra_features[f] for f in self.features
                          if f in extra_features})
-    if 'log_mel' in builtins or 'mfcc' in builtins:
-      try:  # an --fmax above the dataset's Nyquist, refused now
-        self._extractor.filterbank(self.sample_rate)
-      except ConfigError as e:
-        raise DatasetError(str(e)) from e
+    try:  # options the rate makes wrong (an --fmax above the
+      # dataset's Nyquist), refused now: the features of a silent example
+      length = (self.config.win_len if not self.config.variable_length
+                else max(self.config.n_fft, 1))
+      window_features.FeatureExtractor(compute_config).compute(
+          np.zeros((1, length)), self.sample_rate)
+    except ConfigError as e:
+      raise DatasetError(str(e)) from e
 
   def __repr__(self) -> str:
     return (f'Featurizer({self.dataset_dir!r}: {", ".join(self.features)} '

@@ -22,14 +22,12 @@ TensorFlow form and are refused.
 
 from typing import Dict, Optional, Sequence
 
-import numpy as np
 import tensorflow as tf
 
 from pipeline.config import ConfigError
 from pipeline.contract.errors import DatasetError
 from pipeline.featurizer.base import FeaturizerError
-from transforms.features import functions as F
-from transforms.features import extractor as window_features
+from transforms.features import registry
 
 
 class TfFeaturizer(tf.Module):
@@ -55,14 +53,19 @@ class TfFeaturizer(tf.Module):
     self._rate = dataset.sample_rate
     self.sample_rate = tf.Variable(self._rate, dtype=tf.int64,
                                    trainable=False, name='sample_rate')
-    self._window = tf.constant(F.window_function(c.fft_window, c.n_fft))
-    self._filterbank = None
-    if 'log_mel' in self.features or 'mfcc' in self.features:
-      try:  # the pipeline's own matrix, so that the bands match exactly
-        self._filterbank = tf.constant(
-            window_features.FeatureExtractor(c).filterbank(self._rate))
-      except ConfigError as e:
-        raise DatasetError(str(e)) from e
+    self._constants = {}  # what the features build once (a filterbank)
+    without = [f for f in self.features if f not in dataset.extras and
+               not _has_tf_form(f)]
+    if without:
+      raise FeaturizerError(
+          f'feature {without} of the dataset at {dataset.dir} has no '
+          'TensorFlow form (its plug-in defines no compute_tf): leave it '
+          'out with features=, or use pipeline.featurizer.featurizer')
+    try:  # options the rate makes wrong (an --fmax above the dataset's
+      # Nyquist), refused now, outside any traced function
+      self._features(tf.zeros([1, c.win_len], tf.float64))
+    except ConfigError as e:
+      raise DatasetError(str(e)) from e
 
   @tf.function(input_signature=[tf.TensorSpec(None, tf.float32,
                                               name='waveform')])
@@ -119,67 +122,24 @@ class TfFeaturizer(tf.Module):
     return tf.signal.frame(padded, c.win_len, c.hop_len)
 
   def _features(self, windows) -> Dict[str, tf.Tensor]:
-    c = self.config
-    out = {}
-    w32 = tf.cast(windows, tf.float32)
-    if 'signal' in self.features:
-      out['signal'] = _signal_dtype(windows, c.signal_dtype)
-    if {'spectrogram', 'log_mel', 'mfcc', 'lpc'} & set(self.features):
-      frames = tf.signal.frame(w32, c.n_fft, c.fft_hop) * self._window
-      magnitude = tf.abs(tf.signal.rfft(frames, [c.n_fft]))
-      if 'spectrogram' in self.features:
-        out['spectrogram'] = (_log_compress(magnitude)
-                              if c.spectrogram_scale == 'log' else magnitude)
-      if self._filterbank is not None:
-        log_mel = _log_compress(tf.tensordot(magnitude, self._filterbank, 1))
-        if 'log_mel' in self.features:
-          out['log_mel'] = log_mel
-        if 'mfcc' in self.features:
-          out['mfcc'] = tf.signal.mfccs_from_log_mel_spectrograms(
-              log_mel)[..., :c.n_mfcc]
-      if 'lpc' in self.features:
-        out['lpc'] = _lpc(frames, c.lpc_order)
-    if 'fft' in self.features:
-      out['fft'] = tf.abs(tf.signal.rfft(w32, [c.win_len]))
-    return out
+    batch = TfBatch(windows, self._rate, self.config, self._constants)
+    return {name: batch.get(name) for name in registry.names()
+            if name in self.features}
 
 
-def _log_compress(x):
-  return tf.math.log(x + F.LOG_OFFSET)
+def _has_tf_form(name: str) -> bool:
+  return type(registry.get(name)).compute_tf is not \
+      registry.Feature.compute_tf
 
 
-def _signal_dtype(windows, dtype: str):
-  """audio.to_signal_dtype: integers at full scale, rounded half to even
-  (as tf.round) and clipped."""
-  target = np.dtype(dtype)
-  if target.kind == 'f':
-    return tf.cast(windows, tf.as_dtype(target))
-  info = np.iinfo(target)
-  scaled = tf.round(windows * float(2 ** (info.bits - 1)))
-  return tf.cast(tf.clip_by_value(scaled, float(info.min), float(info.max)),
-                 tf.as_dtype(target))
+class TfBatch(registry.Batch):
+  """registry.Batch in TensorFlow: `windows` a [n, win_len] float64
+  tensor, each feature's value its compute_tf's."""
 
+  def _float32(self):
+    return tf.cast(self.windows, tf.float32)
 
-def _lpc(frames, order: int):
-  """features.lpc: the autocorrelation of each windowed frame and the
-  Levinson-Durbin recursion, in float64, unrolled over the order (a
-  silent frame, or one predicted exactly, kept as features.levinson_durbin
-  keeps it)."""
-  x = tf.cast(frames, tf.float64)
-  n = frames.shape[-1]
-  r = [tf.reduce_sum(x[..., :n - k] * x[..., k:], axis=-1)
-       for k in range(order + 1)]
-  a = [tf.ones_like(r[0])] + [tf.zeros_like(r[0])] * order
-  error = r[0]
-  active = error > 0
-  for i in range(1, order + 1):
-    acc = tf.add_n([a[j] * r[i - j] for j in range(i)])
-    reflection = tf.where(active, -acc / tf.where(active, error, 1.0),
-                          tf.zeros_like(acc))
-    previous = list(a)
-    for j in range(1, i):
-      a[j] = previous[j] + reflection * previous[i - j]
-    a[i] = reflection
-    error = error * (1.0 - reflection * reflection)
-    active = tf.logical_and(active, error > 0)
-  return tf.cast(tf.stack(a[1:], axis=-1), tf.float32)
+  def get(self, name: str):
+    feature = registry.get(name)
+    return self.once(feature.cache_key(self),
+                     lambda: feature.compute_tf(self))

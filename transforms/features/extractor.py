@@ -9,9 +9,12 @@ from typing import Dict, Optional, Protocol
 
 import numpy as np
 
-from pipeline.config import ConfigError, PipelineConfig
+from pipeline.config import PipelineConfig
 from transforms.inputs import audio
 from transforms.features import functions as F
+from transforms.features import log_mel
+from transforms.features import registry
+from transforms.features.user_function import FunctionFeature
 from transforms.inputs import file_reports
 from transforms.planning.rules import Chunk, chunk_input_range
 
@@ -26,30 +29,29 @@ class Files(Protocol):
 
 
 class FeatureExtractor:
-  """Computes the configured features for a batch of windows.
+  """Computes the configured features for a batch of windows, each by its
+  plug-in (transforms/features/registry.py).
 
-  Holds the analysis window and mel filterbanks so they are built once per
-  worker, not once per chunk.
+  Holds what depends on options alone (the analysis window, the mel
+  filterbanks) so that it is built once per worker, not once per chunk.
   """
 
   def __init__(self, config: PipelineConfig,
                extra_features: Optional[F.ExtraFeatures] = None):
     self.config = config
+    # A run's --feature_module plug-ins: imported in every process that
+    # computes (a remote worker unpickles the config without them).
+    registry.load_modules(config.feature_module)
     self.extra_features = dict(extra_features or {})
-    self._window = (F.window_function(config.fft_window, config.n_fft)
-                    if config.uses_stft else None)
-    self._filterbanks = {}
+    self._extra = {name: FunctionFeature(name, fn, config.variable_length)
+                   for name, fn in self.extra_features.items()}
+    self._constants = {}
+    # The stored order: built-in features in the registry's order, then
+    # the plug-ins', then the caller's functions.
+    self._names = [n for n in registry.names() if n in config.features]
 
   def filterbank(self, sample_rate: int) -> np.ndarray:
-    if sample_rate not in self._filterbanks:
-      c = self.config
-      if c.fmax is not None and c.fmax > sample_rate / 2:
-        raise ConfigError('fmax', c.fmax, f'exceeds half the sample rate of '
-                          f'the dataset in {c.dataset_dir} ({sample_rate} '
-                          'Hz); lower it, or give --sample_rate')
-      self._filterbanks[sample_rate] = F.mel_filterbank(
-          c.n_mels, c.n_fft, sample_rate, c.fmin, c.fmax)
-    return self._filterbanks[sample_rate]
+    return log_mel.filterbank(self.config, sample_rate)
 
   def compute(self, windows: np.ndarray, sample_rate: int,
               shared: Optional[dict] = None) -> Dict[str, np.ndarray]:
@@ -60,76 +62,12 @@ class FeatureExtractor:
     two variants have in common (the signal, the STFT of one n_fft and
     hop, a filterbank's log-mel, ...) is computed once and the same array
     given to each."""
-    c = self.config
-
-    def once(key, make):
-      if shared is None:
-        return make()
-      if key not in shared:
-        shared[key] = make()
-      return shared[key]
-
-    out = {}
-    w32 = once('float32', lambda: windows.astype(np.float32))
-    if 'signal' in c.features:
-      out['signal'] = once(('signal', c.signal_dtype),
-                           lambda: audio.to_signal_dtype(windows,
-                                                         c.signal_dtype))
-    if c.uses_stft:
-      stft = ('stft', c.n_fft, c.fft_hop, c.fft_window)
-      frames = once(stft + ('frames',), lambda: F.windowed_frames(
-          w32, c.n_fft, c.fft_hop, self._window))
-      magnitude = once(stft, lambda: F.frame_magnitude(frames))
-      if 'spectrogram' in c.features:
-        out['spectrogram'] = (
-            once(stft + ('log',), lambda: F.log_compress(magnitude))
-            if c.spectrogram_scale == 'log' else magnitude)
-      if c.uses_mel:
-        mel = stft + ('mel', c.n_mels, c.fmin, c.fmax, sample_rate)
-        log_mel = once(mel, lambda: F.log_compress(
-            F.mel_spectrogram(magnitude, self.filterbank(sample_rate))))
-        if 'log_mel' in c.features:
-          out['log_mel'] = log_mel
-        if 'mfcc' in c.features:
-          out['mfcc'] = once(mel + ('mfcc', c.n_mfcc),
-                             lambda: F.mfcc(log_mel, c.n_mfcc))
-      if 'lpc' in c.features:
-        out['lpc'] = once(stft + ('lpc', c.lpc_order),
-                          lambda: F.lpc(frames, c.lpc_order))
-    if 'fft' in c.features:
-      out['fft'] = once('fft', lambda: F.fft_magnitude(w32))
-    for name, fn in self.extra_features.items():
-      value = np.asarray(once(('extra', name),
-                              lambda: self._extra(name, fn, w32,
-                                                  sample_rate)))
-      if value.ndim == 0 or value.shape[0] != windows.shape[0]:
-        raise ValueError(
-            f'feature function {name!r} returned shape {value.shape} for '
-            f'{windows.shape[0]} windows; its first axis must be the window')
-      out[name] = value
+    batch = registry.Batch(windows, sample_rate, self.config,
+                           self._constants, shared, self._extra)
+    out = {name: batch.get(name) for name in self._names}
+    for name in self._extra:
+      out[name] = batch.get(name)
     return out
-
-  def _extra(self, name, fn, windows: np.ndarray, sample_rate: int):
-    """A feature function's value for a batch. Under --example_unit file
-    or segment a function is given one example at a time, its whole
-    length, as a (1, n) array (several of one length may share a batch
-    here), and its rows are stacked."""
-    if not self.config.variable_length or len(windows) == 1:
-      return fn(windows, sample_rate)
-    rows = []
-    for i in range(len(windows)):
-      value = np.asarray(fn(windows[i:i + 1], sample_rate))
-      if value.ndim == 0 or value.shape[0] != 1:
-        raise ValueError(
-            f'feature function {name!r} returned shape {value.shape} for '
-            'one recording; its first axis must be the recording')
-      if rows and value.shape != rows[0].shape:
-        raise ValueError(
-            f'feature function {name!r} returned shapes {rows[0].shape} '
-            f'and {value.shape} for two recordings; its result must have '
-            'one shape for every recording')
-      rows.append(value)
-    return np.concatenate(rows)
 
 
 def read_chunk_windows(chunk: Chunk, config: PipelineConfig,

@@ -17,6 +17,7 @@ from transforms.inputs import labels
 from transforms.inputs import file_reports
 from transforms.inputs import audio_io
 from transforms.features import extractor as window_features
+from transforms.features import registry
 from transforms.planning.rules import (Chunk, FilePlan, chunk_input_range,
                              windows_per_chunk)
 from transforms.writing.stats import ExampleStats
@@ -266,11 +267,16 @@ def _input_frames(plan: FilePlan, start: int, stop: int) -> Tuple[int, int]:
                                     plan.sample_rate, start, stop)
 
 
-# --example_unit file: the arrays whose first dimension is the
-# recording's length, and the key that holds it.
-LENGTH_KEYS = {'signal': schema_lib.NUM_SAMPLES_KEY,
-               **{name: schema_lib.NUM_FRAMES_KEY
-                  for name in ('spectrogram', 'log_mel', 'mfcc', 'lpc')}}
+# --example_unit file: the key that holds the length a feature's first
+# dimension follows (registry.Feature.length).
+LENGTH_KEYS = {registry.SAMPLES: schema_lib.NUM_SAMPLES_KEY,
+               registry.FRAMES: schema_lib.NUM_FRAMES_KEY}
+
+
+def _length_key(name: str):
+  if name not in registry.names():  # a function of the caller's own
+    return None
+  return LENGTH_KEYS.get(registry.get(name).length)
 
 
 def length_columns(arrays: Mapping[str, np.ndarray]
@@ -282,9 +288,10 @@ def length_columns(arrays: Mapping[str, np.ndarray]
   refused when the schemas of two examples merge)."""
   columns, lengths = {}, {}
   for key, value in arrays.items():
-    if key in LENGTH_KEYS:
-      columns[LENGTH_KEYS[key]] = [int(value.shape[1])] * len(value)
-      lengths[key] = LENGTH_KEYS[key]
+    length_key = _length_key(key)
+    if length_key is not None:
+      columns[length_key] = [int(value.shape[1])] * len(value)
+      lengths[key] = length_key
   return columns, lengths
 
 

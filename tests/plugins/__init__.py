@@ -1,0 +1,1 @@
+"""Feature plug-ins the tests load with --feature_module."""

@@ -1,0 +1,322 @@
+"""Features as plug-ins: each is a Feature registered under its name, in a
+module of its own (this package's, or one `--feature_module` names).
+
+A Feature declares its options (Option: name, type, default, bounds and
+help, which become the run's flags and config fields), the features it
+needs (`requires`: mfcc needs log_mel), whether it frames the STFT, the
+length its first axis follows under --example_unit file (`length`), and
+computes its values for a Batch of windows (numpy) and, where it has one,
+a TfBatch (TensorFlow, for the featurizer). The command line, --help,
+docs/options.md, variants, the schema, `inspect --plot` and both
+featurizers take their features from here.
+
+    @registry.register
+    class Zcr(registry.Feature):
+      name = 'zcr'
+      help = 'zero crossings per frame'
+      options = (registry.Option('zcr_frame', int, 400, 'frame length'),)
+
+      def compute(self, batch):
+        ...   # (n, win_len) float32 windows in batch.w32 -> (n, ...)
+
+No Beam and no TensorFlow here: the featurizer and the readers use it.
+"""
+
+import dataclasses
+import importlib
+import math
+import pkgutil
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from pipeline.contract.errors import ConfigError
+
+# Samples (num_samples) or STFT frames (num_frames): what a feature's
+# first axis per example follows under --example_unit file or segment.
+SAMPLES, FRAMES = 'samples', 'frames'
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+  """One option of a feature: a flag `--name` and a config field. A value
+  outside `choices`, of another type, or not above `above` (nor at least
+  `minimum`) is refused saying it `must be {rule}`; one past `maximum`,
+  saying so."""
+  name: str
+  type: type               # int, float or str
+  default: object
+  help: str
+  choices: Tuple[str, ...] = ()
+  optional: bool = False   # None (unset) is a value
+  above: Optional[float] = None
+  minimum: Optional[float] = None
+  rule: str = ''
+  maximum: Optional[float] = None
+
+  def check(self, value) -> None:
+    """ConfigError unless `value` is of the option's type and bounds."""
+    if value is None and self.optional:
+      return
+    if self.choices:
+      if value not in self.choices:
+        raise ConfigError(self.name, value,
+                          f'must be one of {", ".join(self.choices)}')
+      return
+    kinds = {int: (int,), float: (int, float), str: (str,)}[self.type]
+    fits = isinstance(value, kinds) and not isinstance(value, bool)
+    if fits and self.type is not str:
+      fits = (math.isfinite(value) and
+              (self.above is None or value > self.above) and
+              (self.minimum is None or value >= self.minimum))
+    if not fits:
+      raise ConfigError(self.name, value,
+                        f'must be {self.rule or _KINDS[self.type]}')
+    if self.maximum is not None and value > self.maximum:
+      raise ConfigError(self.name, value, f'must be at most {self.maximum}')
+
+
+_KINDS = {int: 'an integer', float: 'a number', str: 'a string'}
+
+
+def positive_int(name: str, default: int, help_text: str,
+                 maximum: Optional[int] = None) -> Option:
+  return Option(name, int, default, help_text, above=0,
+                rule='a positive integer', maximum=maximum)
+
+
+class Batch:
+  """What a feature computes from: a batch of windows (or of whole
+  recordings of one length) at the dataset's rate, and the values other
+  features and the STFT gave for it, each computed once. `shared`, when
+  given, is kept across the extractors of a sweep's variants for one
+  batch: a value that depends only on the windows and on options two
+  variants share is computed once for both."""
+
+  def __init__(self, windows: np.ndarray, sample_rate: int, config,
+               constants: Dict, shared: Optional[dict] = None,
+               extra=None):
+    self.windows = windows              # float64, (n, length)
+    self.sample_rate = sample_rate
+    self.config = config
+    self._constants = constants         # kept by the extractor, per worker
+    self._shared = {} if shared is None else shared
+    self._extra = extra or {}           # user functions by name
+    self.w32 = self.once('float32', self._float32)
+
+  def _float32(self):
+    return self.windows.astype(np.float32)
+
+  def option(self, name: str):
+    return option_value(self.config, name)
+
+  def once(self, key, make: Callable[[], object]):
+    """make(), computed once per batch (and per sweep) for `key`."""
+    if key not in self._shared:
+      self._shared[key] = make()
+    return self._shared[key]
+
+  def constant(self, key, make: Callable[[], object]):
+    """make(), computed once per worker for `key` (an analysis window, a
+    filterbank: what depends on options alone, or on the rate)."""
+    if key not in self._constants:
+      self._constants[key] = make()
+    return self._constants[key]
+
+  def get(self, name: str) -> np.ndarray:
+    """The value of feature `name` for this batch (computed once)."""
+    feature = self._extra.get(name) or get(name)
+    return self.once(feature.cache_key(self),
+                     lambda: feature.compute(self))
+
+
+class Feature:
+  """A feature: subclass, set the class attributes, define compute, and
+  register the class (see the module docstring)."""
+
+  name: str = ''
+  help: str = ''
+  options: Tuple[Option, ...] = ()
+  # Features whose values this one computes from (their options apply).
+  requires: Tuple[str, ...] = ()
+  # It frames the STFT (--n_fft, --fft_hop, --fft_window apply; under
+  # --example_unit file a recording shorter than a frame is rejected).
+  uses_stft: bool = False
+  # Under --example_unit file or segment: what the first axis of its value
+  # per example follows (SAMPLES, FRAMES), or None for a fixed shape.
+  length: Optional[str] = None
+  # One value per window, meaningless for a whole recording (fft).
+  window_only: bool = False
+  # Its value depends on the sample rate (a filterbank in Hz).
+  uses_rate: bool = False
+  # inspect --plot: a panel of its own beside the spectrograms, or None.
+  plot_title: Optional[str] = None
+  plot_colormap: str = 'viridis'
+  plot_symmetric: bool = False   # values around 0: a colour scale +-max
+
+  def compute(self, batch: Batch) -> np.ndarray:
+    raise NotImplementedError
+
+  def compute_tf(self, batch):
+    """Its value in TensorFlow for a featurizer.TfBatch; None when it has
+    no TensorFlow form."""
+    del batch
+    return None
+
+  def check(self, config) -> None:
+    """ConfigError for options that do not go together (called when the
+    feature, or one that requires it, is in --features)."""
+
+  def cache_key(self, batch: Batch) -> tuple:
+    """What its value depends on, beside the windows."""
+    key = (self.name,) + tuple(batch.option(name)
+                               for name in self.depends_on())
+    return key + ((batch.sample_rate,) if self.uses_rate else ())
+
+  def depends_on(self) -> Tuple[str, ...]:
+    """The options its value depends on: its own, those of the features
+    it requires, the STFT's."""
+    names = [o.name for o in self.options]
+    for required in self.requires:
+      names += [n for n in get(required).depends_on() if n not in names]
+    if self.uses_stft:
+      names += [o.name for o in STFT_OPTIONS if o.name not in names]
+    return tuple(names)
+
+
+# The STFT every framed feature shares (transforms/features/stft.py holds
+# its computation); declared here, as every feature module needs it.
+STFT_OPTIONS = (
+    positive_int('n_fft', 512, 'STFT frame length in samples', 2**32),
+    positive_int('fft_hop', 256, 'samples between STFT frames', 2**32),
+    Option('fft_window', str, 'hann', 'STFT window function',
+           choices=('hann', 'hamming', 'rect')),
+)
+
+_FEATURES: Dict[str, Feature] = {}
+_MODULES: List[str] = []     # the modules that registered features
+_BUILTINS_LOADED = False
+# The modules of this package that hold no feature.
+_NOT_FEATURES = frozenset({'registry', 'functions', 'extractor', 'stft',
+                           'user_function'})
+
+
+def register(cls):
+  """Class decorator: registers an instance of a Feature subclass under
+  its name. ValueError for a name taken by another feature."""
+  feature = cls()
+  if not feature.name or not feature.name.isidentifier():
+    raise ValueError(f'{cls.__name__}: a feature is named with letters, '
+                     'digits and "_"')
+  known = _FEATURES.get(feature.name)
+  if known is not None and type(known).__qualname__ != cls.__qualname__:
+    raise ValueError(f'feature {feature.name!r} is registered twice '
+                     f'({type(known).__module__} and {cls.__module__})')
+  _FEATURES[feature.name] = feature
+  return cls
+
+
+def load_builtins() -> None:
+  """Imports every feature module of this package (once): each registers
+  its features. Adding a feature is adding a module here."""
+  global _BUILTINS_LOADED
+  if _BUILTINS_LOADED:
+    return
+  _BUILTINS_LOADED = True
+  package = importlib.import_module('transforms.features')
+  for info in pkgutil.iter_modules(package.__path__):
+    if info.name not in _NOT_FEATURES and not info.name.startswith('_'):
+      importlib.import_module(f'transforms.features.{info.name}')
+
+
+BUILTINS = ('signal', 'spectrogram', 'log_mel', 'mfcc', 'lpc', 'fft')
+
+
+def load_modules(modules: Sequence[str]) -> None:
+  """Imports the `--feature_module` modules (each registers its
+  features); ConfigError naming one that cannot be imported."""
+  load_builtins()
+  for name in modules:
+    if name in _MODULES:
+      continue
+    try:
+      importlib.import_module(name)
+    except Exception as e:  # ImportError, or the module's own error
+      raise ConfigError('feature_module', name, f'cannot be imported '
+                        f'({type(e).__name__}: {e})') from e
+    _MODULES.append(name)
+
+
+def get(name: str) -> Feature:
+  load_builtins()
+  return _FEATURES[name]
+
+
+def names() -> Tuple[str, ...]:
+  """Every registered feature: the built-in ones in their order, then
+  those of --feature_module modules in the order they registered."""
+  load_builtins()
+  builtin = [n for n in BUILTINS if n in _FEATURES]
+  return tuple(builtin + [n for n in _FEATURES if n not in BUILTINS])
+
+
+def is_builtin(name: str) -> bool:
+  return name in BUILTINS
+
+
+def options(builtin: Optional[bool] = None) -> Tuple[Option, ...]:
+  """Every feature's options (and the STFT's), each once, in the order
+  features declare them; `builtin` True or False: those of the built-in
+  features, or of the others, only."""
+  found: Dict[str, Option] = {}
+  for name in names():
+    if builtin is not None and is_builtin(name) != builtin:
+      continue
+    feature = get(name)
+    for option in ((STFT_OPTIONS if feature.uses_stft else ()) +
+                   tuple(feature.options)):
+      found.setdefault(option.name, option)
+  if builtin is False:
+    stft = {o.name for o in STFT_OPTIONS}
+    found = {k: v for k, v in found.items() if k not in stft}
+  return tuple(found.values())
+
+
+def option(name: str) -> Optional[Option]:
+  return next((o for o in options() if o.name == name), None)
+
+
+def option_value(config, name: str):
+  """An option's value in a config: its field, or for a feature of a
+  --feature_module, its entry in config.feature_options (else its
+  default)."""
+  if hasattr(type(config), '__dataclass_fields__') and \
+      name in type(config).__dataclass_fields__:
+    return getattr(config, name)
+  given = dict(getattr(config, 'feature_options', ()))
+  if name in given:
+    return given[name]
+  found = option(name)
+  if found is None:
+    raise KeyError(name)
+  return found.default
+
+
+def in_use(selected: Sequence[str]) -> Tuple[str, ...]:
+  """The features `selected` computes: those, and what they require."""
+  out: List[str] = []
+
+  def add(name):
+    if name in out:
+      return
+    for required in get(name).requires:
+      add(required)
+    out.append(name)
+
+  for name in selected:
+    add(name)
+  return tuple(out)
+
+
+def uses_stft(selected: Sequence[str]) -> bool:
+  return any(get(n).uses_stft for n in in_use(selected))
