@@ -6,6 +6,7 @@ distinct types (graph.SplitByType parts them)."""
 
 import dataclasses
 import os
+import stat
 from typing import Dict, Iterator
 
 import apache_beam as beam
@@ -96,6 +97,8 @@ def same_file_names(paths) -> Dict[str, str]:
       st = os.stat(path)
     except OSError:
       continue  # probing says why it cannot be read
+    if not stat.S_ISREG(st.st_mode):
+      continue  # a FIFO or a device: probing rejects each name so
     key = (st.st_dev, st.st_ino)
     if key in first:
       refused[path] = (f'the same file as {first[key]} (a link to it, or '
