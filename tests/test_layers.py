@@ -3,6 +3,8 @@
   Beam and no TensorFlow;
 - the readers (pipeline/readers) import the contract and each other, no
   Beam, no transforms/, no commands;
+- the config (pipeline/config) imports the contract and the feature
+  registry of transforms/, nothing else of wavbeam;
 - the featurizer (pipeline/featurizer) imports the config, the contract
   and the numpy modules of transforms/, no Beam and no commands;
 - transforms/ imports the contract and the config, never the writer's
@@ -84,11 +86,12 @@ def _in_fresh_process(code):
 
 def test_the_folders_are_the_layers():
   for folder in ('pipeline/contract', 'pipeline/readers',
-                 'pipeline/featurizer', 'pipeline/commands', 'transforms'):
+                 'pipeline/featurizer', 'pipeline/commands', 'pipeline/config',
+                 'transforms'):
     assert os.path.isfile(os.path.join(ROOT, folder, '__init__.py')), folder
   top = {name for name, _ in _modules('pipeline')}
-  assert top == {'__init__', '_aliases', 'append', 'config', 'graph',
-                 'output_folder', 'progress', 'variants'} | set(OLD_PATHS)
+  assert top == {'__init__', '_aliases', 'append', 'graph', 'output_folder',
+                 'progress', 'variants'} | set(OLD_PATHS)
 
 
 def test_the_contract_imports_nothing_above_it():
@@ -107,6 +110,13 @@ def test_readers_import_the_contract_and_each_other_and_no_beam():
     for module in _ours(imported):
       assert module.startswith(('pipeline.contract', 'pipeline.readers')), \
           (name, module)
+
+
+def test_the_config_imports_the_contract_and_the_feature_registry():
+  for name, path in _modules('pipeline/config'):
+    for module in _ours(_imports(path)):
+      assert module.startswith(('pipeline.contract', 'pipeline.config',
+                                'transforms.features')), (name, module)
 
 
 def test_transforms_never_import_the_graph_commands_readers_or_featurizer():
@@ -192,7 +202,8 @@ def test_no_module_imports_a_module_that_imports_it():
   included (they only hide one)."""
   graph = {}
   for folder in ('pipeline', 'pipeline/contract', 'pipeline/readers',
-                 'pipeline/featurizer', 'pipeline/commands', 'transforms'):
+                 'pipeline/featurizer', 'pipeline/commands', 'pipeline/config',
+                 'transforms'):
     package = folder.replace('/', '.')
     for name, path in _modules(folder):
       module = package if name == '__init__' else f'{package}.{name}'
