@@ -18,7 +18,7 @@ $(STAMP): requirements.txt requirements-tf.txt requirements-inspect.txt \
 	touch $@
 
 $(TEST_STAMP): $(STAMP) requirements-test.txt requirements-torch.txt \
-               requirements-array_record.txt
+               requirements-array_record.txt requirements-embeddings.txt
 	$(BIN)/pip install --quiet -r requirements-test.txt
 	touch $@
 

@@ -58,6 +58,7 @@ setuptools.setup(
         'inspect': requirements('requirements-inspect.txt'),
         'torch': requirements('requirements-torch.txt'),
         'array_record': requirements('requirements-array_record.txt'),
+        'embeddings': requirements('requirements-embeddings.txt'),
         'dask': [BEAM.replace('apache-beam', 'apache-beam[dask]')],
         'gcp': [BEAM.replace('apache-beam', 'apache-beam[gcp]')],
         'test': requirements('requirements-test.txt'),

@@ -33,6 +33,7 @@ from pipeline.contract import parts as parts_lib
 from pipeline.contract import rejects as rejects_lib
 from pipeline.contract import schema as schema_lib
 from pipeline.config import ConfigError, PipelineConfig, splits_text
+from transforms.features import registry
 from transforms.runtime import filesystem
 from transforms.writing import finalize
 from transforms.inputs import listing
@@ -103,6 +104,14 @@ def open_parts(config: PipelineConfig) -> Tuple[str, List[str], List[dict]]:
     raise ConfigError('append', True, f'{out}: parts.json lists {missing}, '
                       'which hold no complete dataset')
   return out, dirs, metas
+
+
+def check_same_provenance(config: PipelineConfig, metadata: dict) -> None:
+  """ConfigError when a feature would now be computed with other than
+  what metadata.json records (an embedding model's files changed)."""
+  for name, recorded in metadata.get('features', {}).items():
+    if name in registry.names():
+      registry.get(name).check_provenance(config, recorded)
 
 
 def check_same_options(config: PipelineConfig, stored: dict) -> None:
@@ -229,6 +238,7 @@ def run_sweep_append(
   for name, config in variant_configs.items():
     out, dirs, metas = open_parts(config)
     check_same_options(config, metas[0]['config'])
+    check_same_provenance(config, metas[-1])
     metas_of[name] = metas[0]
     opened[name] = (out, dirs)
     planned[name] = plan(config, dirs, metas)
@@ -313,6 +323,7 @@ def run_append(config: PipelineConfig,
   `expected_schema(config)`: the schema its examples will have."""
   out, dirs, metas = open_parts(config)
   check_same_options(config, metas[0]['config'])
+  check_same_provenance(config, metas[-1])
   base, outcome = plan(config, dirs, metas)
   if not outcome.new:
     return outcome

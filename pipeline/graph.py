@@ -51,6 +51,7 @@ from transforms.writing import sweep_writer
 from transforms.inputs import audio_io
 from transforms.writing.extract import FeatureExtractor, length_columns
 from transforms.features.functions import ExtraFeatures
+from transforms.features import registry
 from transforms.inputs import blocks as blocks_lib
 
 
@@ -650,7 +651,7 @@ def _silent_example(config: PipelineConfig, extra_features=None,
   arrays = extractor.compute(np.zeros((1, frames or config.win_len)), rate)
   lengths = {}
   if config.variable_length:
-    length_values, lengths = length_columns(arrays)
+    length_values, lengths = length_columns(arrays, config)
     arrays.update(length_values)
   columns = {schema_lib.CLASS_KEY: ['x' * 16], 'filepath': ['x' * 120],
              'index': [0], 'num_classes': [0], schema_lib.LABEL_KEY: [0],
@@ -733,8 +734,12 @@ def check_input(config: PipelineConfig) -> None:
 def _check_extra_features(config, extra_features):
   reserved = (set(config.features) | set(schema_lib.BASE_KEYS) |
               set(config.manifest_extra_columns) |
-              {schema_lib.NUM_SAMPLES_KEY, schema_lib.NUM_FRAMES_KEY})
+              {schema_lib.NUM_SAMPLES_KEY, schema_lib.NUM_FRAMES_KEY} |
+              set(registry.length_keys(config)))
   for name, fn in (extra_features or {}).items():
+    if name in config.features and name in registry.names() and \
+        registry.get(name).takes_object:
+      continue  # what it computes with (the embedding's model handler)
     if name in reserved:
       raise ConfigError('features', name, 'an extra feature may not reuse a '
                         'built-in key')

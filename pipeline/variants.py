@@ -158,7 +158,7 @@ _TYPES = {f.name: f.type for f in dataclasses.fields(PipelineConfig)}
 _EXPECTED = {
     Tuple[str, ...]: 'a string of comma-separated names or an array of '
                      'strings',
-    str: 'a string',
+    str: 'a string', Optional[str]: 'a string',
     int: 'an integer', Optional[int]: 'an integer',
     float: 'a number', Optional[float]: 'a number',
 }

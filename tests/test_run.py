@@ -113,14 +113,16 @@ def test_a_run_prints_its_warnings_as_its_own_lines(small_input):
 
 @pytest.mark.parametrize('launcher,args', [
     ('local', ['in', 'out']), ('dask', ['in', 'out', 'tcp://127.0.0.1:8786']),
-    ('dataflow', ['gs://b/in', 'gs://b/out']), ('flink', ['in', 'out'])])
+    ('dataflow', ['gs://b/in', 'gs://b/out']),
+    ('dataflow_gpu', ['gs://b/in', 'gs://b/out']), ('flink', ['in', 'out'])])
 def test_every_launcher_passes_only_known_flags(launcher, args):
   """Unknown flags are errors now; each launcher's command must pass."""
   import shlex
   from pipeline import config as config_lib
   from pipeline.commands import run as run_lib
   env = dict(os.environ, PRINT_ONLY='1', PROJECT='p', BUCKET='b',
-             FLINK_MASTER='localhost:8081', WORKERS='2')
+             FLINK_MASTER='localhost:8081', WORKERS='2',
+             MODEL='gs://b/models/hubert-base')
   proc = subprocess.run([os.path.join(ROOT, 'launch', launcher), *args],
                         cwd=ROOT, env=env, capture_output=True, text=True)
   assert proc.returncode == 0, proc.stderr

@@ -31,6 +31,18 @@ WRONG = {
     'n_mfcc': ('"x"', "--n_mfcc='x': is not a number (give an integer)"),
     'lpc_order': ('false', '--lpc_order=False: give an integer, not a '
                   'boolean'),
+    'embedding_model': ('1', '--embedding_model=1: give a string, not an '
+                        'integer'),
+    'embedding_layers': ('[6]', "--embedding_layers=[6]: give a string, "
+                         'not an array'),
+    'embedding_pool': ('true', '--embedding_pool=True: give a string, not '
+                       'a boolean'),
+    'embedding_device': ('{}', '--embedding_device={}: give a string, not '
+                         'a table'),
+    'embedding_dtype': ('16', '--embedding_dtype=16: give a string, not an '
+                        'integer'),
+    'embedding_batch_seconds': ('false', '--embedding_batch_seconds=False: '
+                                'give a number, not a boolean'),
 }
 
 

@@ -32,6 +32,7 @@ from apache_beam.options.pipeline_options import TypeOptions  # noqa: E402
 
 from pipeline import append as append_lib  # noqa: E402
 from pipeline import config as config_lib  # noqa: E402
+from pipeline import embeddings  # noqa: E402
 from pipeline.commands import console  # noqa: E402
 from pipeline import progress  # noqa: E402
 from transforms.runtime import timeline  # noqa: E402
@@ -137,7 +138,8 @@ def _reject_unknown_flags(options: PipelineOptions,
 
 def run(config_or_argv: Union[config_lib.PipelineConfig, Sequence[str],
                               None] = None,
-        pipeline_options: Sequence[str] = (), extra_features=None):
+        pipeline_options: Sequence[str] = (), extra_features=None,
+        model_handler=None):
   """What `wavbeam run` does, from Python: the output folder checked,
   locked and prepared (an existing dataset refused unless --overwrite),
   the job run, metadata.json written last.
@@ -146,6 +148,9 @@ def run(config_or_argv: Union[config_lib.PipelineConfig, Sequence[str],
   `pipeline_options` (['--runner=DataflowRunner', ...]); or the command's
   arguments, ours and Beam's mixed (None: sys.argv). `extra_features` maps
   feature names to numpy functions (transforms.features.functions.FeatureFn).
+  `model_handler`: what computes the embedding feature, in place of
+  wavbeam's own handler of --embedding_model: any of Beam's ModelHandlers
+  (apache_beam.ml.inference; pipeline/embeddings.py adapts it).
   Returns the finished PipelineResult (with --append, an
   append.AppendOutcome; with --variants, {variant: its result}); raises
   ConfigError before anything is written for what the command refuses
@@ -157,7 +162,8 @@ def run(config_or_argv: Union[config_lib.PipelineConfig, Sequence[str],
     config, beam_args = config_lib.parse_known_args(
         sys.argv[1:] if config_or_argv is None else config_or_argv)
     beam_args = [*beam_args, *pipeline_options]
-  return run_config(config, beam_args, extra_features)
+  return run_config(config, beam_args, embeddings.with_model_handler(
+      config, extra_features, model_handler))
 
 
 def _input_files(config: config_lib.PipelineConfig, up_to: int) -> int:
@@ -177,6 +183,7 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
   local default run forks its forked workers here unless the caller
   (the CLI) already has. With --variants, runs every variant and returns
   {variant: its result}."""
+  extra_features = embeddings.with_model_handler(config, extra_features)
   output_folder.check_own_folder(config)
   if config.variants:
     return _run_variants(config, beam_args, extra_features, show_progress)

@@ -13,6 +13,7 @@ from pipeline.config.fields import opt, split_list
 from pipeline.config.splits import check_split_name
 from pipeline.contract.errors import ConfigError
 from pipeline.contract.schema import BASE_KEYS, NUM_FRAMES_KEY, NUM_SAMPLES_KEY
+from transforms.features import registry
 
 # The supervision fields stored when --manifest_extra_columns names none.
 LHOTSE_DEFAULT_FIELDS = ('id', 'text', 'speaker', 'language')
@@ -230,8 +231,8 @@ class ManifestOptions:
 
   def _check_extra_columns(self, written: Mapping[str, str]):
     reserved = set(BASE_KEYS) | set(self.features) | (
-        {NUM_SAMPLES_KEY, NUM_FRAMES_KEY} if self.variable_length
-        else set())
+        {NUM_SAMPLES_KEY, NUM_FRAMES_KEY} | set(registry.length_keys(self))
+        if self.variable_length else set())
     for column in self.manifest_extra_columns:
       if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', column):
         raise ConfigError('manifest_extra_columns', column, 'a feature name '

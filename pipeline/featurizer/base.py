@@ -12,6 +12,7 @@ from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
 from pipeline.contract import schema as schema_lib
 from pipeline.contract.errors import DatasetError, WavbeamError
+from transforms.features import registry
 
 
 class FeaturizerError(WavbeamError, ValueError):
@@ -46,6 +47,14 @@ class DatasetOptions:
            {s.length_key for s in self.specs.values() if s.variable})
     self.extras = tuple(k for k in sorted(self.specs)
                         if k not in own and k not in self.config.features)
+    # What a feature was computed with (a model's files), as now.
+    for name, recorded in metadata.get('features', {}).items():
+      try:
+        registry.get(name).check_provenance(self.config, recorded)
+      except ConfigError as e:
+        raise FeaturizerError(f'{self.dir}: {e}') from e
+      except KeyError:
+        pass  # a feature of a --feature_module not importable here
 
   def wanted(self, features: Optional[Sequence[str]]) -> Tuple[str, ...]:
     """The features asked for (None: every one stored), each checked."""

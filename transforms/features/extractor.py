@@ -43,8 +43,15 @@ class FeatureExtractor:
     # computes (a remote worker unpickles the config without them).
     registry.load_modules(config.feature_module)
     self.extra_features = dict(extra_features or {})
+    # A function of the caller's own is a feature of its own; what the
+    # caller gives a registered feature that takes one (the embedding
+    # feature's model handler) is that feature's to compute with.
+    taken = {name for name in self.extra_features
+             if name in registry.names() and registry.get(name).takes_object}
     self._extra = {name: FunctionFeature(name, fn, config.variable_length)
-                   for name, fn in self.extra_features.items()}
+                   for name, fn in self.extra_features.items()
+                   if name not in taken}
+    self._objects = {name: self.extra_features[name] for name in taken}
     self._constants = {}
     # The stored order: built-in features in the registry's order, then
     # the plug-ins', then the caller's functions.
@@ -63,7 +70,8 @@ class FeatureExtractor:
     hop, a filterbank's log-mel, ...) is computed once and the same array
     given to each."""
     batch = registry.Batch(windows, sample_rate, self.config,
-                           self._constants, shared, self._extra)
+                           self._constants, shared, self._extra,
+                           self._objects)
     out = {name: batch.get(name) for name in self._names}
     for name in self._extra:
       out[name] = batch.get(name)
@@ -138,7 +146,19 @@ BATCH_WINDOWS = 32
 COMPUTE_SAMPLES = 4 * 32768
 
 
-def compute_windows(win_len: int) -> int:
+def compute_windows(win_len: int, config=None) -> int:
   """Windows per feature batch (rows never interact: any batching gives
-  the same bytes)."""
+  the same bytes); more where a feature of `config` asks for larger
+  batches (a model's forward pass: registry.Feature.batch_samples), up
+  to MODEL_BATCH_WINDOWS."""
+  wanted = [registry.get(n).batch_samples(config)
+            for n in registry.in_use(config.features)] if config else []
+  wanted = [w for w in wanted if w]
+  if wanted:
+    return max(1, min(MODEL_BATCH_WINDOWS, max(wanted) // win_len))
   return max(1, min(BATCH_WINDOWS, COMPUTE_SAMPLES // win_len))
+
+
+# At most this many examples in one batch for a model (64 clips of 10 s:
+# a GPU's usual batch).
+MODEL_BATCH_WINDOWS = 64

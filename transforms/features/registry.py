@@ -95,13 +95,14 @@ class Batch:
 
   def __init__(self, windows: np.ndarray, sample_rate: int, config,
                constants: Dict, shared: Optional[dict] = None,
-               extra=None):
+               extra=None, objects=None):
     self.windows = windows              # float64, (n, length)
     self.sample_rate = sample_rate
     self.config = config
     self._constants = constants         # kept by the extractor, per worker
     self._shared = {} if shared is None else shared
     self._extra = extra or {}           # user functions by name
+    self._objects = objects or {}       # what the caller gave a feature
     self.w32 = self.once('float32', self._float32)
 
   def _float32(self):
@@ -122,6 +123,11 @@ class Batch:
     if key not in self._constants:
       self._constants[key] = make()
     return self._constants[key]
+
+  def extra_object(self, name: str):
+    """What the caller gave feature `name` to compute with (the
+    embedding feature's model handler), or None."""
+    return self._objects.get(name)
 
   def get(self, name: str) -> np.ndarray:
     """The value of feature `name` for this batch (computed once)."""
@@ -156,6 +162,33 @@ class Feature:
 
   def compute(self, batch: Batch) -> np.ndarray:
     raise NotImplementedError
+
+  # Whether run(..., extra_features={name: object}) gives this feature an
+  # object to compute with (Batch.extra_object), not a function of its own.
+  takes_object = False
+
+  def length_of(self, config) -> Optional[str]:
+    """`length` for this config: SAMPLES, FRAMES, the name of a length
+    key of its own, or None (a fixed shape)."""
+    del config
+    return self.length
+
+  def batch_samples(self, config) -> Optional[int]:
+    """Samples it wants computed together, where more than the usual
+    batch (a model's forward pass), or None."""
+    del config
+    return None
+
+  def provenance(self, config) -> Optional[Dict]:
+    """What metadata.json records of how its values were made, beyond
+    the options (e.g. a digest of a model's files), or None."""
+    del config
+    return None
+
+  def check_provenance(self, config, recorded: Dict) -> None:
+    """ConfigError when what `recorded` (its provenance when the dataset
+    was written) says differs from what computing it now would use."""
+    del config, recorded
 
   def compute_tf(self, batch):
     """Its value in TensorFlow for a featurizer.TfBatch; None when it has
@@ -198,7 +231,7 @@ _MODULES: List[str] = []     # the modules that registered features
 _BUILTINS_LOADED = False
 # The modules of this package that hold no feature.
 _NOT_FEATURES = frozenset({'registry', 'functions', 'extractor', 'stft',
-                           'user_function'})
+                           'user_function', 'embedding_models'})
 
 
 def register(cls):
@@ -229,7 +262,8 @@ def load_builtins() -> None:
       importlib.import_module(f'transforms.features.{info.name}')
 
 
-BUILTINS = ('signal', 'spectrogram', 'log_mel', 'mfcc', 'lpc', 'fft')
+BUILTINS = ('signal', 'spectrogram', 'log_mel', 'mfcc', 'lpc', 'fft',
+            'embedding')
 
 
 def load_modules(modules: Sequence[str]) -> None:
@@ -320,3 +354,26 @@ def in_use(selected: Sequence[str]) -> Tuple[str, ...]:
 
 def uses_stft(selected: Sequence[str]) -> bool:
   return any(get(n).uses_stft for n in in_use(selected))
+
+
+def length_keys(config) -> Tuple[str, ...]:
+  """The length keys of its own the features of `config` store under
+  --example_unit file or segment (beside num_samples and num_frames)."""
+  found = []
+  for name in in_use(config.features):
+    key = get(name).length_of(config)
+    if key not in (None, SAMPLES, FRAMES) and key not in found:
+      found.append(key)
+  return tuple(found)
+
+
+def provenance(config) -> Dict[str, Dict]:
+  """{feature: its provenance} of the features of `config` that record
+  one (metadata.json's `features`)."""
+  found = {}
+  for name in config.features:
+    if name in names():
+      recorded = get(name).provenance(config)
+      if recorded is not None:
+        found[name] = recorded
+  return found

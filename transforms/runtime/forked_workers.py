@@ -104,6 +104,17 @@ def _die_with(parent: int) -> None:
     raise OSError(ctypes.get_errno(), 'prctl(PR_SET_PDEATHSIG) failed')
   if os.getppid() != parent:  # the job ended before prctl took effect
     os._exit(1)
+  _one_native_thread()
+
+
+def _one_native_thread() -> None:
+  """PyTorch's OpenMP pool (GNU libgomp) does not survive fork: a child of
+  a launcher that has run a torch operation waits forever at its first
+  parallel region. One thread takes no pool, and is what a worker of a
+  process per core wants anyway."""
+  torch = sys.modules.get('torch')
+  if torch is not None:
+    torch.set_num_threads(1)
 
 
 def current() -> Optional[concurrent.futures.ProcessPoolExecutor]:

@@ -203,7 +203,7 @@ def read_batches(config: PipelineConfig, split: str, refs):
                            [(plan, window) for plan, window, _ in refs])
     return
   refs = [(plan.key, window) for plan, window, _ in refs]
-  step = compute_windows(config.win_len)
+  step = compute_windows(config.win_len, config)
   with audio_io.OpenFiles() as files:
     for start in range(0, len(refs), BATCH_WINDOWS):
       batch = refs[start:start + BATCH_WINDOWS]
@@ -251,7 +251,8 @@ def _read_files(config: PipelineConfig, split: str, refs):
             frames, split)
         continue
       if signals and (len(signal) != len(signals[0]) or
-                      len(signals) == compute_windows(len(signal))):
+                      len(signals) == compute_windows(len(signal),
+                                                      config)):
         yield batch()
       rows.append((plan, window))
       signals.append(signal)
@@ -273,13 +274,14 @@ LENGTH_KEYS = {registry.SAMPLES: schema_lib.NUM_SAMPLES_KEY,
                registry.FRAMES: schema_lib.NUM_FRAMES_KEY}
 
 
-def _length_key(name: str):
+def _length_key(name: str, config):
   if name not in registry.names():  # a function of the caller's own
     return None
-  return LENGTH_KEYS.get(registry.get(name).length)
+  length = registry.get(name).length_of(config)
+  return LENGTH_KEYS.get(length, length)
 
 
-def length_columns(arrays: Mapping[str, np.ndarray]
+def length_columns(arrays: Mapping[str, np.ndarray], config
                    ) -> Tuple[Dict[str, List[int]], Dict[str, str]]:
   """--example_unit file: ({length key: [length per row]}, {feature: its
   length key}) of a batch of equal-length examples: the signal's length in
@@ -288,7 +290,7 @@ def length_columns(arrays: Mapping[str, np.ndarray]
   refused when the schemas of two examples merge)."""
   columns, lengths = {}, {}
   for key, value in arrays.items():
-    length_key = _length_key(key)
+    length_key = _length_key(key, config)
     if length_key is not None:
       columns[length_key] = [int(value.shape[1])] * len(value)
       lengths[key] = length_key
@@ -351,7 +353,7 @@ class ExampleMaker:
     columns.update(arrays)
     lengths = {}
     if self.config.variable_length:
-      length_values, lengths = length_columns(arrays)
+      length_values, lengths = length_columns(arrays, self.config)
       columns.update(length_values)
     # Scalar columns have fixed types: a batch's schema can only change
     # with its arrays' dtypes or shapes (of a variable-length array, the

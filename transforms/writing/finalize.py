@@ -19,6 +19,7 @@ from transforms.runtime import filesystem
 from transforms.planning import block_rejects
 from transforms.inputs import sources
 from transforms.runtime import output_lock as run_marker
+from transforms.features import registry
 from transforms.writing.stats import RunSummary, SplitSummary
 
 class IncompleteRun(WavbeamError, RuntimeError):
@@ -202,6 +203,9 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
           sum(s.feature_ns for s in stats.values()) / 1e9,
           **_work_seconds(stats.values(), config))
       if summary.shards else None)
+  features = registry.provenance(config)
+  if features:
+    metadata['features'] = features
   metadata['interop'] = write_interop_files(out, metadata)
   path = naming.join(out, naming.METADATA_FILE)
   write_text(path, metadata_lib.dumps(metadata))

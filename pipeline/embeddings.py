@@ -1,0 +1,123 @@
+"""Model handlers for the embedding feature
+(transforms/features/embedding.py) from Beam's side: any of Beam's
+ModelHandlers (apache_beam.ml.inference: PyTorch, ONNX, Hugging Face, one
+of your own) given as `run(config, model_handler=...)`, and one copy of a
+model per machine where a GPU runs it (Beam's MultiProcessShared), the
+forked workers sending it their batches."""
+
+import uuid
+from typing import List, Sequence
+
+import numpy as np
+
+from apache_beam.utils import multi_process_shared
+
+from transforms.features import embedding_models
+
+
+def as_feature_handler(handler, sample_rate: int = 16000,
+                       normalize: bool = False):
+  """`handler` as the embedding feature runs one: wavbeam's own as it is,
+  another of Beam's adapted (BeamModelHandler)."""
+  if isinstance(handler, (embedding_models.EmbeddingModelHandler,
+                          BeamModelHandler, SharedModelHandler)):
+    return handler
+  return BeamModelHandler(handler, sample_rate, normalize)
+
+
+class _Loaded:
+  """A model (a Beam handler's, or a proxy of one shared across
+  processes), with what the feature needs to know of it."""
+
+  def __init__(self, model, sample_rate: int, normalize: bool,
+               max_seconds=None):
+    self.model, self.sample_rate = model, sample_rate
+    self.normalize, self.max_seconds = normalize, max_seconds
+
+
+class BeamModelHandler(embedding_models.EmbeddingModelHandler):
+  """One of Beam's ModelHandlers as the embedding feature's: each batch
+  given to it as it takes examples (torch tensors for its PyTorch and
+  Hugging Face handlers, numpy arrays otherwise), each PredictionResult's
+  inference taken as the example's hidden states ([frames, dim], or
+  [layers, frames, dim]). `sample_rate` and `normalize`: what the model
+  expects of its waveforms."""
+
+  def __init__(self, handler, sample_rate: int = 16000,
+               normalize: bool = False):
+    super().__init__(repr(handler))
+    self.handler = handler
+    self.sample_rate, self.normalize = sample_rate, normalize
+    module = type(handler).__module__
+    self._tensors = 'pytorch' in module or 'huggingface' in module
+
+  def load_model(self):
+    return _Loaded(self.handler.load_model(), self.sample_rate,
+                   self.normalize)
+
+  def run_inference(self, batch: Sequence[np.ndarray], model,
+                    inference_args=None) -> List[np.ndarray]:
+    if self._tensors:
+      import torch  # pylint: disable=import-outside-toplevel
+      batch = [torch.from_numpy(np.ascontiguousarray(x)) for x in batch]
+    results = self.handler.run_inference(batch, model.model,
+                                         inference_args or {})
+    return [_as_numpy(getattr(r, 'inference', r)) for r in results]
+
+  def share_model_across_processes(self) -> bool:
+    return self.handler.share_model_across_processes()
+
+
+def _as_numpy(value) -> np.ndarray:
+  if hasattr(value, 'detach'):  # a torch tensor
+    value = value.detach().float().cpu().numpy()
+  return np.asarray(value, np.float32)
+
+
+class SharedModelHandler(embedding_models.EmbeddingModelHandler):
+  """A handler whose model is loaded once per machine, in a process of its
+  own that every worker process sends its batches to (Beam's
+  MultiProcessShared, as RunInference shares a model across processes)."""
+
+  def __init__(self, handler):
+    super().__init__(handler.model, handler.device, handler.dtype)
+    self.handler = handler
+    # The processes of one job on one machine share a model; two jobs,
+    # or two handlers of one job, do not.
+    self.tag = f'wavbeam-embedding-{uuid.uuid4().hex}'
+
+  def load_model(self):
+    proxy = multi_process_shared.MultiProcessShared(
+        self.handler.load_model, tag=self.tag, always_proxy=True).acquire()
+    # A proxy forwards calls, not attributes: what the feature reads of
+    # the model comes back from one call.
+    info = proxy.describe()
+    return _Loaded(proxy, info['sample_rate'], info['normalize'],
+                   info.get('max_seconds'))
+
+  def run_inference(self, batch, model, inference_args=None):
+    del inference_args
+    return list(model.model.hidden_states(np.stack(batch)))
+
+
+def with_model_handler(config, extra_features, model_handler=None):
+  """The run's extra_features, with what computes its embedding feature:
+  `model_handler` (adapted), or where --embedding_device puts the model on
+  a GPU, wavbeam's own shared by every process of the machine."""
+  extra = dict(extra_features or {})
+  if 'embedding' not in config.features:
+    if model_handler is not None:
+      from pipeline.config import ConfigError  # pylint: disable=import-outside-toplevel
+      raise ConfigError('features', ','.join(config.features),
+                        'a model_handler is given, and --features names '
+                        'no embedding for it to compute')
+    return extra or None
+  if model_handler is not None:
+    extra['embedding'] = as_feature_handler(model_handler)
+  elif 'embedding' not in extra:
+    own = embedding_models.EmbeddingModelHandler(
+        config.option('embedding_model'), config.option('embedding_device'),
+        config.option('embedding_dtype'))
+    if own.share_model_across_processes():
+      extra['embedding'] = SharedModelHandler(own)
+  return extra or None

@@ -1,0 +1,405 @@
+"""The embedding feature: a model's hidden states per example, checked
+against a hand-written torch (or onnxruntime) loop over the same files,
+for tiny random-weight models built here (no network): a transformers
+Wav2Vec2 and Whisper encoder saved with save_pretrained, a TorchScript
+and an ONNX conv net; in windows and whole recordings, pooled and not,
+swept over layers, appended, served by the featurizer, and with one of
+Beam's own model handlers."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+torch = pytest.importorskip('torch')
+transformers = pytest.importorskip('transformers')
+
+from pipeline import featurizer as featurizer_lib  # noqa: E402
+from pipeline.config import ConfigError, PipelineConfig  # noqa: E402
+from pipeline.readers import numpy_dataset  # noqa: E402
+from transforms.features import embedding_models  # noqa: E402
+from tests import helpers as H  # noqa: E402
+
+pytestmark = pytest.mark.slow
+ROOT = H.ROOT
+WIN = 16000
+FLAGS = ['--win_len', str(WIN), '--hop_len', str(WIN), '--splits',
+         'train=0.5,test=0.5', '--quiet']
+
+
+def _cli(*args, cwd):
+  return subprocess.run([sys.executable, '-m', 'pipeline.run', *args],
+                        capture_output=True, text=True, cwd=cwd,
+                        env=dict(os.environ, PYTHONPATH=ROOT), timeout=900)
+
+
+class ConvNet(torch.nn.Module):
+  """Two layers of strided convolutions: [n, samples] -> two [n, frames,
+  channels] outputs."""
+
+  def __init__(self):
+    super().__init__()
+    self.first = torch.nn.Conv1d(1, 8, 400, stride=320)
+    self.second = torch.nn.Conv1d(8, 8, 3, padding=1)
+
+  def forward(self, x):
+    a = torch.relu(self.first(x[:, None]))
+    b = torch.tanh(self.second(a))
+    return a.transpose(1, 2), b.transpose(1, 2)
+
+
+def _wav2vec2(folder, seed=0):
+  torch.manual_seed(seed)
+  config = transformers.Wav2Vec2Config(
+      hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+      intermediate_size=64, conv_dim=(32, 32, 32), conv_stride=(5, 4, 4),
+      conv_kernel=(10, 4, 4), num_feat_extract_layers=3, vocab_size=10,
+      num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4)
+  transformers.Wav2Vec2Model(config).eval().save_pretrained(folder)
+  transformers.Wav2Vec2FeatureExtractor(do_normalize=True).save_pretrained(
+      folder)
+  return str(folder)
+
+
+@pytest.fixture(scope='module')
+def models(tmp_path_factory):
+  root = tmp_path_factory.mktemp('models')
+  torch.manual_seed(1)
+  net = ConvNet().eval()
+  scripted = str(root / 'convnet.pt')
+  torch.jit.script(net).save(scripted)
+  exported = str(root / 'convnet.onnx')
+  torch.onnx.export(net, (torch.zeros(2, WIN),), exported,
+                    input_names=['waveform'], output_names=['a', 'b'],
+                    dynamic_axes={'waveform': {0: 'n', 1: 'samples'},
+                                  'a': {0: 'n', 1: 'frames'},
+                                  'b': {0: 'n', 1: 'frames'}},
+                    dynamo=False)
+  return {'wav2vec2': _wav2vec2(root / 'w2v'), 'torchscript': scripted,
+          'onnx': exported, 'net': net}
+
+
+@pytest.fixture(scope='module')
+def corpus(tmp_path_factory):
+  root = tmp_path_factory.mktemp('speech')
+  for i in range(6):
+    H.write_wav(str(root / 'in' / ('a', 'b')[i % 2] / f'{i}.wav'),
+                H.noise(WIN * (1 + i % 3) + 777 * i, seed=i, scale=0.3))
+  return root
+
+
+def _reference(model_kind, models, waveform: np.ndarray) -> np.ndarray:
+  """Every hidden state of one example, [layers, frames, dim], by the
+  model's own library, one example at a time."""
+  x = waveform.astype(np.float32)
+  if model_kind == 'wav2vec2':
+    x = (x - x.mean()) / np.sqrt(x.var() + 1e-7)
+    net = transformers.AutoModel.from_pretrained(models['wav2vec2']).eval()
+    with torch.no_grad():
+      out = net(torch.from_numpy(x[None]), output_hidden_states=True)
+    return torch.stack(out.hidden_states, 1)[0].numpy()
+  if model_kind == 'torchscript':
+    with torch.no_grad():
+      a, b = models['net'](torch.from_numpy(x[None]))
+    return torch.stack([a, b], 1)[0].numpy()
+  import onnxruntime
+  session = onnxruntime.InferenceSession(models['onnx'])
+  return np.stack(session.run(None, {'waveform': x[None]}), 1)[0]
+
+
+def _stored(out, split):
+  return {(str(e['filepath']), int(e['win_start_idx'])): e
+          for e in numpy_dataset.numpy_dataset(str(out), split)}
+
+
+def _all_stored(out):
+  meta = json.loads((out / 'metadata.json').read_text())
+  found = {}
+  for split in meta['splits']:
+    found.update(_stored(out, split))
+  return meta, found
+
+
+@pytest.mark.parametrize('kind', ['wav2vec2', 'torchscript', 'onnx'])
+def test_each_window_equals_the_models_own_loop(corpus, models, kind,
+                                                tmp_path):
+  out = tmp_path / 'out'
+  proc = _cli('--input_dir', str(corpus / 'in'), '--output_dir', str(out),
+              '--features', 'signal,embedding', '--embedding_model',
+              models[kind], '--embedding_layers',
+              '0,1,2' if kind == 'wav2vec2' else '0,1', *FLAGS, cwd=tmp_path)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  meta, stored = _all_stored(out)
+  windows = 0
+  for path in sorted({p for p, _ in stored}):
+    data, rate = sf.read(path, dtype='float64')
+    assert rate == 16000
+    for start in range(0, len(data) - WIN + 1, WIN):
+      expected = _reference(kind, models, data[start:start + WIN])
+      got = stored[(path, start)]['embedding']
+      # [frames, layers, dim] against the model's [layers, frames, dim]
+      np.testing.assert_allclose(got, expected.transpose(1, 0, 2),
+                                 rtol=1e-4, atol=1e-5)
+      windows += 1
+  assert windows == len(stored) == meta['counts']['examples']
+  recorded = meta['features']['embedding']
+  assert recorded['model'] == models[kind]
+  assert recorded['sha256'] == embedding_models.digest(models[kind])
+  assert recorded['layers'] == ('0,1,2' if kind == 'wav2vec2' else '0,1')
+  assert recorded['device'] == 'cpu' and 'torch' in recorded['libraries']
+
+
+def test_whole_recordings_do_not_depend_on_their_batch(corpus, models,
+                                                      tmp_path):
+  """--example_unit file: 16 recordings of mixed lengths, pooled and
+  not; each equals the model run on it alone."""
+  for i in range(16):
+    H.write_wav(str(tmp_path / 'in' / 'c' / f'{i}.wav'),
+                H.noise(9000 + 1500 * (i % 5), seed=40 + i, scale=0.3))
+  for pool in ('none', 'mean'):
+    out = tmp_path / pool
+    proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
+                str(out), '--example_unit', 'file', '--features',
+                'embedding', '--embedding_model', models['wav2vec2'],
+                '--embedding_layers', '1,2', '--embedding_pool', pool,
+                '--splits', 'train=1', '--quiet', cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    meta, stored = _all_stored(out)
+    assert len(stored) == 16
+    for (path, _), e in stored.items():
+      data, _ = sf.read(path, dtype='float64')
+      expected = _reference('wav2vec2', models, data)[[1, 2]]
+      expected = expected.transpose(1, 0, 2)
+      if pool == 'mean':
+        expected = expected.mean(axis=0)
+      else:
+        assert int(e['num_embedding_frames']) == expected.shape[0]
+      np.testing.assert_allclose(e['embedding'], expected, rtol=1e-4,
+                                 atol=1e-5)
+
+
+def test_two_runs_give_the_same_bytes_and_the_featurizer_the_same_values(
+    corpus, models, tmp_path):
+  args = ['--input_dir', str(corpus / 'in'), '--features', 'embedding',
+          '--embedding_model', models['wav2vec2'], '--embedding_pool',
+          'mean', *FLAGS]
+
+  def digests(folder):
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest()
+            for name in sorted(os.listdir(folder))
+            if name.startswith('wavbeam-')}
+
+  for name in ('one', 'two'):
+    proc = _cli(*args, '--output_dir', str(tmp_path / name), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+  assert digests(tmp_path / 'one') == digests(tmp_path / 'two')
+  _, stored = _all_stored(tmp_path / 'one')
+  featurize = featurizer_lib.featurizer(str(tmp_path / 'one'))
+  path = sorted({p for p, _ in stored})[0]
+  live = featurize(path)['embedding']
+  rows = [e['embedding'] for (p, _), e in sorted(stored.items())
+          if p == path]
+  np.testing.assert_allclose(live, np.stack(rows), rtol=1e-4, atol=1e-5)
+
+
+def test_a_changed_model_is_refused_by_append_and_featurizer(corpus,
+                                                             tmp_path):
+  model = _wav2vec2(tmp_path / 'model')
+  corpus_dir = tmp_path / 'in'
+  for i in range(4):
+    H.write_wav(str(corpus_dir / 'a' / f'{i}.wav'), H.noise(WIN, seed=i))
+  args = ['--input_dir', str(corpus_dir), '--output_dir', str(tmp_path /
+          'out'), '--features', 'embedding', '--embedding_model', model,
+          '--embedding_pool', 'mean', *FLAGS]
+  assert _cli(*args, cwd=tmp_path).returncode == 0
+  H.write_wav(str(corpus_dir / 'a' / 'new.wav'), H.noise(WIN, seed=9))
+  appended = _cli(*args, '--append', cwd=tmp_path)
+  assert appended.returncode == 0, appended.stderr[-3000:]
+  assert 'appended 1 new recordings' in appended.stderr
+  _wav2vec2(tmp_path / 'model', seed=5)  # other weights, same folder
+  H.write_wav(str(corpus_dir / 'a' / 'newer.wav'), H.noise(WIN, seed=10))
+  refused = _cli(*args, '--append', cwd=tmp_path)
+  assert refused.returncode == 2, refused.stderr[-3000:]
+  assert 'embedding_model' in refused.stderr
+  assert 'files differ from those the dataset was written with' in \
+      refused.stderr
+  with pytest.raises(featurizer_lib.FeaturizerError,
+                     match='files differ from those the dataset'):
+    featurizer_lib.featurizer(str(tmp_path / 'out'))
+
+
+def test_a_sweep_over_layers_and_pooling_runs_the_model_once(corpus, models,
+                                                             tmp_path):
+  """Three variants of one model: as many forward passes over the audio
+  as one run of one of them (counted by a model handler of the
+  caller's own)."""
+  from pipeline import run as run_lib
+  from tests.plugins import counting_handler
+  variants = tmp_path / 'v.toml'
+  variants.write_text('[last]\n[first]\nembedding_layers = "0"\n'
+                      '[pooled]\nembedding_pool = "mean"\n')
+  common = dict(input_dir=str(corpus / 'in'), win_len=WIN,
+                features=('embedding',), splits=(('train', 1.0),),
+                embedding_model=models['torchscript'],
+                embedding_layers='0,1')
+  calls = {}
+  for name, more in (('sweep', {'variants': str(variants)}),
+                     ('alone', {})):
+    log = tmp_path / f'{name}.calls'
+    run_lib.run(PipelineConfig(output_dir=str(tmp_path / name), **common,
+                               **more),
+                model_handler=counting_handler.CountingHandler(
+                    models['torchscript'], str(log)))
+    calls[name] = len(log.read_text().splitlines())
+  assert calls['sweep'] == calls['alone'] > 0
+  last = _all_stored(tmp_path / 'sweep' / 'last')[1]
+  first = _all_stored(tmp_path / 'sweep' / 'first')[1]
+  pooled = _all_stored(tmp_path / 'sweep' / 'pooled')[1]
+  alone = _all_stored(tmp_path / 'alone')[1]
+  assert last.keys() == first.keys() == pooled.keys() == alone.keys()
+  for key, e in last.items():
+    np.testing.assert_array_equal(e['embedding'], alone[key]['embedding'])
+    np.testing.assert_array_equal(first[key]['embedding'][:, 0],
+                                  e['embedding'][:, 0])
+    np.testing.assert_allclose(pooled[key]['embedding'],
+                               e['embedding'].mean(axis=0), rtol=1e-6,
+                               atol=1e-7)
+
+
+def test_one_of_beams_model_handlers_computes_the_feature(corpus, models,
+                                                          tmp_path):
+  from apache_beam.ml.inference.pytorch_inference import (
+      PytorchModelHandlerTensor)
+  from pipeline import run as run_lib
+  handler = PytorchModelHandlerTensor(
+      torch_script_model_path=models['torchscript'],
+      inference_fn=_second_output)
+  config = PipelineConfig(
+      input_dir=str(corpus / 'in'), output_dir=str(tmp_path / 'out'),
+      win_len=WIN, features=('embedding',),
+      embedding_model=models['torchscript'], splits=(('train', 1.0),))
+  run_lib.run(config, model_handler=handler)
+  _, stored = _all_stored(tmp_path / 'out')
+  for (path, start), e in stored.items():
+    data, _ = sf.read(path, dtype='float64')
+    expected = _reference('torchscript', models, data[start:start + WIN])
+    np.testing.assert_allclose(e['embedding'][:, 0], expected[1],
+                               rtol=1e-4, atol=1e-5)
+
+
+def _second_output(batch, model, device, inference_args, model_id=None):
+  from apache_beam.ml.inference.base import PredictionResult
+  with torch.no_grad():
+    _, second = model(torch.stack(batch))
+  return [PredictionResult(x, y) for x, y in zip(batch, second)]
+
+
+def test_the_whisper_encoder_keeps_the_frames_of_the_audio(corpus,
+                                                           tmp_path):
+  config = transformers.WhisperConfig(
+      d_model=32, encoder_layers=2, decoder_layers=1,
+      encoder_attention_heads=2, decoder_attention_heads=2,
+      encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=80,
+      vocab_size=100, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+      decoder_start_token_id=1, max_source_positions=1500)
+  folder = tmp_path / 'whisper'
+  torch.manual_seed(0)
+  transformers.WhisperModel(config).eval().save_pretrained(folder)
+  transformers.WhisperFeatureExtractor(feature_size=80).save_pretrained(
+      folder)
+  out = tmp_path / 'out'
+  proc = _cli('--input_dir', str(corpus / 'in'), '--output_dir', str(out),
+              '--features', 'embedding', '--embedding_model', str(folder),
+              '--embedding_layers', '0,2', *FLAGS, cwd=tmp_path)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  meta, stored = _all_stored(out)
+  assert meta['schema']['embedding']['shape'] == [50, 2, 32]
+  net = transformers.WhisperModel.from_pretrained(folder).get_encoder()
+  extractor = transformers.WhisperFeatureExtractor.from_pretrained(folder)
+  (path, start), e = sorted(stored.items())[0]
+  data, _ = sf.read(path, dtype='float32')
+  features = extractor(data[start:start + WIN], sampling_rate=16000,
+                       return_tensors='pt')['input_features']
+  with torch.no_grad():
+    states = net(features, output_hidden_states=True).hidden_states
+  expected = torch.stack([states[0][0, :50], states[2][0, :50]], 1)
+  np.testing.assert_allclose(e['embedding'], expected.numpy(), rtol=1e-4,
+                             atol=1e-5)
+
+
+def test_bad_options_are_refused_before_the_run(tmp_path):
+  with pytest.raises(ConfigError, match='embedding needs --embedding_model'):
+    PipelineConfig(input_dir='in', output_dir='out', features='embedding')
+  with pytest.raises(ConfigError, match='--embedding_layers'):
+    PipelineConfig(input_dir='in', output_dir='out', features='embedding',
+                   embedding_model='m', embedding_layers='6,x')
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(WIN))
+  proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
+              str(tmp_path / 'out'), '--features', 'embedding',
+              '--embedding_model', str(tmp_path / 'nothing'), *FLAGS,
+              cwd=tmp_path)
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  assert '--embedding_model=' in proc.stderr
+
+
+def test_the_layer_probe_example_ranks_every_layer(tmp_path):
+  """examples/probe_layers.py on the demo's four classes: a sweep of one
+  variant per layer, each probed, the table on stdout."""
+  from pipeline.commands import example_corpus
+  example_corpus.write_corpus(str(tmp_path / 'in'), 24, min_seconds=1,
+                              max_seconds=1.5)
+  model = _wav2vec2(tmp_path / 'model')
+  proc = subprocess.run(
+      [sys.executable, os.path.join(ROOT, 'examples', 'probe_layers.py'),
+       '--input_dir', str(tmp_path / 'in'), '--output_dir',
+       str(tmp_path / 'out'), '--model', model, '--layers', '0,2',
+       '--win_len', '4000'], capture_output=True, text=True, cwd=tmp_path,
+      timeout=900)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rows = [line.split() for line in proc.stdout.splitlines()[1:]]
+  assert sorted(int(row[1]) for row in rows) == [0, 2], proc.stdout
+  accuracies = [float(row[3]) for row in rows]
+  assert accuracies == sorted(accuracies, reverse=True)
+  # Four classes of different tones: far above chance (0.25) for a linear
+  # probe on either layer of a random-weight model.
+  assert min(accuracies) > 0.5, proc.stdout
+  for layer in ('layer0', 'layer2'):
+    meta = json.loads((tmp_path / 'out' / layer / 'metadata.json').read_text())
+    assert meta['features']['embedding']['layers'] == layer[5:]
+
+
+def test_one_model_per_machine_serves_every_worker(corpus, models, tmp_path):
+  """The handler wavbeam uses on a GPU (one model per machine, Beam's
+  MultiProcessShared), here on the CPU: the model is loaded once, in one
+  process, whatever the forked workers; the values are the model's; no
+  process of it outlives the run."""
+  from pipeline import embeddings
+  from pipeline import run as run_lib
+  from tests.plugins import counting_handler
+  log = tmp_path / 'loads'
+  shared = embeddings.SharedModelHandler(counting_handler.CountingHandler(
+      models['torchscript'], str(tmp_path / 'calls'), loads=str(log)))
+  config = PipelineConfig(
+      input_dir=str(corpus / 'in'), output_dir=str(tmp_path / 'out'),
+      win_len=WIN, features=('embedding',), embedding_layers='0,1',
+      embedding_model=models['torchscript'], splits=(('train', 1.0),))
+  before = set(os.listdir('/proc'))
+  run_lib.run(config, pipeline_options=['--direct_num_workers=2'],
+              model_handler=shared)
+  assert len(log.read_text().splitlines()) == 1
+  _, stored = _all_stored(tmp_path / 'out')
+  assert len(stored) == 12
+  for (path, start), e in stored.items():
+    data, _ = sf.read(path, dtype='float64')
+    expected = _reference('torchscript', models, data[start:start + WIN])
+    np.testing.assert_allclose(e['embedding'], expected.transpose(1, 0, 2),
+                               rtol=1e-4, atol=1e-5)
+  left = [pid for pid in set(os.listdir('/proc')) - before if pid.isdigit()
+          and os.path.exists(f'/proc/{pid}/stat') and
+          open(f'/proc/{pid}/stat').read().split()[3] == str(os.getpid())]
+  assert not left

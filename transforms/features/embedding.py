@@ -1,0 +1,232 @@
+"""embedding: a speech or audio model's hidden states, per example: a
+Hugging Face `transformers` model (Wav2Vec2, HuBERT, WavLM, the Whisper
+encoder, ...), a TorchScript or an ONNX file (embedding_models.py).
+
+Each example is resampled to the model's rate and, where the model's
+feature extractor says so, normalised, then run through the model, one
+batch of equal-length examples at a time (no padding, so an example's
+embedding does not depend on the others of its batch); the
+--embedding_layers are kept, [frames, layers, dim], or averaged over the
+frames (--embedding_pool mean), [layers, dim]. The model runs once per
+batch for every variant of a sweep that differs only in layers or pooling.
+A model handler of the caller's (`run(config, model_handler=...)`, any of
+Beam's) takes the place of wavbeam's own.
+"""
+
+from typing import List, Optional
+
+import numpy as np
+
+from pipeline.contract.errors import ConfigError
+from transforms.features import registry
+from transforms.features import embedding_models
+from transforms.inputs import audio
+
+# The key of an example's frame count when the frames are kept under
+# --example_unit file or segment.
+FRAMES_KEY = 'num_embedding_frames'
+POOLS = ('none', 'mean')
+
+# The models this process loaded: {key: (handler, model)}.
+_LOADED = {}
+
+
+def layer_numbers(text: str) -> Optional[List[int]]:
+  """--embedding_layers as numbers; None for `last`. ConfigError for
+  anything else."""
+  if text.strip() == 'last':
+    return None
+  try:
+    numbers = [int(p) for p in text.split(',') if p.strip()]
+  except ValueError:
+    numbers = []
+  if not numbers or any(n < 0 for n in numbers) or \
+      len(set(numbers)) != len(numbers):
+    raise ConfigError('embedding_layers', text, 'give last, or distinct '
+                      'layer numbers (0: what enters the first layer), '
+                      'e.g. 6,9,12')
+  return numbers
+
+
+@registry.register
+class Embedding(registry.Feature):
+  name = 'embedding'
+  takes_object = True   # a model handler: run(config, model_handler=...)
+  help = ("a model's hidden states (--embedding_model, --embedding_layers, "
+          '--embedding_pool)')
+  options = (
+      registry.Option(
+          'embedding_model', str, None, 'the model of the embedding '
+          'feature: a Hugging Face transformers folder (save_pretrained) '
+          'or hub id, a TorchScript file (.pt) or an ONNX file (.onnx)',
+          optional=True),
+      registry.Option(
+          'embedding_layers', str, 'last', 'the hidden states kept: last, '
+          'or comma-separated layer numbers (0: what enters the first '
+          'layer)'),
+      registry.Option(
+          'embedding_pool', str, 'none', 'none: every frame, [frames, '
+          'layers, dim]; mean: their mean, [layers, dim]', choices=POOLS),
+      registry.Option(
+          'embedding_device', str, 'auto', 'where the model runs (auto: a '
+          'GPU where there is one)', choices=embedding_models.DEVICES),
+      registry.Option(
+          'embedding_dtype', str, 'float32', 'what the model computes in '
+          '(the embeddings are stored as float32)',
+          choices=embedding_models.DTYPES),
+      registry.Option(
+          'embedding_batch_seconds', float, 60.0, 'audio per forward pass '
+          'of the model, in seconds', above=0.0,
+          rule='a positive number of seconds'),
+  )
+
+  def length_of(self, config) -> Optional[str]:
+    """Whole recordings keep a frame count of their own; pooled, one
+    vector each."""
+    return None if config.option('embedding_pool') == 'mean' else FRAMES_KEY
+
+  def check(self, config):
+    if not config.option('embedding_model'):
+      raise ConfigError('features', ','.join(config.features),
+                        'embedding needs --embedding_model')
+    layer_numbers(config.option('embedding_layers'))
+
+  def cache_key(self, batch) -> tuple:
+    return super().cache_key(batch) + _handler_key(batch)
+
+  def batch_samples(self, config) -> int:
+    return int(config.option('embedding_batch_seconds') *
+               (config.sample_rate or embedding_models.DEFAULT_RATE))
+
+  def provenance(self, config) -> dict:
+    return provenance(config)
+
+  def check_provenance(self, config, recorded) -> None:
+    model = config.option('embedding_model')
+    now = embedding_models.digest(model)
+    if recorded.get('sha256') != now:
+      raise ConfigError(
+          'embedding_model', model, 'its files differ from those the '
+          f'dataset was written with (sha256 {recorded.get("sha256")}, '
+          f'now {now}): give the model the embeddings were computed with, '
+          'or compute them anew with --overwrite')
+
+  def compute(self, batch):
+    hidden = _hidden_states(batch)          # [n, layers, frames, dim]
+    numbers = layer_numbers(batch.option('embedding_layers'))
+    if numbers is None:
+      numbers = [hidden.shape[1] - 1]
+    if max(numbers) >= hidden.shape[1]:
+      raise ConfigError('embedding_layers',
+                        batch.option('embedding_layers'),
+                        f'the model has layers 0..{hidden.shape[1] - 1}')
+    kept = hidden[:, numbers].transpose(0, 2, 1, 3)   # [n, frames, k, dim]
+    if batch.option('embedding_pool') == 'mean':
+      kept = kept.mean(axis=1, dtype=np.float64)
+    return np.ascontiguousarray(kept, np.float32)
+
+
+def _handler_key(batch) -> tuple:
+  """What names the model a batch runs: the caller's handler (one per run,
+  though each variant of a sweep holds its own copy), else wavbeam's of
+  these options."""
+  if batch.extra_object('embedding') is not None:
+    return ('caller',)
+  return (batch.option('embedding_model'), batch.option('embedding_device'),
+          batch.option('embedding_dtype'))
+
+
+def _handler(batch):
+  """The caller's model handler for this run, else wavbeam's."""
+  given = batch.extra_object('embedding')
+  if given is not None:
+    return given
+  key = ('handler',) + _handler_key(batch)
+  if key not in _LOADED:
+    _LOADED[key] = embedding_models.EmbeddingModelHandler(
+        batch.option('embedding_model'), batch.option('embedding_device'),
+        batch.option('embedding_dtype'))
+  return _LOADED[key]
+
+
+def loaded(handler):
+  """The handler's model, loaded once per process; ConfigError naming
+  --embedding_model when it cannot be."""
+  key = ('model', id(handler))
+  if key not in _LOADED:
+    try:
+      _LOADED[key] = (handler, handler.load_model())
+    except embedding_models.ModelError as e:
+      raise ConfigError('embedding_model',
+                        getattr(handler, 'model', repr(handler)),
+                        str(e)) from e
+  return _LOADED[key][1]
+
+
+def _hidden_states(batch) -> np.ndarray:
+  """Every hidden state of the model for the batch, computed once for
+  every variant of a sweep that runs the same model."""
+  handler = _handler(batch)
+  key = ('embedding-states',) + _handler_key(batch)
+  return batch.once(key, lambda: _run(batch, handler))
+
+
+def _run(batch, handler) -> np.ndarray:
+  model = loaded(handler)
+  rate = getattr(model, 'sample_rate', embedding_models.DEFAULT_RATE)
+  waves = model_input(batch.windows, batch.sample_rate, rate,
+                      getattr(model, 'normalize', False))
+  limit = getattr(model, 'max_seconds', None)
+  if limit is not None and waves.shape[1] > limit * rate:
+    raise embedding_models.ModelError(
+        f'{batch.option("embedding_model")}: takes at most {limit:g} s of '
+        f'audio, and an example holds {waves.shape[1] / rate:g} s: cut '
+        'shorter windows or segments')
+  per_pass = max(1, int(batch.option('embedding_batch_seconds') * rate //
+                        waves.shape[1]))
+  out = []
+  for start in range(0, len(waves), per_pass):
+    results = handler.run_inference(list(waves[start:start + per_pass]),
+                                    model)
+    out += [np.asarray(getattr(r, 'inference', r), np.float32)
+            for r in results]
+  states = np.stack(out)
+  if states.ndim == 3:  # one output, [frames, dim] per example
+    states = states[:, None]
+  return states
+
+
+def model_input(windows: np.ndarray, rate: int, model_rate: int,
+                normalize: bool) -> np.ndarray:
+  """float64 windows at `rate` -> float32 at the model's rate, each
+  normalised to zero mean and unit variance when the model expects it
+  (as transformers' Wav2Vec2FeatureExtractor does)."""
+  if rate != model_rate:
+    length = windows.shape[1]
+    n_out = audio.resampled_length(length, rate, model_rate)
+    windows = np.stack([audio.resample_range(w, 0, length, rate,
+                                             model_rate, 0, n_out)
+                        for w in windows])
+  waves = windows.astype(np.float32)
+  if normalize:
+    mean = waves.mean(axis=1, keepdims=True)
+    var = waves.var(axis=1, keepdims=True)
+    waves = (waves - mean) / np.sqrt(var + 1e-7)
+  return np.ascontiguousarray(waves, np.float32)
+
+
+def provenance(config) -> dict:
+  """What metadata.json records of the embedding: the model, a digest of
+  its files, its rate and normalisation, the layers, pooling, dtype,
+  device kind and library versions."""
+  model = config.option('embedding_model')
+  return {
+      'model': model, 'kind': embedding_models.kind_of(model),
+      'sha256': embedding_models.digest(model),
+      'layers': config.option('embedding_layers'),
+      'pool': config.option('embedding_pool'),
+      'dtype': config.option('embedding_dtype'),
+      'device': embedding_models.resolve_device(
+          config.option('embedding_device')),
+      'libraries': embedding_models.library_versions(),
+  }

@@ -1,0 +1,294 @@
+"""The models the embedding feature runs, loaded once per process: a
+Hugging Face `transformers` audio model (a folder saved with
+save_pretrained, or a hub id in the local cache: Wav2Vec2, HuBERT, WavLM,
+Data2VecAudio, the Whisper encoder), a TorchScript file, an ONNX file.
+
+EmbeddingModelHandler has the interface of Beam's ModelHandler
+(apache_beam.ml.inference: load_model, run_inference, ...), so that any
+handler of Beam's can stand in for it (pipeline/embeddings.py adapts one);
+it imports neither Beam nor, until a model is loaded, torch.
+
+Every model maps a batch of equal-length mono waveforms at its rate,
+float32 [n, samples], to its hidden states, float32 [n, layers, frames,
+dim]: a transformers model's every layer (0: what enters the first
+transformer layer), a TorchScript or ONNX model's every output (each
+[n, frames, dim]), in order.
+"""
+
+import hashlib
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+DEFAULT_RATE = 16000
+DEVICES = ('auto', 'cpu', 'cuda')
+DTYPES = ('float32', 'bfloat16', 'float16')
+
+
+class ModelError(ValueError):
+  """A model that cannot be loaded or run as the options ask."""
+
+
+def kind_of(model: str) -> str:
+  """'torchscript', 'onnx' or 'transformers' (a folder or a hub id)."""
+  lower = model.lower()
+  if lower.endswith(('.pt', '.pth', '.ts', '.torchscript')):
+    return 'torchscript'
+  if lower.endswith('.onnx'):
+    return 'onnx'
+  return 'transformers'
+
+
+def resolve_device(device: str) -> str:
+  if device != 'auto':
+    return device
+  try:
+    import torch  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return 'cpu'
+  return 'cuda' if torch.cuda.is_available() else 'cpu'
+
+
+def local_files(model: str) -> str:
+  """The file or folder a model is read from: itself, or a hub id's
+  snapshot in the local cache (downloaded when the hub can be reached)."""
+  if os.path.exists(model):
+    return model
+  try:
+    from huggingface_hub import snapshot_download  # pylint: disable=import-outside-toplevel
+    return snapshot_download(model)
+  except Exception as e:  # not a path, and not a hub id found
+    raise ModelError(f'{model}: no such file or folder, and not a model '
+                     f'the Hugging Face hub or its cache gives ({e})') from e
+
+
+def digest(model: str) -> str:
+  """SHA-256 of a model's files (a folder's, by relative name and bytes):
+  what the dataset's embeddings were computed with."""
+  path = local_files(model)
+  h = hashlib.sha256()
+  if os.path.isfile(path):
+    files = [(os.path.basename(path), path)]
+  else:
+    files = sorted((os.path.relpath(os.path.join(root, name), path),
+                    os.path.join(root, name))
+                   for root, _, names in os.walk(path) for name in names
+                   if not name.startswith('.'))
+  for rel, full in files:
+    h.update(rel.encode('utf-8') + b'\0')
+    with open(full, 'rb') as f:
+      for block in iter(lambda: f.read(1 << 20), b''):
+        h.update(block)
+  return h.hexdigest()
+
+
+class LoadedModel:
+  """A model ready to run on one device (see the module docstring)."""
+
+  sample_rate = DEFAULT_RATE
+  normalize = False   # each waveform to zero mean and unit variance first
+  max_seconds: Optional[float] = None
+
+  def hidden_states(self, waveforms: np.ndarray) -> np.ndarray:
+    raise NotImplementedError
+
+  def describe(self) -> Dict:
+    """What metadata.json records of it, beside the model's digest."""
+    return {'sample_rate': self.sample_rate, 'normalize': self.normalize,
+            'max_seconds': self.max_seconds}
+
+
+def _torch_dtype(dtype: str):
+  import torch  # pylint: disable=import-outside-toplevel
+  return {'float32': torch.float32, 'bfloat16': torch.bfloat16,
+          'float16': torch.float16}[dtype]
+
+
+class _Transformers(LoadedModel):
+
+  def __init__(self, model: str, device: str, dtype: str):
+    import torch  # pylint: disable=import-outside-toplevel
+    # Transformers imports TensorFlow whenever it is installed (seconds
+    # and a GB) unless told not to; no model here is a TensorFlow one.
+    os.environ.setdefault('USE_TF', '0')
+    import transformers  # pylint: disable=import-outside-toplevel
+    self.torch, self.device = torch, device
+    path = local_files(model)
+    config = transformers.AutoConfig.from_pretrained(path)
+    self.model_type = config.model_type
+    try:
+      extractor = transformers.AutoFeatureExtractor.from_pretrained(path)
+    except (OSError, ValueError):
+      extractor = None  # none saved: raw waveforms, not normalised
+    if self.model_type == 'whisper':
+      net = transformers.WhisperModel.from_pretrained(path).get_encoder()
+      extractor = extractor or transformers.WhisperFeatureExtractor(
+          feature_size=config.num_mel_bins)
+      self.max_seconds = float(extractor.chunk_length)
+    else:
+      net = transformers.AutoModel.from_pretrained(path)
+    self.extractor = extractor if self.model_type == 'whisper' else None
+    if extractor is not None:
+      self.sample_rate = int(extractor.sampling_rate)
+      self.normalize = bool(getattr(extractor, 'do_normalize', False)) and \
+          self.model_type != 'whisper'
+    self.net = net.to(device=device, dtype=_torch_dtype(dtype)).eval()
+    self.dtype = _torch_dtype(dtype)
+
+  def hidden_states(self, waveforms):
+    torch = self.torch
+    with torch.inference_mode():
+      if self.model_type == 'whisper':
+        features = self.extractor(list(waveforms),
+                                  sampling_rate=self.sample_rate,
+                                  return_tensors='pt')['input_features']
+        out = self.net(features.to(self.device, self.dtype),
+                       output_hidden_states=True)
+        # 30 s of input always; the frames of this audio: 2 per 320 samples
+        # of the mel hop (160) after the stride-2 convolution.
+        frames = -(-waveforms.shape[1] // 320)
+        states = [h[:, :frames] for h in out.hidden_states]
+      else:
+        x = torch.from_numpy(np.ascontiguousarray(waveforms))
+        out = self.net(x.to(self.device, self.dtype),
+                       output_hidden_states=True)
+        states = out.hidden_states
+      return torch.stack(states, 1).float().cpu().numpy()
+
+  def describe(self):
+    return dict(super().describe(), kind='transformers',
+                model_type=self.model_type)
+
+
+class _TorchScript(LoadedModel):
+
+  def __init__(self, model: str, device: str, dtype: str):
+    import torch  # pylint: disable=import-outside-toplevel
+    self.torch, self.device, self.dtype = torch, device, _torch_dtype(dtype)
+    self.net = torch.jit.load(local_files(model), map_location=device)
+    self.net = self.net.to(dtype=self.dtype).eval()
+
+  def hidden_states(self, waveforms):
+    torch = self.torch
+    with torch.inference_mode():
+      out = self.net(torch.from_numpy(np.ascontiguousarray(waveforms)).to(
+          self.device, self.dtype))
+    outputs = list(out) if isinstance(out, (list, tuple)) else [out]
+    return torch.stack(outputs, 1).float().cpu().numpy()
+
+  def describe(self):
+    return dict(super().describe(), kind='torchscript')
+
+
+class _Onnx(LoadedModel):
+
+  def __init__(self, model: str, device: str, dtype: str):
+    import onnxruntime  # pylint: disable=import-outside-toplevel
+    if dtype != 'float32':
+      raise ModelError(f'{model}: an ONNX model runs in the types it was '
+                       'exported in: use --embedding_dtype float32')
+    providers = (['CUDAExecutionProvider', 'CPUExecutionProvider']
+                 if device == 'cuda' else ['CPUExecutionProvider'])
+    options = onnxruntime.SessionOptions()
+    # One thread per session: the job already runs a worker per core.
+    options.intra_op_num_threads = 1
+    self.session = onnxruntime.InferenceSession(
+        local_files(model), options, providers=providers)
+    self.input = self.session.get_inputs()[0].name
+
+  def hidden_states(self, waveforms):
+    outputs = self.session.run(None, {
+        self.input: np.ascontiguousarray(waveforms, np.float32)})
+    return np.stack(outputs, 1).astype(np.float32)
+
+  def describe(self):
+    return dict(super().describe(), kind='onnx')
+
+
+_KINDS = {'transformers': _Transformers, 'torchscript': _TorchScript,
+          'onnx': _Onnx}
+
+
+def load(model: str, device: str = 'auto',
+         dtype: str = 'float32') -> LoadedModel:
+  """The model, on `device` (auto: a GPU where there is one), computing in
+  `dtype`; ModelError when it cannot be loaded."""
+  device = resolve_device(device)
+  try:
+    return _KINDS[kind_of(model)](model, device, dtype)
+  except ImportError as e:
+    raise ModelError(f'{model}: {e}; the embedding feature needs '
+                     "pip install '.[embeddings]' (in the wavbeam "
+                     'checkout)') from e
+  except ModelError:
+    raise
+  except Exception as e:  # the libraries' own errors, in their words
+    raise ModelError(f'{model}: cannot be loaded as a {kind_of(model)} '
+                     f'model ({type(e).__name__}: {e})') from e
+
+
+class EmbeddingModelHandler:
+  """wavbeam's model handler, with the interface of Beam's ModelHandler:
+  load_model() gives a LoadedModel; run_inference(batch, model) its hidden
+  states, one [layers, frames, dim] array per example of the batch (a
+  list of equal-length float32 waveforms)."""
+
+  def __init__(self, model: str, device: str = 'auto',
+               dtype: str = 'float32'):
+    self.model, self.device, self.dtype = model, device, dtype
+
+  def load_model(self) -> LoadedModel:
+    return load(self.model, self.device, self.dtype)
+
+  def run_inference(self, batch: Sequence[np.ndarray], model: LoadedModel,
+                    inference_args=None) -> List[np.ndarray]:
+    del inference_args
+    return list(model.hidden_states(np.stack(batch)))
+
+  def get_num_bytes(self, batch) -> int:
+    return sum(np.asarray(x).nbytes for x in batch)
+
+  def get_metrics_namespace(self) -> str:
+    return 'wavbeam_embedding'
+
+  def share_model_across_processes(self) -> bool:
+    """One copy per machine on a GPU (its memory is the limit); one per
+    process on CPUs (each runs its own batches)."""
+    return resolve_device(self.device) == 'cuda'
+
+  def model_copies(self) -> int:
+    return 1
+
+  def batch_elements_kwargs(self):
+    return {}
+
+  def validate_inference_args(self, inference_args) -> None:
+    del inference_args
+
+  def update_model_path(self, model_path=None) -> None:
+    if model_path:
+      self.model = model_path
+
+  def get_resource_hints(self):
+    return {}
+
+  def set_environment_vars(self) -> None:
+    pass
+
+  def __repr__(self):
+    return (f'EmbeddingModelHandler({self.model!r}, device={self.device!r}, '
+            f'dtype={self.dtype!r})')
+
+
+def library_versions() -> Dict[str, str]:
+  """The versions of the model libraries installed, for metadata.json."""
+  from importlib import metadata  # pylint: disable=import-outside-toplevel
+  found = {}
+  for name in ('torch', 'transformers', 'onnxruntime'):
+    try:
+      found[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+      pass
+  return found
+
