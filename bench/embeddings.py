@@ -1,7 +1,8 @@
 """The embedding feature against a hand-written loop, on this machine's CPUs.
 
     .venv/bin/python -m bench.embeddings [--hours 1] [--clip_seconds 10]
-        [--repeats 3] [--hidden 256] [--layers 4]
+        [--repeats 3] [--hidden 256] [--layers 4] [--device cpu|cuda]
+        [--dtype float32|bfloat16]
 
 A wav2vec2-shaped model with random weights (--hidden, --layers; the
 convolutional front end of wav2vec2-base, whose stride gives 50 frames a
@@ -16,6 +17,9 @@ over --repeats rounds, timed until their output is on disk:
 Prints the medians and spread of each, the ratio loop / wavbeam per round
 (above 1: wavbeam is faster), the model's own rate (audio-seconds per
 second of one forward pass over a batch, one thread) and peak memory.
+With --device cuda (bench/embeddings_gpu.sh) wavbeam runs the model on
+the GPU in --dtype, and is compared with the model's own batched rate
+there (batches of 64 clips) instead of the loop.
 """
 
 import argparse
@@ -87,18 +91,30 @@ def make_corpus(folder: str, hours: float, clip_seconds: float) -> list:
   return paths
 
 
-def model_rate(model: str, clip_seconds: float) -> float:
-  """Audio-seconds per second of the model alone: 8 clips, one thread."""
+def model_rate(model: str, clip_seconds: float, device: str = 'cpu',
+               dtype: str = 'float32') -> float:
+  """Audio-seconds per second of the model alone: on the CPU 8 clips and
+  one thread; on a GPU batches of 64 clips, the median of 5 passes."""
   import torch
   import transformers
   torch.set_num_threads(1)
-  net = transformers.AutoModel.from_pretrained(model).eval()
-  x = torch.randn(8, int(clip_seconds * RATE))
+  clips = 8 if device == 'cpu' else 64
+  net = transformers.AutoModel.from_pretrained(model).eval().to(
+      device, getattr(torch, dtype))
+  x = torch.randn(clips, int(clip_seconds * RATE)).to(device,
+                                                      getattr(torch, dtype))
+  passes = []
   with torch.inference_mode():
     net(x)
-    started = time.perf_counter()
-    net(x)
-  return 8 * clip_seconds / (time.perf_counter() - started)
+    for _ in range(1 if device == 'cpu' else 5):
+      if device != 'cpu':
+        torch.cuda.synchronize()
+      started = time.perf_counter()
+      net(x)
+      if device != 'cpu':
+        torch.cuda.synchronize()
+      passes.append(time.perf_counter() - started)
+  return clips * clip_seconds / statistics.median(passes)
 
 
 def _timed(cmd):
@@ -108,12 +124,13 @@ def _timed(cmd):
   return wall + time.perf_counter() - started, peak
 
 
-def run_wavbeam(corpus, model, out):
+def run_wavbeam(corpus, model, out, device='cpu', dtype='float32'):
   shutil.rmtree(out, ignore_errors=True)
   return _timed([PY, '-m', 'pipeline.run', '--input_dir', corpus,
                  '--output_dir', out, '--example_unit', 'file',
                  '--features', 'embedding', '--embedding_model', model,
-                 '--embedding_pool', 'mean', '--splits', 'train=1',
+                 '--embedding_pool', 'mean', '--embedding_device', device,
+                 '--embedding_dtype', dtype, '--splits', 'train=1',
                  '--quiet'])
 
 
@@ -142,6 +159,9 @@ def main(argv=None):
   parser.add_argument('--repeats', type=int, default=3)
   parser.add_argument('--hidden', type=int, default=256)
   parser.add_argument('--layers', type=int, default=4)
+  parser.add_argument('--device', default='cpu', choices=('cpu', 'cuda'))
+  parser.add_argument('--dtype', default='float32',
+                      choices=('float32', 'bfloat16'))
   args = parser.parse_args(argv)
   work = os.path.join(ROOT, 'embeddings')
   os.makedirs(work, exist_ok=True)
@@ -152,6 +172,8 @@ def main(argv=None):
                       args.hours, args.clip_seconds)
   corpus = os.path.dirname(os.path.dirname(paths[0]))
   audio = len(paths) * args.clip_seconds
+  if args.device == 'cuda':
+    return _on_gpu(args, corpus, model, os.path.join(work, 'out'), audio)
   rounds = []
   for _ in range(args.repeats):
     ours = run_wavbeam(corpus, model, os.path.join(work, 'out'))
@@ -173,6 +195,22 @@ def main(argv=None):
         f'({min(ratios):.2f}-{max(ratios):.2f})')
   print(f'the model alone, one thread: '
         f'{model_rate(model, args.clip_seconds):.0f} audio-s/s')
+
+
+def _on_gpu(args, corpus, model, out, audio):
+  """The whole job on the GPU against the model's own batched rate."""
+  alone = model_rate(model, args.clip_seconds, 'cuda', args.dtype)
+  runs = [run_wavbeam(corpus, model, out, 'cuda', args.dtype)
+          for _ in range(args.repeats)]
+  walls = sorted(w for w, _ in runs)
+  job = audio / statistics.median(walls)
+  print(f'{audio / 3600:g} h in clips of {args.clip_seconds:g} s, model '
+        f'hidden {args.hidden} x {args.layers} layers, {args.dtype}, '
+        f'{os.cpu_count()} cores, {args.repeats} rounds')
+  print(f'the whole job: {job:.0f} audio-s/s (wall {walls[0]:.1f}-'
+        f'{walls[-1]:.1f} s), peak {max(p for _, p in runs) / 1e6:.0f} MB')
+  print(f'the model alone, batches of 64: {alone:.0f} audio-s/s; job / '
+        f'model {job / alone:.2f}')
 
 
 if __name__ == '__main__':

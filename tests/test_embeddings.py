@@ -152,6 +152,8 @@ def test_each_window_equals_the_models_own_loop(corpus, models, kind,
   assert recorded['sha256'] == embedding_models.digest(models[kind])
   assert recorded['layers'] == ('0,1,2' if kind == 'wav2vec2' else '0,1')
   assert recorded['device'] == 'cpu' and 'torch' in recorded['libraries']
+  assert recorded['sample_rate'] == 16000
+  assert recorded['normalize'] == (kind == 'wav2vec2')
 
 
 def test_whole_recordings_do_not_depend_on_their_batch(corpus, models,

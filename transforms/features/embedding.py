@@ -217,12 +217,14 @@ def model_input(windows: np.ndarray, rate: int, model_rate: int,
 
 def provenance(config) -> dict:
   """What metadata.json records of the embedding: the model, a digest of
-  its files, its rate and normalisation, the layers, pooling, dtype,
-  device kind and library versions."""
+  its files, the rate and normalisation of its input, the layers,
+  pooling, dtype, device kind and library versions."""
   model = config.option('embedding_model')
   return {
       'model': model, 'kind': embedding_models.kind_of(model),
       'sha256': embedding_models.digest(model),
+      # Each example resampled to this rate, and normalised or not, first.
+      **embedding_models.model_input(model),
       'layers': config.option('embedding_layers'),
       'pool': config.option('embedding_pool'),
       'dtype': config.option('embedding_dtype'),

@@ -83,6 +83,24 @@ def digest(model: str) -> str:
   return h.hexdigest()
 
 
+def model_input(model: str) -> Dict:
+  """What a model expects of its waveforms, without loading it: its
+  `sample_rate` and whether each is normalised to zero mean and unit
+  variance first (a transformers model's saved feature extractor says;
+  16 kHz as given for the others)."""
+  if kind_of(model) != 'transformers':
+    return {'sample_rate': DEFAULT_RATE, 'normalize': False}
+  import json  # pylint: disable=import-outside-toplevel
+  saved = os.path.join(local_files(model), 'preprocessor_config.json')
+  if not os.path.isfile(saved):
+    return {'sample_rate': DEFAULT_RATE, 'normalize': False}
+  with open(saved, encoding='utf-8') as f:
+    extractor = json.load(f)
+  whisper = extractor.get('feature_extractor_type', '').startswith('Whisper')
+  return {'sample_rate': int(extractor.get('sampling_rate', DEFAULT_RATE)),
+          'normalize': bool(extractor.get('do_normalize')) and not whisper}
+
+
 class LoadedModel:
   """A model ready to run on one device (see the module docstring)."""
 
