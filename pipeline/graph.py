@@ -234,7 +234,9 @@ class PlanLayout(beam.PTransform):
                 max_examples_per_shard=c.max_examples_per_shard,
                 max_shard_bytes=c.max_shard_bytes,
                 example_bytes=self.example_size.fixed,
-                frame_bytes=self.example_size.per_frame))
+                frame_bytes=self.example_size.per_frame,
+                max_shard_frames=registry.shard_samples(c),
+                window_frames=None if c.variable_length else c.win_len))
 
 
 class WriteShards(beam.PTransform):

@@ -405,3 +405,64 @@ def test_one_model_per_machine_serves_every_worker(corpus, models, tmp_path):
           and os.path.exists(f'/proc/{pid}/stat') and
           open(f'/proc/{pid}/stat').read().split()[3] == str(os.getpid())]
   assert not left
+
+
+def test_a_models_work_is_spread_over_shards(corpus, models, tmp_path):
+  """At most 4 forward passes of --embedding_batch_seconds a shard, so
+  that a corpus small in bytes is still shared by the workers; the values
+  are the same as in one shard; --num_shards still decides when given."""
+  common = ['--input_dir', str(corpus / 'in'), '--features', 'embedding',
+            '--embedding_model', models['torchscript'], '--embedding_pool',
+            'mean', '--win_len', str(WIN), '--splits', 'train=1', '--quiet']
+  runs = {'spread': ['--embedding_batch_seconds', '1'],
+          'one': ['--embedding_batch_seconds', '1', '--num_shards', '1'],
+          'default': []}
+  for name, more in runs.items():
+    proc = _cli(*common, *more, '--output_dir', str(tmp_path / name),
+                cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+  shards = {name: len(json.loads((tmp_path / name / 'metadata.json')
+                                 .read_text())['splits']['train']['shards'])
+            for name in runs}
+  # 12 windows of 1 s; 4 passes of 1 s a shard.
+  assert shards == {'spread': 3, 'one': 1, 'default': 1}
+  spread, one = (_all_stored(tmp_path / n)[1] for n in ('spread', 'one'))
+  assert spread.keys() == one.keys()
+  for key, e in spread.items():
+    np.testing.assert_array_equal(e['embedding'], one[key]['embedding'])
+
+
+def test_segments_of_a_recording_each_equal_the_model_on_its_span(models,
+                                                                  tmp_path):
+  """--example_unit segment: spans of mixed lengths of one recording, each
+  the model's hidden states of exactly its samples."""
+  import csv
+  H.write_wav(str(tmp_path / 'in' / 'talk.wav'),
+              H.noise(16000 * 5, seed=3, scale=0.3))
+  spans = [(0.0, 1.0), (0.5, 1.25), (1.25, 2.5), (2.5, 3.0), (3.0, 4.5),
+           (4.0, 5.0)]
+  with open(tmp_path / 'segments.csv', 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['path', 'start', 'end', 'label'])
+    writer.writerows([('talk.wav', a, b, 'x') for a, b in spans])
+  proc = _cli('--input_dir', str(tmp_path / 'in'), '--manifest',
+              str(tmp_path / 'segments.csv'), '--manifest_start_column',
+              'start', '--manifest_end_column', 'end',
+              '--manifest_label_column', 'label', '--example_unit',
+              'segment', '--features', 'embedding', '--embedding_model',
+              models['wav2vec2'], '--embedding_layers', '0,2',
+              '--splits', 'train=1', '--output_dir', str(tmp_path / 'out'),
+              '--quiet', cwd=tmp_path)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  _, stored = _all_stored(tmp_path / 'out')
+  assert sorted(start for _, start in stored) == \
+      sorted(int(a * 16000) for a, _ in spans)
+  data, _ = sf.read(str(tmp_path / 'in' / 'talk.wav'), dtype='float64')
+  by_start = {start: e for (_, start), e in stored.items()}
+  for a, b in spans:
+    e = by_start[int(a * 16000)]
+    expected = _reference('wav2vec2', models,
+                          data[int(a * 16000):int(b * 16000)])[[0, 2]]
+    assert int(e['num_embedding_frames']) == expected.shape[1]
+    np.testing.assert_allclose(e['embedding'], expected.transpose(1, 0, 2),
+                               rtol=1e-4, atol=1e-5)

@@ -62,3 +62,29 @@ def test_shards_by_bytes_count_the_frames_of_variable_length_examples():
   fewer = layout.compute_layouts(long[:1] + short[1:], **options)['train']
   assert fewer.num_shards == 3   # 201000 + 9 * 3000 bytes
   assert size.total(3, 10) == 3020.0
+
+
+def test_a_costly_feature_caps_the_audio_of_a_shard():
+  """max_shard_frames (a model's work): more shards than the bytes alone
+  give, by the windows' frames or, for variable-length examples, the
+  recordings'; never more shards than examples; num_shards and
+  max_examples_per_shard, when given, decide alone."""
+  from transforms.planning import layout
+  entries = [('train', b, 3, 1, 30000) for b in range(10)]  # 30 examples
+  options = dict(max_shard_bytes=10**9, example_bytes=100)
+  assert layout.compute_layouts(entries, **options)['train'].num_shards == 1
+  # Windows of 4000 frames: 120,000 frames of work, 25,000 a shard.
+  assert layout.compute_layouts(
+      entries, max_shard_frames=25000, window_frames=4000,
+      **options)['train'].num_shards == 5
+  # Variable length: the recordings' 300,000 frames.
+  assert layout.compute_layouts(
+      entries, max_shard_frames=25000, **options)['train'].num_shards == 12
+  assert layout.compute_layouts(
+      entries, max_shard_frames=1, **options)['train'].num_shards == 30
+  assert layout.compute_layouts(
+      entries, max_shard_frames=1, num_shards=2,
+      **options)['train'].num_shards == 2
+  assert layout.compute_layouts(
+      entries, max_shard_frames=1, max_examples_per_shard=10,
+      **options)['train'].num_shards == 3

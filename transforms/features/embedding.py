@@ -27,6 +27,12 @@ from transforms.inputs import audio
 FRAMES_KEY = 'num_embedding_frames'
 POOLS = ('none', 'mean')
 
+# Forward passes of --embedding_batch_seconds per shard at most: the
+# model's work is what the workers share (4 minutes of audio a shard by
+# default, a few tens of seconds of a CPU core, so that even a small
+# corpus keeps every core busy; a GPU job raises the batch).
+SHARD_BATCHES = 4
+
 # The models this process loaded: {key: (handler, model)}.
 _LOADED = {}
 
@@ -76,7 +82,9 @@ class Embedding(registry.Feature):
           choices=embedding_models.DTYPES),
       registry.Option(
           'embedding_batch_seconds', float, 60.0, 'audio per forward pass '
-          'of the model, in seconds', above=0.0,
+          'of the model, in seconds; a shard holds at most 4 passes\' '
+          'audio, so that the workers share the model\'s work (unless '
+          '--num_shards or --max_examples_per_shard is given)', above=0.0,
           rule='a positive number of seconds'),
   )
 
@@ -97,6 +105,9 @@ class Embedding(registry.Feature):
   def batch_samples(self, config) -> int:
     return int(config.option('embedding_batch_seconds') *
                (config.sample_rate or embedding_models.DEFAULT_RATE))
+
+  def shard_samples(self, config) -> int:
+    return SHARD_BATCHES * self.batch_samples(config)
 
   def provenance(self, config) -> dict:
     return provenance(config)

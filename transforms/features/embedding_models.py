@@ -21,6 +21,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from transforms.runtime import forked_workers
+
 DEFAULT_RATE = 16000
 DEVICES = ('auto', 'cpu', 'cuda')
 DTYPES = ('float32', 'bfloat16', 'float16')
@@ -233,6 +235,8 @@ def load(model: str, device: str = 'auto',
   """The model, on `device` (auto: a GPU where there is one), computing in
   `dtype`; ModelError when it cannot be loaded."""
   device = resolve_device(device)
+  if device == 'cpu' and forked_workers.in_worker():
+    _one_torch_thread()
   try:
     return _KINDS[kind_of(model)](model, device, dtype)
   except ImportError as e:
@@ -244,6 +248,14 @@ def load(model: str, device: str = 'auto',
   except Exception as e:  # the libraries' own errors, in their words
     raise ModelError(f'{model}: cannot be loaded as a {kind_of(model)} '
                      f'model ({type(e).__name__}: {e})') from e
+
+
+def _one_torch_thread() -> None:
+  try:
+    import torch  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return
+  torch.set_num_threads(1)
 
 
 class EmbeddingModelHandler:

@@ -179,6 +179,14 @@ class Feature:
     del config
     return None
 
+  def shard_samples(self, config) -> Optional[int]:
+    """At most this many samples of audio per shard, where computing it
+    costs far more than writing it (a model), so that a job's shards, the
+    work its workers share, are more than its size in bytes makes them;
+    or None."""
+    del config
+    return None
+
   def provenance(self, config) -> Optional[Dict]:
     """What metadata.json records of how its values were made, beyond
     the options (e.g. a digest of a model's files), or None."""
@@ -365,6 +373,14 @@ def length_keys(config) -> Tuple[str, ...]:
     if key not in (None, SAMPLES, FRAMES) and key not in found:
       found.append(key)
   return tuple(found)
+
+
+def shard_samples(config) -> Optional[int]:
+  """The least Feature.shard_samples of the features of `config`, or
+  None."""
+  found = [get(n).shard_samples(config) for n in in_use(config.features)]
+  found = [n for n in found if n]
+  return min(found) if found else None
 
 
 def provenance(config) -> Dict[str, Dict]:

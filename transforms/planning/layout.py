@@ -59,11 +59,15 @@ class ExampleSize:
 
 def num_shards_for(total: int, *, num_shards=None, max_examples_per_shard=None,
                    max_shard_bytes=None, example_bytes=1, frame_bytes=0,
-                   frames=0) -> int:
+                   frames=0, max_shard_frames=None,
+                   window_frames=None) -> int:
   """Shards for `total` examples. By bytes, the split's size is
   estimated as example_bytes per example plus frame_bytes per frame of
   its `frames` (the estimate of variable-length examples, whose size
-  grows with their recording's length)."""
+  grows with their recording's length). `max_shard_frames`: at most this
+  much audio per shard besides, where a feature's work is costly (a
+  model's), so that it is spread over the workers: `window_frames` per
+  example (windows), else the split's `frames`."""
   if total == 0:
     return 0
   if num_shards is not None:
@@ -73,6 +77,9 @@ def num_shards_for(total: int, *, num_shards=None, max_examples_per_shard=None,
   else:
     n = math.ceil((total * example_bytes + frames * frame_bytes) /
                   max_shard_bytes)
+    if max_shard_frames:
+      work = total * window_frames if window_frames else frames
+      n = max(n, math.ceil(work / max_shard_frames))
   return max(1, min(n, total))
 
 

@@ -104,7 +104,19 @@ def _die_with(parent: int) -> None:
     raise OSError(ctypes.get_errno(), 'prctl(PR_SET_PDEATHSIG) failed')
   if os.getppid() != parent:  # the job ended before prctl took effect
     os._exit(1)
+  global _in_worker
+  _in_worker = True
   _one_native_thread()
+
+
+_in_worker = False
+
+
+def in_worker() -> bool:
+  """Whether this process is one of the forked workers: one of a process
+  per core, which a library's own pool of a thread per core would only
+  oversubscribe."""
+  return _in_worker
 
 
 def _one_native_thread() -> None:
