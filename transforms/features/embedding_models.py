@@ -17,11 +17,10 @@ transformer layer), a TorchScript or ONNX model's every output (each
 
 import hashlib
 import os
+import sys
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
-
-from transforms.runtime import forked_workers
 
 DEFAULT_RATE = 16000
 DEVICES = ('auto', 'cpu', 'cuda')
@@ -235,7 +234,7 @@ def load(model: str, device: str = 'auto',
   """The model, on `device` (auto: a GPU where there is one), computing in
   `dtype`; ModelError when it cannot be loaded."""
   device = resolve_device(device)
-  if device == 'cpu' and forked_workers.in_worker():
+  if device == 'cpu' and _in_forked_worker():
     _one_torch_thread()
   try:
     return _KINDS[kind_of(model)](model, device, dtype)
@@ -248,6 +247,14 @@ def load(model: str, device: str = 'auto',
   except Exception as e:  # the libraries' own errors, in their words
     raise ModelError(f'{model}: cannot be loaded as a {kind_of(model)} '
                      f'model ({type(e).__name__}: {e})') from e
+
+
+def _in_forked_worker() -> bool:
+  """Whether this is one of a local run's forked workers
+  (transforms/runtime/forked_workers.py, which imports Beam: looked up, not
+  imported, so that the featurizer runs without Beam)."""
+  workers = sys.modules.get('transforms.runtime.forked_workers')
+  return workers is not None and workers.in_worker()
 
 
 def _one_torch_thread() -> None:
