@@ -466,3 +466,30 @@ def test_segments_of_a_recording_each_equal_the_model_on_its_span(models,
     assert int(e['num_embedding_frames']) == expected.shape[1]
     np.testing.assert_allclose(e['embedding'], expected.transpose(1, 0, 2),
                                rtol=1e-4, atol=1e-5)
+
+
+def test_a_corpus_at_another_rate_is_resampled_to_the_models(models,
+                                                             tmp_path):
+  """32 kHz windows reach a 16 kHz model resampled (soxr, very high
+  quality), and metadata.json says at which rate the model took them."""
+  soxr = pytest.importorskip('soxr')
+  for i in range(2):
+    H.write_wav(str(tmp_path / 'in' / 'a' / f'{i}.wav'),
+                H.noise(64000, seed=20 + i, scale=0.3), rate=32000)
+  proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
+              str(tmp_path / 'out'), '--features', 'embedding',
+              '--embedding_model', models['torchscript'],
+              '--embedding_layers', '0,1', '--win_len', '32000',
+              '--splits', 'train=1', '--quiet', cwd=tmp_path)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  meta, stored = _all_stored(tmp_path / 'out')
+  assert meta['features']['embedding']['sample_rate'] == 16000
+  assert len(stored) == 4
+  for (path, start), e in stored.items():
+    data, rate = sf.read(path, dtype='float64')
+    assert rate == 32000
+    window = soxr.resample(data[start:start + 32000], 32000, 16000, 'VHQ')
+    assert len(window) == 16000
+    expected = _reference('torchscript', models, window)
+    np.testing.assert_allclose(e['embedding'], expected.transpose(1, 0, 2),
+                               rtol=1e-4, atol=1e-4)
