@@ -146,16 +146,14 @@ BATCH_WINDOWS = 32
 COMPUTE_SAMPLES = 4 * 32768
 
 
-def compute_windows(win_len: int, config=None) -> int:
+def compute_windows(win_len: int, batch_samples: Optional[int] = None
+                    ) -> int:
   """Windows per feature batch (rows never interact: any batching gives
-  the same bytes); more where a feature of `config` asks for larger
-  batches (a model's forward pass: registry.Feature.batch_samples), up
-  to MODEL_BATCH_WINDOWS."""
-  wanted = [registry.get(n).batch_samples(config)
-            for n in registry.in_use(config.features)] if config else []
-  wanted = [w for w in wanted if w]
-  if wanted:
-    return max(1, min(MODEL_BATCH_WINDOWS, max(wanted) // win_len))
+  the same bytes); more where the features ask for `batch_samples`
+  together (a model's forward pass: registry.batch_samples), up to
+  MODEL_BATCH_WINDOWS."""
+  if batch_samples:
+    return max(1, min(MODEL_BATCH_WINDOWS, batch_samples // win_len))
   return max(1, min(BATCH_WINDOWS, COMPUTE_SAMPLES // win_len))
 
 

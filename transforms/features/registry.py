@@ -375,6 +375,14 @@ def length_keys(config) -> Tuple[str, ...]:
   return tuple(found)
 
 
+def batch_samples(config) -> Optional[int]:
+  """The most Feature.batch_samples of the features of `config`, or
+  None."""
+  found = [get(n).batch_samples(config) for n in in_use(config.features)]
+  found = [n for n in found if n]
+  return max(found) if found else None
+
+
 def shard_samples(config) -> Optional[int]:
   """The least Feature.shard_samples of the features of `config`, or
   None."""

@@ -203,7 +203,7 @@ def read_batches(config: PipelineConfig, split: str, refs):
                            [(plan, window) for plan, window, _ in refs])
     return
   refs = [(plan.key, window) for plan, window, _ in refs]
-  step = compute_windows(config.win_len, config)
+  step = compute_windows(config.win_len, registry.batch_samples(config))
   with audio_io.OpenFiles() as files:
     for start in range(0, len(refs), BATCH_WINDOWS):
       batch = refs[start:start + BATCH_WINDOWS]
@@ -224,6 +224,7 @@ def _read_files(config: PipelineConfig, split: str, refs):
   length are computed together, as windows are); others are computed
   alone."""
   rows, signals = [], []
+  batch_samples = registry.batch_samples(config)
 
   def batch():
     joined = WindowBatch([(plan.key, window) for plan, window in rows],
@@ -252,7 +253,7 @@ def _read_files(config: PipelineConfig, split: str, refs):
         continue
       if signals and (len(signal) != len(signals[0]) or
                       len(signals) == compute_windows(len(signal),
-                                                      config)):
+                                                      batch_samples)):
         yield batch()
       rows.append((plan, window))
       signals.append(signal)
