@@ -30,9 +30,10 @@ class _Loaded:
   processes), with what the feature needs to know of it."""
 
   def __init__(self, model, sample_rate: int, normalize: bool,
-               max_seconds=None):
+               max_seconds=None, input_seconds=None, mixes_lengths=False):
     self.model, self.sample_rate = model, sample_rate
     self.normalize, self.max_seconds = normalize, max_seconds
+    self.input_seconds, self.mixes_lengths = input_seconds, mixes_lengths
 
 
 class BeamModelHandler(embedding_models.EmbeddingModelHandler):
@@ -79,6 +80,10 @@ class SharedModelHandler(embedding_models.EmbeddingModelHandler):
   own that every worker process sends its batches to (Beam's
   MultiProcessShared, as RunInference shares a model across processes)."""
 
+  # What uses it holds a proxy: the model and torch stay in the process
+  # that serves it.
+  loads_in_process = False
+
   def __init__(self, handler):
     super().__init__(handler.model, handler.device, handler.dtype)
     self.handler = handler
@@ -93,11 +98,12 @@ class SharedModelHandler(embedding_models.EmbeddingModelHandler):
     # the model comes back from one call.
     info = proxy.describe()
     return _Loaded(proxy, info['sample_rate'], info['normalize'],
-                   info.get('max_seconds'))
+                   info.get('max_seconds'), info.get('input_seconds'),
+                   info.get('mixes_lengths', False))
 
   def run_inference(self, batch, model, inference_args=None):
     del inference_args
-    return list(model.model.hidden_states(np.stack(batch)))
+    return model.model.hidden_states_of(list(batch))
 
 
 def with_model_handler(config, extra_features, model_handler=None):

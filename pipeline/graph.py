@@ -32,6 +32,7 @@ from pipeline.config import ConfigError, PipelineConfig
 from pipeline.contract import array_record_file
 from transforms.planning import balance
 from transforms.runtime import filesystem
+from transforms.runtime.forked_workers import in_child
 from transforms.writing import finalize
 from transforms.inputs import labels
 from pipeline.contract import example_codec
@@ -646,11 +647,8 @@ def _silent_example(config: PipelineConfig, extra_features=None,
 
   Runs the extra feature functions once, so a broken one fails here.
   """
-  extractor = FeatureExtractor(config, extra_features)
-  # Sizes and dtypes do not depend on the rate; --fmax must fit under its
-  # Nyquist frequency (the dataset's own rate is checked when known).
-  rate = config.sample_rate or max(16000, int(2 * (config.fmax or 0)) + 2)
-  arrays = extractor.compute(np.zeros((1, frames or config.win_len)), rate)
+  arrays = dict(_silent_arrays(config, extra_features,
+                               frames or config.win_len))
   lengths = {}
   if config.variable_length:
     length_values, lengths = length_columns(arrays, config)
@@ -670,6 +668,46 @@ def _silent_example(config: PipelineConfig, extra_features=None,
 # --example_unit file: the lengths, in STFT hops, of the two silent
 # recordings whose sizes give an example's bytes per frame.
 _SIZE_HOPS = (100, 200)
+
+# The features of silent examples of the configs (the latest few) whose
+# features load a model: {(config, id(extra_features)): (extra_features,
+# {length: arrays})}, extra_features held so that its id stays its own.
+_SILENT_OF_MODELS = {}
+_SILENT_KEPT = 16
+
+
+def _silent_arrays(config: PipelineConfig, extra_features, frames: int):
+  """The features of a silent example of `frames` samples. Where one
+  loads a model, every length the launcher asks of this config is
+  computed at once in another process (forked_workers.in_child), so that
+  the model's library (torch) is not held by the launcher for the whole
+  job."""
+  if not registry.loads_model(config, extra_features):
+    return _silent_features(config, extra_features, [frames])[frames]
+  key = (config, id(extra_features))
+  if key not in _SILENT_OF_MODELS:
+    lengths = ([config.n_fft + h * config.fft_hop
+                for h in (1,) + _SIZE_HOPS] if config.variable_length
+               else [config.win_len])
+    lengths = sorted(set(lengths + [frames]))
+    _SILENT_OF_MODELS[key] = (extra_features, in_child(
+        _silent_features, config, extra_features, lengths))
+    while len(_SILENT_OF_MODELS) > _SILENT_KEPT:
+      del _SILENT_OF_MODELS[next(iter(_SILENT_OF_MODELS))]
+  found = _SILENT_OF_MODELS[key][1]
+  if frames not in found:
+    found.update(in_child(_silent_features, config, extra_features,
+                          [frames]))
+  return found[frames]
+
+
+def _silent_features(config: PipelineConfig, extra_features, lengths):
+  """{length: the features of a silent example of that many samples}."""
+  extractor = FeatureExtractor(config, extra_features)
+  # Sizes and dtypes do not depend on the rate; --fmax must fit under its
+  # Nyquist frequency (the dataset's own rate is checked when known).
+  rate = config.sample_rate or max(16000, int(2 * (config.fmax or 0)) + 2)
+  return {n: extractor.compute(np.zeros((1, n)), rate) for n in lengths}
 
 
 def estimate_example_size(config: PipelineConfig,

@@ -8,6 +8,7 @@ import dataclasses
 import io
 import os
 import re
+import sys
 
 import pytest
 
@@ -78,10 +79,21 @@ def _script_options():
 def _known_options():
   import importlib
   known = {'--' + f.name for f in dataclasses.fields(PipelineConfig)}
-  # The options of the feature plug-in the docs show as an example.
+  # The options of the feature plug-in the docs show as an example,
+  # registered only while they are read: the other tests of this process
+  # see the registry as it was.
   from transforms.features import registry
-  registry.load_modules(['tests.plugins.zero_crossings'])
-  known |= {'--' + o.name for o in registry.options()}
+  plugin = 'tests.plugins.zero_crossings'
+  features, modules = dict(registry._FEATURES), list(registry._MODULES)
+  try:
+    registry.load_modules([plugin])
+    known |= {'--' + o.name for o in registry.options()}
+  finally:
+    registry._FEATURES.clear()
+    registry._FEATURES.update(features)
+    registry._MODULES[:] = modules
+    if plugin not in modules:
+      sys.modules.pop(plugin, None)
   known |= LAUNCHER_OPTIONS | BEAM_OPTIONS | MISTYPED | _script_options()
   for command in ('inspect', 'verify', 'demo'):
     known |= _help_options(importlib.import_module(cli.COMMANDS[command][0]))

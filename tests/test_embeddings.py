@@ -1,7 +1,7 @@
 """The embedding feature: a model's hidden states per example, checked
 against a hand-written torch (or onnxruntime) loop over the same files,
 for tiny random-weight models built here (no network): a transformers
-Wav2Vec2 and Whisper encoder saved with save_pretrained, a TorchScript
+Wav2Vec2, Whisper encoder and CLAP saved with save_pretrained, a TorchScript
 and an ONNX conv net; in windows and whole recordings, pooled and not,
 swept over layers, appended, served by the featurizer, and with one of
 Beam's own model handlers."""
@@ -53,16 +53,21 @@ class ConvNet(torch.nn.Module):
     return a.transpose(1, 2), b.transpose(1, 2)
 
 
-def _wav2vec2(folder, seed=0):
+def _wav2vec2(folder, seed=0, norm='group'):
+  """norm 'group': a wav2vec2-base-like feature encoder, whose group norm
+  spans the whole input (no attention mask); 'layer': a
+  wav2vec2-large-lv60-like one, that takes the attention mask."""
   torch.manual_seed(seed)
   config = transformers.Wav2Vec2Config(
       hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
       intermediate_size=64, conv_dim=(32, 32, 32), conv_stride=(5, 4, 4),
       conv_kernel=(10, 4, 4), num_feat_extract_layers=3, vocab_size=10,
-      num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4)
+      num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+      feat_extract_norm=norm, do_stable_layer_norm=norm == 'layer')
   transformers.Wav2Vec2Model(config).eval().save_pretrained(folder)
-  transformers.Wav2Vec2FeatureExtractor(do_normalize=True).save_pretrained(
-      folder)
+  transformers.Wav2Vec2FeatureExtractor(
+      do_normalize=True,
+      return_attention_mask=norm == 'layer').save_pretrained(folder)
   return str(folder)
 
 
@@ -80,7 +85,9 @@ def models(tmp_path_factory):
                                   'a': {0: 'n', 1: 'frames'},
                                   'b': {0: 'n', 1: 'frames'}},
                     dynamo=False)
-  return {'wav2vec2': _wav2vec2(root / 'w2v'), 'torchscript': scripted,
+  return {'wav2vec2': _wav2vec2(root / 'w2v'),
+          'wav2vec2-layer': _wav2vec2(root / 'w2v-layer', 2, 'layer'),
+          'torchscript': scripted,
           'onnx': exported, 'net': net}
 
 
@@ -97,9 +104,9 @@ def _reference(model_kind, models, waveform: np.ndarray) -> np.ndarray:
   """Every hidden state of one example, [layers, frames, dim], by the
   model's own library, one example at a time."""
   x = waveform.astype(np.float32)
-  if model_kind == 'wav2vec2':
+  if model_kind.startswith('wav2vec2'):
     x = (x - x.mean()) / np.sqrt(x.var() + 1e-7)
-    net = transformers.AutoModel.from_pretrained(models['wav2vec2']).eval()
+    net = transformers.AutoModel.from_pretrained(models[model_kind]).eval()
     with torch.no_grad():
       out = net(torch.from_numpy(x[None]), output_hidden_states=True)
     return torch.stack(out.hidden_states, 1)[0].numpy()
@@ -183,6 +190,46 @@ def test_whole_recordings_do_not_depend_on_their_batch(corpus, models,
         assert int(e['num_embedding_frames']) == expected.shape[0]
       np.testing.assert_allclose(e['embedding'], expected, rtol=1e-4,
                                  atol=1e-5)
+
+
+@pytest.mark.parametrize('kind', ['wav2vec2-layer', 'wav2vec2'])
+def test_mixed_lengths_share_a_padded_batch_where_the_model_allows(
+    models, kind, tmp_path):
+  """--example_unit file, 16 recordings of 6 lengths: a model that takes
+  the attention mask runs them in padded batches of mixed lengths, one
+  whose feature encoder's group norm spans the padding in batches of one
+  length; each example equals the model run on it alone."""
+  from pipeline import run as run_lib
+  from tests.plugins import counting_handler
+  lengths = [9000 + 1500 * (i % 6) for i in range(16)]
+  for i, length in enumerate(lengths):
+    H.write_wav(str(tmp_path / 'in' / 'c' / f'{i}.wav'),
+                H.noise(length, seed=60 + i, scale=0.3))
+  log = tmp_path / 'passes'
+  run_lib.run(PipelineConfig(
+      input_dir=str(tmp_path / 'in'), output_dir=str(tmp_path / 'out'),
+      example_unit='file', features=('embedding',),
+      splits=(('train', 1.0),), embedding_model=models[kind],
+      embedding_layers='0,1,2'),
+      model_handler=counting_handler.CountingHandler(models[kind],
+                                                     str(log)))
+  passes = [tuple(map(int, line.split()))
+            for line in log.read_text().splitlines()]
+  assert sum(size for size, _ in passes) == 16
+  if kind == 'wav2vec2':
+    assert {mixed for _, mixed in passes} == {1}
+    assert len(passes) >= 6
+  else:
+    assert max(mixed for _, mixed in passes) > 1
+    assert len(passes) < 6
+  _, stored = _all_stored(tmp_path / 'out')
+  assert len(stored) == 16
+  for (path, _), e in stored.items():
+    data, _ = sf.read(path, dtype='float64')
+    expected = _reference(kind, models, data).transpose(1, 0, 2)
+    assert int(e['num_embedding_frames']) == expected.shape[0]
+    np.testing.assert_allclose(e['embedding'], expected, rtol=1e-4,
+                               atol=1e-5)
 
 
 def test_two_runs_give_the_same_bytes_and_the_featurizer_the_same_values(
@@ -332,6 +379,86 @@ def test_the_whisper_encoder_keeps_the_frames_of_the_audio(corpus,
   expected = torch.stack([states[0][0, :50], states[2][0, :50]], 1)
   np.testing.assert_allclose(e['embedding'], expected.numpy(), rtol=1e-4,
                              atol=1e-5)
+
+
+def test_clap_gives_each_recording_its_audio_embedding(tmp_path):
+  """CLAP (tiny, random weights): one vector per recording, the model's
+  audio embedding of it alone, at its rate (48 kHz); --max_seconds over
+  the 10 s it takes is refused before the run, and a longer recording is
+  then rejected with its reason."""
+  torch.manual_seed(3)
+  config = transformers.ClapConfig(
+      text_config=dict(vocab_size=100, hidden_size=16, num_hidden_layers=1,
+                       num_attention_heads=2, intermediate_size=32,
+                       max_position_embeddings=64),
+      audio_config=dict(patch_embeds_hidden_size=16, hidden_size=32,
+                        depths=[1, 1], num_attention_heads=[2, 2]),
+      projection_dim=16)
+  folder = tmp_path / 'clap'
+  transformers.ClapModel(config).eval().save_pretrained(folder)
+  transformers.ClapFeatureExtractor(
+      truncation='rand_trunc').save_pretrained(folder)
+  seconds = [0.5, 1.25, 3.0, 1.25, 2.0, 11.0]
+  for i, s in enumerate(seconds):
+    H.write_wav(str(tmp_path / 'in' / 'a' / f'{i}.wav'),
+                H.noise(int(s * 48000), seed=80 + i, scale=0.3), rate=48000)
+  args = ['--input_dir', str(tmp_path / 'in'), '--features', 'embedding',
+          '--embedding_model', str(folder), '--example_unit', 'file',
+          '--splits', 'train=1', '--quiet']
+  proc = _cli(*args, '--output_dir', str(tmp_path / 'refused'),
+              cwd=tmp_path)
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  assert '--max_seconds=60' in proc.stderr and 'at most 10 s' in proc.stderr
+  out = tmp_path / 'out'
+  proc = _cli(*args, '--max_seconds', '10', '--output_dir', str(out),
+              cwd=tmp_path)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  meta, stored = _all_stored(out)
+  assert meta['features']['embedding']['sample_rate'] == 48000
+  assert meta['schema']['embedding']['shape'][1:] == [1, 16]
+  rejects = [json.loads(line) for line in
+             (out / 'rejects.jsonl').read_text().splitlines()]
+  assert [os.path.basename(r['path']) for r in rejects] == ['5.wav']
+  assert 'too long' in rejects[0]['reason']
+  assert len(stored) == 5
+  net = transformers.ClapModel.from_pretrained(folder).eval()
+  extractor = transformers.ClapFeatureExtractor.from_pretrained(folder)
+  for (path, _), e in stored.items():
+    data, _ = sf.read(path, dtype='float32')
+    features = extractor(data, sampling_rate=48000, return_tensors='pt')
+    with torch.no_grad():
+      expected = net.get_audio_features(**features)
+    expected = getattr(expected, 'pooler_output', expected)[0].numpy()
+    assert int(e['num_embedding_frames']) == 1
+    np.testing.assert_allclose(e['embedding'][0, 0], expected, rtol=1e-4,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize('unit', ['window', 'file'])
+def test_the_launcher_leaves_the_model_to_other_processes(corpus, models,
+                                                          unit, tmp_path):
+  """The schema's silent example and the device are computed in other
+  processes: the launcher never imports torch (half a GB it would hold
+  for the whole job beside each worker's)."""
+  script = (
+      'import sys\n'
+      'from pipeline import run\n'
+      'from pipeline.config import PipelineConfig\n'
+      f'run.run(PipelineConfig(input_dir={str(corpus / "in")!r}, '
+      f'output_dir={str(tmp_path / "out")!r}, example_unit={unit!r}, '
+      + (f'win_len={WIN}, ' if unit == 'window' else '') +
+      'features=("signal", "embedding"), '
+      f'embedding_model={models["wav2vec2"]!r}, '
+      'splits=(("train", 1.0),)))\n'
+      'print("torch imported:", "torch" in sys.modules)\n')
+  proc = subprocess.run([sys.executable, '-c', script], capture_output=True,
+                        text=True, cwd=tmp_path, timeout=900,
+                        env=dict(os.environ, PYTHONPATH=ROOT))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert 'torch imported: False' in proc.stdout
+  meta, stored = _all_stored(tmp_path / 'out')
+  assert len(stored) == (6 if unit == 'file' else 12)
+  assert meta['schema']['embedding']['shape'][-2:] == [1, 32]
 
 
 def test_bad_options_are_refused_before_the_run(tmp_path):

@@ -116,6 +116,34 @@ def test_calls_keep_every_process_busy_and_keep_their_order():
   assert 'failed: call 1 failed [0]' in out
 
 
+def test_in_child_runs_elsewhere_and_brings_back_value_or_error():
+  """A process forked for the call (a closure will do), or once the
+  workers exist, one of them (what pickles), else this process."""
+  out = _in_fresh_process('''
+      import os, threading
+      from transforms.runtime import forked_workers as L
+      from tests.test_forked_workers import _die, _raise_value_error
+      me = os.getpid()
+      print('forked', L.in_child(lambda: os.getpid()) != me)
+      try:
+        L.in_child(_raise_value_error)
+      except ValueError as e:
+        print('raised', e)
+      try:
+        L.in_child(_die)
+      except L.WorkerProcessFailed as e:
+        print('died', 'killed' in str(e))
+      with L.started(1):
+        print('worker', L.in_child(os.getpid) != me)
+        print('closure here', L.in_child(lambda: os.getpid()) == me)
+      print('children left', len(__import__('multiprocessing')
+                                 .active_children()))
+      ''')
+  assert 'forked True' in out and 'raised bad window 7' in out
+  assert 'died True' in out and 'worker True' in out
+  assert 'closure here True' in out and 'children left 0' in out
+
+
 def test_no_fork_once_a_thread_exists():
   stop = threading.Event()
   thread = threading.Thread(target=stop.wait)

@@ -21,5 +21,10 @@ class ConfigError(WavbeamError, ValueError):
   """An option has a value the pipeline cannot work with."""
 
   def __init__(self, option: str, value, reason: str):
-    self.option, self.value = option, value
+    self.option, self.value, self.reason = option, value, reason
     super().__init__(f'--{option}={value!r}: {reason}')
+
+  def __reduce__(self):
+    # As itself from another process (a forked worker's, or the launcher's
+    # child that loads a model): the command still exits 2.
+    return type(self), (self.option, self.value, self.reason)

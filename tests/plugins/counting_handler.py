@@ -1,6 +1,7 @@
 """A model handler of a caller's own for the embedding feature: wavbeam's,
 that also appends a line to a file for every forward pass over audio
-(from whatever process runs it), so that a test can count them. The
+(from whatever process runs it): its examples, and their distinct
+lengths, so that a test can count them. The
 launcher's pass over one silent window, which gives each variant's
 shapes, is not counted."""
 
@@ -24,5 +25,5 @@ class CountingHandler(embedding_models.EmbeddingModelHandler):
   def run_inference(self, batch, model, inference_args=None):
     if any(np.any(x) for x in batch):
       with open(self.log, 'a') as f:
-        f.write(f'{len(batch)}\n')
+        f.write(f'{len(batch)} {len({len(x) for x in batch})}\n')
     return super().run_inference(batch, model, inference_args)

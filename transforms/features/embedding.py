@@ -3,16 +3,21 @@ Hugging Face `transformers` model (Wav2Vec2, HuBERT, WavLM, the Whisper
 encoder, ...), a TorchScript or an ONNX file (embedding_models.py).
 
 Each example is resampled to the model's rate and, where the model's
-feature extractor says so, normalised, then run through the model, one
-batch of equal-length examples at a time (no padding, so an example's
-embedding does not depend on the others of its batch); the
---embedding_layers are kept, [frames, layers, dim], or averaged over the
-frames (--embedding_pool mean), [layers, dim]. The model runs once per
-batch for every variant of a sweep that differs only in layers or pooling.
-A model handler of the caller's (`run(config, model_handler=...)`, any of
-Beam's) takes the place of wavbeam's own.
+feature extractor says so, normalised, then run through the model in
+batches of up to --embedding_batch_seconds of audio. Whole recordings
+and segments of mixed lengths are read in groups of that much audio
+(registry.ReadGroup) and batched sorted by length: padded, with the
+attention mask, where the model gives a padded example what it gives it
+alone (embedding_models.LoadedModel.mixes_lengths), else of one length a
+batch; an example's embedding does not depend on the others of its
+batch. The --embedding_layers are kept, [frames, layers, dim], or
+averaged over the frames (--embedding_pool mean), [layers, dim]. The
+model runs once per batch for every variant of a sweep that differs only
+in layers or pooling. A model handler of the caller's (`run(config,
+model_handler=...)`, any of Beam's) takes the place of wavbeam's own.
 """
 
+import os
 from typing import List, Optional
 
 import numpy as np
@@ -93,11 +98,18 @@ class Embedding(registry.Feature):
     vector each."""
     return None if config.option('embedding_pool') == 'mean' else FRAMES_KEY
 
+  def loads_model(self, extra_object) -> bool:
+    # Unless the caller's handler keeps its model in a process of its own.
+    return getattr(extra_object, 'loads_in_process', True)
+
   def check(self, config):
     if not config.option('embedding_model'):
       raise ConfigError('features', ','.join(config.features),
                         'embedding needs --embedding_model')
     layer_numbers(config.option('embedding_layers'))
+    model = config.option('embedding_model')
+    if os.path.exists(model):  # a hub id is looked up when the run starts
+      _check_length(config, embedding_models.longest_input(model))
 
   def cache_key(self, batch) -> tuple:
     return super().cache_key(batch) + _handler_key(batch)
@@ -135,6 +147,25 @@ class Embedding(registry.Feature):
     if batch.option('embedding_pool') == 'mean':
       kept = kept.mean(axis=1, dtype=np.float64)
     return np.ascontiguousarray(kept, np.float32)
+
+
+def _check_length(config, limit: Optional[float]) -> None:
+  """ConfigError where an example may be longer than the model takes:
+  refused before the run, not in the middle of it."""
+  if limit is None:
+    return
+  if config.example_unit == 'window':
+    rate = config.sample_rate   # else the files', known when they are read
+    if rate and config.win_len > limit * rate:
+      raise ConfigError('win_len', config.win_len, f'the embedding model '
+                        f'takes at most {limit:g} s of audio an example '
+                        f'({int(limit * rate)} samples at {rate} Hz)')
+  elif config.max_seconds > limit:
+    raise ConfigError('max_seconds', config.max_seconds, 'the embedding '
+                      f'model takes at most {limit:g} s of audio an '
+                      f'example: give --max_seconds {limit:g} or less '
+                      '(longer recordings or segments are then rejected, '
+                      'with their reason in rejects.jsonl)')
 
 
 def _handler_key(batch) -> tuple:
@@ -175,36 +206,68 @@ def loaded(handler):
 
 
 def _hidden_states(batch) -> np.ndarray:
-  """Every hidden state of the model for the batch, computed once for
-  every variant of a sweep that runs the same model."""
+  """Every hidden state of the model for the batch, [n, layers, frames,
+  dim], computed once for every variant of a sweep that runs the same
+  model, and for the whole ReadGroup the batch was read in."""
   handler = _handler(batch)
   key = ('embedding-states',) + _handler_key(batch)
-  return batch.once(key, lambda: _run(batch, handler))
+  if batch.group is None:
+    return np.stack(batch.once(key, lambda: _run(batch, handler,
+                                                 list(batch.windows))))
+  group, first = batch.group
+  states = group.once(key, lambda: _run(batch, handler, group.signals))
+  return np.stack(states[first:first + len(batch.windows)])
 
 
-def _run(batch, handler) -> np.ndarray:
+def _run(batch, handler, signals) -> List[np.ndarray]:
+  """[layers, frames, dim] of each of `signals` (1-D, at the dataset's
+  rate), in order."""
   model = loaded(handler)
   rate = getattr(model, 'sample_rate', embedding_models.DEFAULT_RATE)
-  waves = model_input(batch.windows, batch.sample_rate, rate,
-                      getattr(model, 'normalize', False))
+  normalize = getattr(model, 'normalize', False)
+  waves = [model_input(s[np.newaxis], batch.sample_rate, rate, normalize)[0]
+           for s in signals]
+  longest = max(map(len, waves))
   limit = getattr(model, 'max_seconds', None)
-  if limit is not None and waves.shape[1] > limit * rate:
+  if limit is not None and longest > limit * rate:
     raise embedding_models.ModelError(
         f'{batch.option("embedding_model")}: takes at most {limit:g} s of '
-        f'audio, and an example holds {waves.shape[1] / rate:g} s: cut '
+        f'audio, and an example holds {longest / rate:g} s: cut '
         'shorter windows or segments')
-  per_pass = max(1, int(batch.option('embedding_batch_seconds') * rate //
-                        waves.shape[1]))
-  out = []
-  for start in range(0, len(waves), per_pass):
-    results = handler.run_inference(list(waves[start:start + per_pass]),
-                                    model)
-    out += [np.asarray(getattr(r, 'inference', r), np.float32)
-            for r in results]
-  states = np.stack(out)
-  if states.ndim == 3:  # one output, [frames, dim] per example
-    states = states[:, None]
-  return states
+  out = [None] * len(waves)
+  for indices in passes([len(w) for w in waves],
+                        int(batch.option('embedding_batch_seconds') * rate),
+                        getattr(model, 'mixes_lengths', False),
+                        int((getattr(model, 'input_seconds', None) or 0) *
+                            rate)):
+    results = handler.run_inference([waves[i] for i in indices], model)
+    for i, result in zip(indices, results):
+      states = np.asarray(getattr(result, 'inference', result), np.float32)
+      out[i] = states[None] if states.ndim == 2 else states  # one output
+  return out
+
+
+def passes(lengths: List[int], budget: int, mix: bool,
+           input_length: int = 0) -> List[List[int]]:
+  """The examples (indices into `lengths`) of each forward pass: sorted
+  by length, longest first, so that padding is small, as many as fit
+  `budget` samples once padded to the longest of the pass (each to
+  `input_length` at least: a model that pads every input itself), at
+  least one; of one length each unless `mix`."""
+  order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+  found, current, padded_to = [], [], 0
+  for i in order:
+    size = max(lengths[i], input_length)
+    fits = current and (mix or lengths[i] == lengths[current[0]]) and \
+        (len(current) + 1) * max(padded_to, size) <= budget
+    if current and not fits:
+      found.append(current)
+      current, padded_to = [], 0
+    current.append(i)
+    padded_to = max(padded_to, size)
+  if current:
+    found.append(current)
+  return found
 
 
 def model_input(windows: np.ndarray, rate: int, model_rate: int,

@@ -1,18 +1,26 @@
 """The models the embedding feature runs, loaded once per process: a
 Hugging Face `transformers` audio model (a folder saved with
-save_pretrained, or a hub id in the local cache: Wav2Vec2, HuBERT, WavLM,
-Data2VecAudio, the Whisper encoder), a TorchScript file, an ONNX file.
+save_pretrained, or a hub id in the local cache: Wav2Vec2, HuBERT,
+WavLM, Data2VecAudio, the Whisper encoder, CLAP's audio tower), a
+TorchScript file, an ONNX file.
 
 EmbeddingModelHandler has the interface of Beam's ModelHandler
 (apache_beam.ml.inference: load_model, run_inference, ...), so that any
-handler of Beam's can stand in for it (pipeline/embeddings.py adapts one);
-it imports neither Beam nor, until a model is loaded, torch.
+handler of Beam's can stand in for it (pipeline/embeddings.py adapts
+one); it imports neither Beam nor, until a model is loaded, torch.
 
-Every model maps a batch of equal-length mono waveforms at its rate,
-float32 [n, samples], to its hidden states, float32 [n, layers, frames,
-dim]: a transformers model's every layer (0: what enters the first
-transformer layer), a TorchScript or ONNX model's every output (each
-[n, frames, dim]), in order.
+Every model maps a batch of mono waveforms at its rate, float32, to
+their hidden states, float32 [layers, frames, dim] each: a transformers
+model's every layer (0: what enters the first transformer layer), a
+TorchScript or ONNX model's every output (each [n, frames, dim]), in
+order. CLAP gives one vector per example, its audio embedding in the
+space it shares with text: one layer of one frame. A batch is of one
+length, except for a model whose examples do not depend on their batch
+when it mixes lengths (`mixes_lengths`): a transformers model that takes
+an attention mask and whose feature encoder does not normalise over time
+(Wav2Vec2, HuBERT, WavLM with feat_extract_norm "layer"; Data2VecAudio),
+padded, and the Whisper encoder and CLAP, whose inputs are always 30 s
+and 10 s.
 """
 
 import hashlib
@@ -25,6 +33,13 @@ import numpy as np
 DEFAULT_RATE = 16000
 DEVICES = ('auto', 'cpu', 'cuda')
 DTYPES = ('float32', 'bfloat16', 'float16')
+
+# The feature extractors that compute a spectrogram of the waveform
+# (the model's input) rather than normalise it.
+SPECTRAL_EXTRACTORS = ('Whisper', 'Clap')
+# transformers model types whose extractor pads every input to a fixed
+# length (its chunk_length or max_length_s) and computes a spectrogram.
+_SPECTRAL_TYPES = ('whisper', 'clap')
 
 
 class ModelError(ValueError):
@@ -42,13 +57,25 @@ def kind_of(model: str) -> str:
 
 
 def resolve_device(device: str) -> str:
+  """`device`, or for auto: cuda where torch sees a GPU, else cpu."""
   if device != 'auto':
     return device
+  if 'torch' in sys.modules:
+    return 'cuda' if _gpu_seen() else 'cpu'
+  # Asked by the launcher, which should not hold torch (half a GB) for
+  # the whole job: another process asks (forked_workers.in_child;
+  # forked_workers imports Beam: looked up, not imported).
+  workers = sys.modules.get('transforms.runtime.forked_workers')
+  seen = workers.in_child(_gpu_seen) if workers else _gpu_seen()
+  return 'cuda' if seen else 'cpu'
+
+
+def _gpu_seen() -> bool:
   try:
     import torch  # pylint: disable=import-outside-toplevel
   except ImportError:
-    return 'cpu'
-  return 'cuda' if torch.cuda.is_available() else 'cpu'
+    return False
+  return bool(torch.cuda.is_available())
 
 
 def local_files(model: str) -> str:
@@ -84,22 +111,41 @@ def digest(model: str) -> str:
   return h.hexdigest()
 
 
+def _saved_extractor(model: str) -> Dict:
+  """A transformers model's saved feature extractor settings, or {}."""
+  if kind_of(model) != 'transformers':
+    return {}
+  import json  # pylint: disable=import-outside-toplevel
+  saved = os.path.join(local_files(model), 'preprocessor_config.json')
+  if not os.path.isfile(saved):
+    return {}
+  with open(saved, encoding='utf-8') as f:
+    return json.load(f)
+
+
 def model_input(model: str) -> Dict:
   """What a model expects of its waveforms, without loading it: its
   `sample_rate` and whether each is normalised to zero mean and unit
   variance first (a transformers model's saved feature extractor says;
   16 kHz as given for the others)."""
-  if kind_of(model) != 'transformers':
-    return {'sample_rate': DEFAULT_RATE, 'normalize': False}
-  import json  # pylint: disable=import-outside-toplevel
-  saved = os.path.join(local_files(model), 'preprocessor_config.json')
-  if not os.path.isfile(saved):
-    return {'sample_rate': DEFAULT_RATE, 'normalize': False}
-  with open(saved, encoding='utf-8') as f:
-    extractor = json.load(f)
-  whisper = extractor.get('feature_extractor_type', '').startswith('Whisper')
+  extractor = _saved_extractor(model)
+  spectral = extractor.get('feature_extractor_type', '').startswith(
+      SPECTRAL_EXTRACTORS)
   return {'sample_rate': int(extractor.get('sampling_rate', DEFAULT_RATE)),
-          'normalize': bool(extractor.get('do_normalize')) and not whisper}
+          'normalize': bool(extractor.get('do_normalize')) and not spectral}
+
+
+def longest_input(model: str) -> Optional[float]:
+  """The most seconds of audio an example may hold for the model, where
+  its saved feature extractor cuts longer ones (Whisper's 30 s, CLAP's
+  10 s), without loading it; None where there is no such limit."""
+  extractor = _saved_extractor(model)
+  kind = extractor.get('feature_extractor_type', '')
+  if kind.startswith('Whisper'):
+    return float(extractor.get('chunk_length', 30))
+  if kind.startswith('Clap'):
+    return float(extractor.get('max_length_s', 10))
+  return None
 
 
 class LoadedModel:
@@ -108,14 +154,32 @@ class LoadedModel:
   sample_rate = DEFAULT_RATE
   normalize = False   # each waveform to zero mean and unit variance first
   max_seconds: Optional[float] = None
+  # Every input is padded to this many seconds whatever its length (what
+  # a batch costs), or None.
+  input_seconds: Optional[float] = None
+  # A batch may mix lengths (see the module docstring).
+  mixes_lengths = False
 
   def hidden_states(self, waveforms: np.ndarray) -> np.ndarray:
+    """[n, samples] -> [n, layers, frames, dim]."""
     raise NotImplementedError
 
+  def hidden_states_of(self, waveforms: Sequence[np.ndarray]
+                       ) -> List[np.ndarray]:
+    """1-D waveforms, of one length unless mixes_lengths -> [layers,
+    frames, dim] each."""
+    if len({len(w) for w in waveforms}) > 1:
+      raise ModelError('a batch of mixed lengths for a model that takes '
+                       'one length at a time')
+    return list(self.hidden_states(np.stack(waveforms)))
+
   def describe(self) -> Dict:
-    """What metadata.json records of it, beside the model's digest."""
+    """What the feature needs to know of it (through a process boundary,
+    where the model is shared)."""
     return {'sample_rate': self.sample_rate, 'normalize': self.normalize,
-            'max_seconds': self.max_seconds}
+            'max_seconds': self.max_seconds,
+            'input_seconds': self.input_seconds,
+            'mixes_lengths': self.mixes_lengths}
 
 
 def _torch_dtype(dtype: str):
@@ -144,36 +208,76 @@ class _Transformers(LoadedModel):
       net = transformers.WhisperModel.from_pretrained(path).get_encoder()
       extractor = extractor or transformers.WhisperFeatureExtractor(
           feature_size=config.num_mel_bins)
-      self.max_seconds = float(extractor.chunk_length)
+      self.max_seconds = self.input_seconds = float(extractor.chunk_length)
+    elif self.model_type == 'clap':
+      net = transformers.ClapModel.from_pretrained(path)
+      extractor = extractor or transformers.ClapFeatureExtractor()
+      # Longer inputs are cut at random places: refused instead.
+      self.max_seconds = self.input_seconds = float(extractor.max_length_s)
     else:
       net = transformers.AutoModel.from_pretrained(path)
-    self.extractor = extractor if self.model_type == 'whisper' else None
+    spectral = self.model_type in _SPECTRAL_TYPES
+    # Whisper and CLAP pad every input to a fixed length themselves. A
+    # model with an attention mask gives a padded example what it gives
+    # it alone, unless its feature encoder's group norm spans the padding
+    # (feat_extract_norm "group": wav2vec2-base, hubert-base): that one
+    # takes one length a batch.
+    self.mixes_lengths = spectral or (
+        hasattr(net, '_get_feat_extract_output_lengths') and
+        getattr(config, 'feat_extract_norm', 'layer') == 'layer')
+    self.extractor = extractor if spectral else None
     if extractor is not None:
       self.sample_rate = int(extractor.sampling_rate)
       self.normalize = bool(getattr(extractor, 'do_normalize', False)) and \
-          self.model_type != 'whisper'
+          not spectral
     self.net = net.to(device=device, dtype=_torch_dtype(dtype)).eval()
     self.dtype = _torch_dtype(dtype)
 
   def hidden_states(self, waveforms):
+    return np.stack(self.hidden_states_of(list(waveforms)))
+
+  def hidden_states_of(self, waveforms):
     torch = self.torch
+    lengths = [len(w) for w in waveforms]
     with torch.inference_mode():
       if self.model_type == 'whisper':
-        features = self.extractor(list(waveforms),
+        features = self.extractor([np.asarray(w) for w in waveforms],
                                   sampling_rate=self.sample_rate,
                                   return_tensors='pt')['input_features']
         out = self.net(features.to(self.device, self.dtype),
                        output_hidden_states=True)
         # 30 s of input always; the frames of this audio: 2 per 320 samples
         # of the mel hop (160) after the stride-2 convolution.
-        frames = -(-waveforms.shape[1] // 320)
-        states = [h[:, :frames] for h in out.hidden_states]
+        frames = [-(-n // 320) for n in lengths]
+      elif self.model_type == 'clap':
+        features = self.extractor([np.asarray(w) for w in waveforms],
+                                  sampling_rate=self.sample_rate,
+                                  return_tensors='pt')
+        embeds = self.net.get_audio_features(
+            input_features=features['input_features'].to(self.device,
+                                                         self.dtype),
+            is_longer=features['is_longer'].to(self.device))
+        embeds = getattr(embeds, 'pooler_output', embeds)
+        return [e[None, None] for e in embeds.float().cpu().numpy()]
       else:
-        x = torch.from_numpy(np.ascontiguousarray(waveforms))
-        out = self.net(x.to(self.device, self.dtype),
-                       output_hidden_states=True)
-        states = out.hidden_states
-      return torch.stack(states, 1).float().cpu().numpy()
+        padded = np.zeros((len(waveforms), max(lengths)), np.float32)
+        for row, wave in zip(padded, waveforms):
+          row[:len(wave)] = wave
+        mask = {}
+        if len(set(lengths)) > 1:
+          if not self.mixes_lengths:
+            return super().hidden_states_of(waveforms)  # refused
+          mask['attention_mask'] = torch.from_numpy(
+              np.arange(max(lengths))[None] <
+              np.array(lengths)[:, None]).to(self.device, torch.long)
+        out = self.net(torch.from_numpy(padded).to(self.device, self.dtype),
+                       output_hidden_states=True, **mask)
+        frames = [out.hidden_states[0].shape[1]] * len(lengths)
+        if mask:
+          frames = self.net._get_feat_extract_output_lengths(  # pylint: disable=protected-access
+              torch.tensor(lengths)).tolist()
+      states = torch.stack(out.hidden_states, 1).float().cpu().numpy()
+    return [s[:, :n] for s, n in zip(states, frames)]
 
   def describe(self):
     return dict(super().describe(), kind='transformers',
@@ -269,7 +373,8 @@ class EmbeddingModelHandler:
   """wavbeam's model handler, with the interface of Beam's ModelHandler:
   load_model() gives a LoadedModel; run_inference(batch, model) its hidden
   states, one [layers, frames, dim] array per example of the batch (a
-  list of equal-length float32 waveforms)."""
+  list of float32 waveforms, of one length unless the model
+  mixes_lengths)."""
 
   def __init__(self, model: str, device: str = 'auto',
                dtype: str = 'float32'):
@@ -281,7 +386,7 @@ class EmbeddingModelHandler:
   def run_inference(self, batch: Sequence[np.ndarray], model: LoadedModel,
                     inference_args=None) -> List[np.ndarray]:
     del inference_args
-    return list(model.hidden_states(np.stack(batch)))
+    return model.hidden_states_of(list(batch))
 
   def get_num_bytes(self, batch) -> int:
     return sum(np.asarray(x).nbytes for x in batch)

@@ -61,17 +61,19 @@ class FeatureExtractor:
     return log_mel.filterbank(self.config, sample_rate)
 
   def compute(self, windows: np.ndarray, sample_rate: int,
-              shared: Optional[dict] = None) -> Dict[str, np.ndarray]:
+              shared: Optional[dict] = None,
+              group=None) -> Dict[str, np.ndarray]:
     """(n, win_len) float64 windows -> {feature: (n, ...) array}.
 
     `shared`: a dict kept for one batch of windows across the extractors
     of a sweep's variants: what depends only on the windows and on options
     two variants have in common (the signal, the STFT of one n_fft and
     hop, a filterbank's log-mel, ...) is computed once and the same array
-    given to each."""
+    given to each. `group`: (registry.ReadGroup, first row) of whole
+    recordings read with these."""
     batch = registry.Batch(windows, sample_rate, self.config,
                            self._constants, shared, self._extra,
-                           self._objects)
+                           self._objects, group)
     out = {name: batch.get(name) for name in self._names}
     for name in self._extra:
       out[name] = batch.get(name)

@@ -85,6 +85,25 @@ def positive_int(name: str, default: int, help_text: str,
                 rule='a positive integer', maximum=maximum)
 
 
+class ReadGroup:
+  """Whole recordings or segments read together (--example_unit file or
+  segment, where a feature asks for batch_samples: a model's forward
+  pass): their signals in order, of mixed lengths, split into Batches of
+  equal-length neighbours for the features that need equal lengths, and
+  computed on together, once per group, by a feature that can mix them
+  (a model's padded batch: see Batch.group)."""
+
+  def __init__(self, signals: Sequence[np.ndarray]):
+    self.signals = list(signals)    # float64, one 1-D array each
+    self._shared = {}
+
+  def once(self, key, make: Callable[[], object]):
+    """make(), computed once per group (and per sweep) for `key`."""
+    if key not in self._shared:
+      self._shared[key] = make()
+    return self._shared[key]
+
+
 class Batch:
   """What a feature computes from: a batch of windows (or of whole
   recordings of one length) at the dataset's rate, and the values other
@@ -95,8 +114,10 @@ class Batch:
 
   def __init__(self, windows: np.ndarray, sample_rate: int, config,
                constants: Dict, shared: Optional[dict] = None,
-               extra=None, objects=None):
+               extra=None, objects=None, group=None):
     self.windows = windows              # float64, (n, length)
+    # (ReadGroup, the index of this batch's first row in it), or None.
+    self.group: Optional[Tuple[ReadGroup, int]] = group
     self.sample_rate = sample_rate
     self.config = config
     self._constants = constants         # kept by the extractor, per worker
@@ -166,6 +187,14 @@ class Feature:
   # Whether run(..., extra_features={name: object}) gives this feature an
   # object to compute with (Batch.extra_object), not a function of its own.
   takes_object = False
+
+  def loads_model(self, extra_object) -> bool:
+    """Whether its first value loads a model into the process that
+    computes it (seconds, and a library's memory), given what the caller
+    gave it (Batch.extra_object), so that the launcher computes its
+    silent example, which gives the schema, in another process."""
+    del extra_object
+    return False
 
   def length_of(self, config) -> Optional[str]:
     """`length` for this config: SAMPLES, FRAMES, the name of a length
@@ -373,6 +402,14 @@ def length_keys(config) -> Tuple[str, ...]:
     if key not in (None, SAMPLES, FRAMES) and key not in found:
       found.append(key)
   return tuple(found)
+
+
+def loads_model(config, extra_features=None) -> bool:
+  """Whether a feature of `config` loads a model into the process that
+  computes it (Feature.loads_model), given the run's extra_features."""
+  extra = extra_features or {}
+  return any(get(n).loads_model(extra.get(n))
+             for n in in_use(config.features))
 
 
 def batch_samples(config) -> Optional[int]:

@@ -214,6 +214,49 @@ class CallsInBundles:
         yield GlobalWindows.windowed_value(item)
 
 
+def in_child(fn: Callable, *args):
+  """fn(*args) in another process, its error raised here: a process
+  forked for it, which then ends, or where this process may no longer
+  fork (can_fork), one of the forked workers (fn and args picklable),
+  else this process. For what the launcher needs once of a library it
+  should not hold for the whole job: a model's output for a silent
+  example would keep torch's memory (half a GB) in the launcher beside
+  every worker's copy."""
+  if not can_fork():
+    try:
+      pickle.dumps((fn, args))
+    except Exception:  # pylint: disable=broad-except
+      return fn(*args)
+    return call(_executor, fn, *args) if _executor else fn(*args)
+  context = multiprocessing.get_context('fork')
+  reader, writer = context.Pipe(duplex=False)
+  process = context.Process(target=_send_result,
+                            args=(os.getpid(), writer, fn, args),
+                            daemon=True)
+  process.start()
+  writer.close()
+  try:
+    result, value = reader.recv()
+  except EOFError:
+    process.join()
+    raise WorkerProcessFailed(
+        f'a process of the launcher died (exit {process.exitcode}); was '
+        'it killed, or out of memory?') from None
+  finally:
+    reader.close()
+  process.join()
+  if result == 'raised':
+    error, where = value
+    raise error from RemoteTraceback(where)
+  return value
+
+
+def _send_result(parent: int, writer, fn: Callable, args) -> None:
+  _die_with(parent)
+  writer.send(_call_sendable(fn, *args))
+  writer.close()
+
+
 def _call_sendable(fn: Callable, *args):
   """('returned', value) or ('raised', error), with an error that cannot
   travel between processes replaced by a WorkerProcessFailed naming it."""

@@ -190,6 +190,9 @@ class WindowBatch:
   refs: List[Tuple[tuple, int]]    # (plan key, window), in written order
   windows: np.ndarray              # (len(refs), win_len) float64
   plans: Mapping[tuple, FilePlan]  # plan key -> its plan
+  # (registry.ReadGroup, index of the first row in it): the whole
+  # recordings read with these, or None.
+  group: Optional[Tuple[registry.ReadGroup, int]] = None
 
 
 def read_batches(config: PipelineConfig, split: str, refs):
@@ -222,18 +225,37 @@ def _read_files(config: PipelineConfig, split: str, refs):
   Rejection per one that cannot be used. Consecutive examples of equal
   length share a batch (as many as compute_windows allows: clips of one
   length are computed together, as windows are); others are computed
-  alone."""
-  rows, signals = [], []
+  alone. Where a feature asks for batch_samples (a model), consecutive
+  examples of up to that much audio are read as a group
+  (registry.ReadGroup) that it can compute on together, whatever their
+  lengths."""
   batch_samples = registry.batch_samples(config)
+  rows, signals = [], []
 
-  def batch():
-    joined = WindowBatch([(plan.key, window) for plan, window in rows],
-                         (signals[0][np.newaxis] if len(signals) == 1
-                          else np.stack(signals)),
-                         {plan.key: plan for plan, _ in rows})
+  def batches():
+    group = registry.ReadGroup(signals) if batch_samples else None
+    start = 0
+    while start < len(rows):
+      length = len(signals[start])
+      stop = start + 1
+      while (stop < len(rows) and len(signals[stop]) == length and
+             stop - start < compute_windows(length, batch_samples)):
+        stop += 1
+      yield WindowBatch(
+          [(plan.key, window) for plan, window in rows[start:stop]],
+          (signals[start][np.newaxis] if stop - start == 1
+           else np.stack(signals[start:stop])),
+          {plan.key: plan for plan, _ in rows[start:stop]},
+          None if group is None else (group, start))
+      start = stop
     rows.clear()
     signals.clear()
-    return joined
+
+  def full(signal) -> bool:
+    if batch_samples:
+      return sum(map(len, signals)) + len(signal) > batch_samples
+    return (len(signal) != len(signals[0]) or
+            len(signals) == compute_windows(len(signal), batch_samples))
 
   with audio_io.OpenFiles() as files:
     for plan, window in refs:
@@ -251,14 +273,12 @@ def _read_files(config: PipelineConfig, split: str, refs):
             plan.info.path, 'non-finite samples (NaN or Inf)', 'read',
             frames, split)
         continue
-      if signals and (len(signal) != len(signals[0]) or
-                      len(signals) == compute_windows(len(signal),
-                                                      batch_samples)):
-        yield batch()
+      if signals and full(signal):
+        yield from batches()
       rows.append((plan, window))
       signals.append(signal)
   if signals:
-    yield batch()
+    yield from batches()
 
 
 def _input_frames(plan: FilePlan, start: int, stop: int) -> Tuple[int, int]:
@@ -340,14 +360,15 @@ class ExampleMaker:
     in its order; `stats` counts them. `shared`: one dict per batch across
     a sweep's variants (FeatureExtractor.compute)."""
     return self._encode(stats, batch.refs, batch.windows, batch.plans,
-                        class_names, shared)
+                        class_names, shared, batch.group)
 
-  def _encode(self, stats, refs, windows, plans, class_names, shared=None):
+  def _encode(self, stats, refs, windows, plans, class_names, shared=None,
+              group=None):
     began = time.perf_counter_ns()
     columns = self._columns(refs, plans, class_names)
     started = time.perf_counter_ns()
     arrays = self._extractor.compute(windows, plans[refs[0][0]].sample_rate,
-                                     shared)
+                                     shared, group)
     computed = time.perf_counter_ns()
     stats.feature_ns += computed - started
     stats.add_moments(arrays, shared)
