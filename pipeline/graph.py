@@ -50,6 +50,7 @@ from transforms.inputs import split_lists
 from transforms.writing import stats as stats_lib
 from transforms.writing import sweep_writer
 from transforms.inputs import audio_io
+from transforms.features.extractor import as_stored
 from transforms.writing.extract import FeatureExtractor, length_columns
 from transforms.features.functions import ExtraFeatures
 from transforms.features import registry
@@ -707,7 +708,8 @@ def _silent_features(config: PipelineConfig, extra_features, lengths):
   # Sizes and dtypes do not depend on the rate; --fmax must fit under its
   # Nyquist frequency (the dataset's own rate is checked when known).
   rate = config.sample_rate or max(16000, int(2 * (config.fmax or 0)) + 2)
-  return {n: extractor.compute(np.zeros((1, n)), rate) for n in lengths}
+  return {n: as_stored(extractor.compute(np.zeros((1, n)), rate),
+                       config.feature_dtype) for n in lengths}
 
 
 def estimate_example_size(config: PipelineConfig,

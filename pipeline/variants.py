@@ -42,11 +42,12 @@ def feature_options() -> frozenset:
   """What a variant may set: how features are computed and stored: the
   features, and every registered feature's options (a --feature_module's
   too)."""
-  return frozenset({'features'} | {o.name for o in registry.options()})
+  return frozenset({'features', 'feature_dtype'} |
+                   {o.name for o in registry.options()})
 
 
 # Those of the built-in features.
-FEATURE_OPTIONS = frozenset({'features'} | {
+FEATURE_OPTIONS = frozenset({'features', 'feature_dtype'} | {
     o.name for o in registry.options(builtin=True)})
 # Common to all variants, for a reason of their own.
 WINDOW_OPTIONS = frozenset({'win_len', 'hop_len', 'pad',

@@ -1,5 +1,6 @@
 """examples/sweep_keras.py trains on every variant of a sweep and ranks
-them; examples/train_keras.py chooses the split it evaluates on."""
+them; examples/train_keras.py chooses the split it evaluates on;
+examples/train_torch.py trains the same model in PyTorch."""
 
 import functools
 import importlib.util
@@ -113,3 +114,14 @@ def test_evaluation_split_names_what_is_missing(sizes, said):
   train_keras = _train_keras()
   with pytest.raises(train_keras.NoSplit, match=said):
     train_keras.evaluation_split(_metadata(**sizes), 'OUT/v')
+
+
+def test_the_torch_example_learns_the_classes(sweep):
+  spec = importlib.util.spec_from_file_location(
+      'train_torch', os.path.join(ROOT, 'examples', 'train_torch.py'))
+  train_torch = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(train_torch)
+  accuracy = train_torch.train_and_evaluate(str(sweep), 20, 16,
+                                            variant='nfft256')
+  # Four classes: chance is 0.25.
+  assert accuracy > 0.5, accuracy

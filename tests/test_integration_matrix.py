@@ -14,8 +14,9 @@ The last axis, UNITS:
   the rest under *=), --silence_from with --silence_windows (long
   recordings, one more in the appended day, whose windows are capped per
   part), each example's class checked against its recording;
-- variants: --variants, a sweep of two feature settings, every variant
-  a dataset checked as above and the sweep checked by verify;
+- variants: --variants, a sweep of two feature settings (the second
+  stored as float16, --feature_dtype), every variant a dataset checked as
+  above and the sweep checked by verify;
 - file+labels+variants: all three at once;
 - segment: --example_unit segment from a manifest of two overlapping
   segments per recording (--manifest_start_column/--manifest_end_column),
@@ -73,9 +74,9 @@ SILENCE_WINDOWS = {'window': 5, 'file': 1}
 SEGMENTS = ((0.0, 0.07), (0.05, 0.12))
 SEGMENT_FRAMES = 1120
 # The two variants of a sweep: the run's features, and log-mel of frames
-# half as far apart.
+# half as far apart, stored as float16.
 VARIANTS = {'spec': {}, 'mel': {'features': 'signal,log_mel', 'n_mels': 16,
-                                'fft_hop': 64}}
+                                'fft_hop': 64, 'feature_dtype': 'float16'}}
 
 
 def _frames(i):
@@ -427,6 +428,8 @@ def _check_dataset(out, config, expect, recordings, array_record,
       assert str(e['class']) == expect.label(rel), (rel, e['class'])
       classes[str(e['class'])] += 1
       assert set(config.features) <= set(e), sorted(e)
+      for key in {'spectrogram', 'log_mel'} & set(e):
+        assert e[key].dtype.name == config.feature_dtype, key
       if expect.file:
         assert int(e['num_samples']) == e['signal'].shape[0] == \
             expect.length(rel), rel

@@ -20,6 +20,8 @@ WRONG = {
     'features': ('5', f'--features=5: give {STRINGS}, not an integer'),
     'signal_dtype': ('{a = 1}', "--signal_dtype={'a': 1}: give a string, "
                      'not a table'),
+    'feature_dtype': ('16', '--feature_dtype=16: give a string, not an '
+                      'integer'),
     'n_fft': ('true', '--n_fft=True: give an integer, not a boolean'),
     'fft_hop': ('64.5', '--fft_hop=64.5: give an integer, not a float'),
     'fft_window': ('3', '--fft_window=3: give a string, not an integer'),

@@ -73,6 +73,32 @@ def empty_warnings(output_dir: str, meta) -> list:
           if entry['num_examples'] == 0]
 
 
+# The largest finite float16.
+FLOAT16_MAX = 65504.0
+
+
+def overflow_warnings(meta) -> list:
+  """Lines saying which float16 features (--feature_dtype float16) hold
+  values beyond float16's range, stored as +-inf: the statistics, of the
+  float32 values, say so."""
+  if meta is None:
+    return []
+  lines = []
+  for name, spec in sorted(meta['schema'].items()):
+    if spec['dtype'] != 'float16':
+      continue
+    reach = max((max(abs(s[name]['min']), abs(s[name]['max']))
+                 for entry in meta['splits'].values()
+                 for s in [entry.get('statistics', {})] if name in s),
+                default=0.0)
+    if reach > FLOAT16_MAX:
+      lines.append(f'wavbeam: WARNING: {name}: values reach {reach:.6g}, '
+                   f'beyond float16\'s largest, {FLOAT16_MAX:g}: those '
+                   'are stored as inf (--feature_dtype float16); '
+                   'bfloat16 keeps the range of float32')
+  return lines
+
+
 def disk_full(error: BaseException) -> bool:
   """Whether a run failed because a disk was full (ENOSPC anywhere in the
   chain, or in the text of an error a worker sent back)."""

@@ -537,7 +537,8 @@ def _report_empty(written: str, meta) -> bool:
   """Says which of the dataset in `written` and its splits hold no
   example; True when the dataset holds none (the command exits 1: a
   complete dataset, its rejects written, that no one can train on)."""
-  for line in console.empty_warnings(written, meta):
+  for line in (console.empty_warnings(written, meta) +
+               console.overflow_warnings(meta)):
     print(line, file=sys.stderr)
   return console.holds_no_example(meta)
 

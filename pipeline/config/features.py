@@ -36,6 +36,12 @@ class FeatureOptions:
       'comma-separated features to compute, from the registered ones ('
       + ', '.join(registry.BUILTINS) + ', and those of --feature_module)',
       default=('signal', 'spectrogram'))
+  feature_dtype: str = opt(
+      'what the float features (every one but the signal, which has '
+      '--signal_dtype) are stored as: float32, or float16 or bfloat16 in '
+      'half the bytes, each value the float32 one rounded to nearest '
+      'even (statistics are of the float32 values)', default='float32',
+      choices=registry.FEATURE_DTYPES)
   feature_module: Tuple[str, ...] = opt(
       'comma-separated Python modules to import first, whose features '
       '(transforms/features/registry.py) --features may then name, with '

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from pipeline.contract import example_codec
 from pipeline.contract import schema as schema_lib
 
 _KIND = {schema_lib.RAW_BYTES: 0x0a, schema_lib.BYTES_LIST: 0x0a,
@@ -91,7 +92,8 @@ class BatchDecoder:
           _require(ends == data + size)
           numbers[key] = values.view(np.int64)
         else:
-          width = spec.row_size * np.dtype(spec.dtype).itemsize
+          width = spec.row_size * example_codec.numpy_dtype(
+              spec.dtype).itemsize
           _require(size == width)
           arrays[key] = (data.tolist(), width)
     except (_NotThisLayout, UnicodeDecodeError, IndexError):

@@ -183,9 +183,18 @@ def encode_batch(columns: Mapping[str, Any], n: int) -> List[bytes]:
   return records
 
 
+def numpy_dtype(name: str) -> np.dtype:
+  """The numpy dtype of a schema's dtype name: bfloat16 is ml_dtypes'
+  (imported only for it)."""
+  if name == 'bfloat16':
+    import ml_dtypes  # pylint: disable=import-outside-toplevel
+    return np.dtype(ml_dtypes.bfloat16)
+  return np.dtype(name)
+
+
 def decode_raw(data: bytes, spec: schema_lib.FeatureSpec) -> np.ndarray:
   """Inverse of the raw-bytes encoding, for numpy readers."""
-  dtype = np.dtype(spec.dtype).newbyteorder('<')
+  dtype = numpy_dtype(spec.dtype).newbyteorder('<')
   values = np.frombuffer(data, dtype=dtype)
   return values.reshape(_shape(spec, values.size))
 
@@ -295,7 +304,8 @@ def decode_example(data: bytes, schema: schema_lib.Schema,
       if spec.encoding == schema_lib.BYTES_LIST:
         out[key] = bytes(items[0]).decode('utf-8')
         continue
-      _check_size(key, spec, len(items[0]), np.dtype(spec.dtype).itemsize,
+      _check_size(key, spec, len(items[0]),
+                  numpy_dtype(spec.dtype).itemsize,
                   'bytes')
       # bytearray copies: writable arrays (PyTorch warns on read-only ones).
       out[key] = decode_raw(bytearray(items[0]) if copy else items[0], spec)
@@ -369,7 +379,7 @@ class Decoder:
               schema_lib.FLOAT_LIST: 0x12,
               schema_lib.INT64_LIST: 0x1a}[spec.encoding]
       dtype = (np.dtype('<f4') if spec.encoding == schema_lib.FLOAT_LIST
-               else np.dtype(spec.dtype).newbyteorder('<')
+               else numpy_dtype(spec.dtype).newbyteorder('<')
                if spec.encoding == schema_lib.RAW_BYTES else None)
       self._wanted[key.encode('utf-8')] = (key, spec, kind, dtype,
                                            spec.row_size)

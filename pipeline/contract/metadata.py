@@ -335,8 +335,9 @@ def _min_example_bytes(schema: schema_lib.Schema) -> int:
 
 
 _ITEMSIZE = {'bool': 1, 'int8': 1, 'uint8': 1, 'int16': 2, 'uint16': 2,
-             'float16': 2, 'int32': 4, 'uint32': 4, 'float32': 4, 'int64': 8,
-             'uint64': 8, 'float64': 8, 'complex64': 8, 'complex128': 16}
+             'float16': 2, 'bfloat16': 2, 'int32': 4, 'uint32': 4,
+             'float32': 4, 'int64': 8, 'uint64': 8, 'float64': 8,
+             'complex64': 8, 'complex128': 16}
 
 
 def has_array_record(metadata: Mapping) -> bool:

@@ -40,7 +40,11 @@ LENGTH_SUFFIX = '_length'
 STRING = 'string'
 NUMERIC_DTYPES = (
     'bool', 'int8', 'uint8', 'int16', 'uint16', 'int32', 'uint32', 'int64',
-    'uint64', 'float16', 'float32', 'float64', 'complex64', 'complex128')
+    'uint64', 'float16', 'bfloat16', 'float32', 'float64', 'complex64',
+    'complex128')
+# The float dtypes a feature may be stored in (--feature_dtype); bfloat16
+# is numpy's through ml_dtypes (example_codec.numpy_dtype).
+FLOAT_DTYPES = ('float16', 'bfloat16', 'float32', 'float64')
 
 
 class SchemaError(WavbeamError, ValueError):

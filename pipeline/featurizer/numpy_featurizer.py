@@ -176,7 +176,9 @@ class Featurizer:
         raise FeaturizerError(
             f'{where}: holds NaN or Inf samples; the dataset has no example '
             'of such a recording')
-      out = self._extractor.compute(signal[np.newaxis], rate)
+      out = window_features.as_stored(
+          self._extractor.compute(signal[np.newaxis], rate),
+          config.feature_dtype)
       result = {name: out[name] for name in self.features}
       self._dataset.check_specs(result)
       return result
@@ -194,7 +196,9 @@ class Featurizer:
             f'{rate} Hz) holds NaN or Inf samples; the dataset has no '
             'example of such a window')
       for start in range(0, len(windows), step):
-        out = self._extractor.compute(windows[start:start + step], rate)
+        out = window_features.as_stored(
+            self._extractor.compute(windows[start:start + step], rate),
+            config.feature_dtype)
         for name in self.features:
           parts[name].append(out[name])
     result = {name: np.concatenate(arrays) for name, arrays in parts.items()}

@@ -123,8 +123,14 @@ class TfFeaturizer(tf.Module):
 
   def _features(self, windows) -> Dict[str, tf.Tensor]:
     batch = TfBatch(windows, self._rate, self.config, self._constants)
-    return {name: batch.get(name) for name in registry.names()
-            if name in self.features}
+    out = {name: batch.get(name) for name in registry.names()
+           if name in self.features}
+    # As stored (--feature_dtype): TensorFlow's casts round to nearest
+    # even, as the pipeline's do.
+    stored = tf.as_dtype(self.config.feature_dtype)
+    return {name: (tf.cast(value, stored) if value.dtype == tf.float32 and
+                   name != 'signal' else value)
+            for name, value in out.items()}
 
 
 def _has_tf_form(name: str) -> bool:

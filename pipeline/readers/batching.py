@@ -23,6 +23,8 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from pipeline.contract import example_codec
+from pipeline.contract.schema import FLOAT_DTYPES
 from pipeline.contract.schema import length_key_of as length_key
 
 # Arrays start at multiples of 64 bytes (a cache line, and enough for any
@@ -218,7 +220,7 @@ class _Filling:
       if key in self.padded:
         shape = (self.padded[key],) + shape[1:]
       nbytes = value.dtype.itemsize * int(np.prod(shape))
-      specs[key] = (end, value.dtype.str, (size,) + shape)
+      specs[key] = (end, dtype_code(value.dtype), (size,) + shape)
       end += -(-nbytes * size // _ALIGN) * _ALIGN
     self.number, self.memory = take(end)
     self.offsets = {key: spec[0] for key, spec in specs.items()}
@@ -272,7 +274,7 @@ class _Filling:
 
   def batch(self) -> Batch:
     layout = [(key, None, None, None) if key in self.strings else
-              (key, self.offsets[key], self.rows[key].dtype.str,
+              (key, self.offsets[key], dtype_code(self.rows[key].dtype),
                (self.count,) + self.rows[key].shape[1:])
               for key in self.layout_keys]
     return Batch(self.number, self.memory, layout, self.strings)
@@ -303,8 +305,32 @@ def arrays(memory: np.ndarray, layout: List, strings: Dict) -> Dict:
           for key, offset, dtype, shape in layout}
 
 
+def float_keys(schema, keys: Sequence[str]) -> Tuple[str, ...]:
+  """The keys of `keys` whose features are floats (as stored: float32,
+  or --feature_dtype's float16 or bfloat16), which a reader's dtype=
+  casts."""
+  specs = schema.as_dict()
+  return tuple(k for k in keys
+               if k in specs and specs[k].dtype in FLOAT_DTYPES)
+
+
+def cast_floats(arrays: Dict, keys: Sequence[str], dtype) -> Dict:
+  """An example or batch with the arrays of `keys` as `dtype` (a numpy
+  dtype or its name; 'bfloat16' is ml_dtypes')."""
+  if isinstance(dtype, str):
+    dtype = example_codec.numpy_dtype(dtype)
+  return {k: v.astype(dtype) if k in keys else v for k, v in arrays.items()}
+
+
+def dtype_code(dtype: np.dtype) -> str:
+  """What names `dtype` in a batch's layout (view's argument): its str,
+  or bfloat16's name, whose str ('<V2') would lose it."""
+  return 'bfloat16' if dtype.name == 'bfloat16' else dtype.str
+
+
 def view(memory: np.ndarray, offset: int, dtype: str, shape) -> np.ndarray:
-  size = np.dtype(dtype).itemsize * int(np.prod(shape))
+  dtype = example_codec.numpy_dtype(dtype)
+  size = dtype.itemsize * int(np.prod(shape))
   return memory[offset:offset + size].view(dtype).reshape(shape)
 
 

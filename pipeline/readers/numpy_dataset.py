@@ -87,7 +87,7 @@ class NumpyDataset:
                batch_size: Optional[int] = None, shuffle: bool = False,
                seed: Optional[int] = None, drop_remainder: bool = False,
                shuffle_buffer_size: int = _SHUFFLE_BUFFER, parts=None,
-               variant: Optional[str] = None):
+               variant: Optional[str] = None, dtype=None):
     (self.output_dir, self.metadata, self.schema,
      self.keys) = open_split(dataset_lib.variant_folder(output_dir, variant),
                              split, features, parts)
@@ -105,6 +105,9 @@ class NumpyDataset:
     self._batch_decoder = batch_decode.BatchDecoder(self.schema, self.keys)
     self._layout_decoder = example_codec.Decoder(self.schema, self.keys,
                                                  copy=False)
+    # dtype=: the float features as this dtype, else as stored.
+    self.dtype = dtype
+    self._float_keys = batching.float_keys(self.schema, self.keys)
 
   def __getstate__(self):  # mappings stay with the process that made them
     return dict(self.__dict__, _mapped={})
@@ -118,6 +121,14 @@ class NumpyDataset:
         -n // self.batch_size)
 
   def __iter__(self) -> Iterator:
+    items = self._items()
+    if self.dtype is None:
+      return items
+    return closed_at_exit(batching.cast_floats(item, self._float_keys,
+                                               self.dtype)
+                          for item in items)
+
+  def _items(self) -> Iterator:
     # Any integer seeds (tf.data takes negative ones too).
     rng = np.random.default_rng(
         None if self.seed is None else [self.seed % 2**64, self._epoch])
@@ -445,7 +456,9 @@ def numpy_dataset(output_dir: str, split: str = 'train',
                   **kwargs) -> NumpyDataset:
   """The examples of `split` as dicts of numpy arrays (see NumpyDataset):
   features=, batch_size=, shuffle=, seed=, drop_remainder=, variant=
-  (one variant of a sweep written with --variants)."""
+  (one variant of a sweep written with --variants), dtype= (the float
+  features as this dtype, e.g. 'float32' for a dataset stored with
+  --feature_dtype float16; else as stored)."""
   return NumpyDataset(output_dir, split, **kwargs)
 
 

@@ -155,8 +155,13 @@ def _decoder(specs: Dict[str, schema_lib.FeatureSpec], all_specs=None):
         # Zero-padded to the longest too (fixed_length pads with zeros).
         longest = tf.reduce_max(tf.strings.length(value)) if spec.variable \
             else None
-        value = tf.io.decode_raw(value, tf.as_dtype(spec.dtype),
-                                 little_endian=True, fixed_length=longest)
+        dtype = tf.as_dtype(spec.dtype)
+        # TensorFlow decodes no float16 padded: its bits as uint16 do.
+        bits = tf.uint16 if dtype == tf.float16 else dtype
+        value = tf.io.decode_raw(value, bits, little_endian=True,
+                                 fixed_length=longest)
+        if bits != dtype:
+          value = tf.bitcast(value, dtype)
         value = tf.reshape(value, [tf.shape(serialized)[0], *spec.shape]
                            if spec.variable else [-1, *spec.shape])
       if spec.variable:
@@ -185,6 +190,16 @@ def _standardizer(specs: Dict[str, schema_lib.FeatureSpec], scale):
       out[key] = value
     return out
   return _as_is(standardize)
+
+
+def _caster(specs: Dict[str, schema_lib.FeatureSpec], dtype):
+  """A decoded batch -> the same with its float features as `dtype`
+  (replay_dataset's dtype=)."""
+  def cast(batch):
+    return {key: (tf.cast(value, dtype) if key in specs and
+                  specs[key].dtype in schema_lib.FLOAT_DTYPES else value)
+            for key, value in batch.items()}
+  return _as_is(cast)
 
 
 def _numpy_batches(output_dir: str, split: str, specs, *, rows: int,
@@ -461,7 +476,7 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
                    variant: Optional[str] = None,
                    bucket_boundaries: Optional[Sequence[int]] = None,
                    bucket_key: Optional[str] = None,
-                   engine: str = 'auto') -> tf.data.Dataset:
+                   engine: str = 'auto', dtype=None) -> tf.data.Dataset:
   """The examples of `split` as a tf.data.Dataset.
 
   Args:
@@ -498,6 +513,9 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
       (not inside a tf.function), else 'tf'. The same elements;
       unshuffled, 'numpy' reads shards one after another, 'tf' interleaves
       them a record at a time.
+    dtype: the float features as this dtype (a tf.DType or its name, e.g.
+      'float32' for a dataset stored with --feature_dtype float16); by
+      default as stored (normalize= gives float32 either way).
 
   Variable-length arrays (--example_unit file) come whole per example;
   batched, each is zero-padded to the longest of its batch and
@@ -558,6 +576,10 @@ def replay_dataset(output_dir: str, split: str = 'train', *,
         deterministic=deterministic)
   if scale:
     ds = ds.map(_standardizer(specs, scale),
+                num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=deterministic)
+  if dtype is not None:
+    ds = ds.map(_caster(specs, tf.as_dtype(dtype)),
                 num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=deterministic)
   # Examples cut out of padded batches, keeping their lengths to be

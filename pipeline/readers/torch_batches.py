@@ -19,7 +19,7 @@ up, and a new pool drops those of workers that have exited.
 
 import os
 import secrets
-from typing import Dict, Iterable, Iterator, Sequence
+from typing import Dict, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -105,8 +105,26 @@ def batched(pools: Dict, examples: Iterable[Dict], size: int,
 def tensors(arrays: Dict) -> Dict:
   """An in-process batch (BatchBuffers.batches') as tensors viewing its
   arrays."""
-  return {k: v if isinstance(v, list) else torch.from_numpy(v)
+  return {k: v if isinstance(v, list) else tensor(v)
           for k, v in arrays.items()}
+
+
+def tensor(array: np.ndarray) -> torch.Tensor:
+  """A tensor viewing `array`; torch.bfloat16 for ml_dtypes' bfloat16
+  (--feature_dtype bfloat16), which torch.from_numpy does not take."""
+  if array.dtype.name == 'bfloat16':
+    return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+  return torch.from_numpy(array)
+
+
+def numpy_dtype_name(dtype) -> Optional[str]:
+  """A reader's dtype= (a torch.dtype, a numpy dtype or a name) as the
+  name of the numpy dtype the examples are cast to, or None."""
+  if dtype is None:
+    return None
+  if isinstance(dtype, torch.dtype):
+    return str(dtype).replace('torch.', '')
+  return dtype if isinstance(dtype, str) else np.dtype(dtype).name
 
 
 # In the training process: {worker's pool: {buffer number: buffer}}.

@@ -49,6 +49,7 @@ import numpy as np
 import torch
 from torch.utils import data as torch_data
 
+from pipeline.readers import batching
 from pipeline.readers import numpy_dataset as numpy_reader
 from pipeline.readers import torch_batches
 from pipeline.readers.array_record import ArrayRecordSource
@@ -64,7 +65,7 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
                batch_size: Optional[int] = None, drop_last: bool = False,
                transform: Optional[Callable[[Dict], Dict]] = None,
                rank: Optional[int] = None, world_size: Optional[int] = None,
-               variant: Optional[str] = None, parts=None):
+               variant: Optional[str] = None, parts=None, dtype=None):
     super().__init__()
     if batch_size is not None and batch_size < 1:
       raise ValueError(f'batch_size={batch_size!r}: give a positive number '
@@ -75,6 +76,10 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
                                              variant=variant, parts=parts)
     self.output_dir, self.split = self._reader.output_dir, split
     self.features = self._reader.keys
+    # dtype=: the float features as this dtype, else as stored.
+    self.dtype = torch_batches.numpy_dtype_name(dtype)
+    self._float_keys = batching.float_keys(self._reader.schema,
+                                           self._reader.keys)
     self.shuffle, self.seed = shuffle, seed
     self.shuffle_buffer_size = shuffle_buffer_size
     self.batch_size, self.drop_last = batch_size, drop_last
@@ -110,7 +115,7 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     if self.shuffle:  # the same order in every worker: each takes its own
       np.random.default_rng([self.seed, self.epoch]).shuffle(order)
     if (self.batch_size is not None and self.transform is None and
-        self._reader.chunks_batch()):
+        self.dtype is None and self._reader.chunks_batch()):
       return numpy_reader.closed_at_exit(
           self._located_batches(order, first, end, worker))
     # Batched as they come, untransformed examples need no copy of their
@@ -118,6 +123,9 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     examples = self._read(order, first, end,
                           copy=self.batch_size is None or
                           self.transform is not None)
+    if self.dtype is not None:
+      examples = (batching.cast_floats(e, self._float_keys, self.dtype)
+                  for e in examples)
     if self.shuffle:
       rng = np.random.default_rng([self.seed, self.epoch, self.rank, worker])
       examples = numpy_reader.buffer_shuffle(
@@ -190,10 +198,14 @@ class WavbeamMapDataset(torch_data.Dataset):
 
   def __init__(self, output_dir: str, split: str = 'train', *,
                features: Optional[Sequence[str]] = None,
-               variant: Optional[str] = None, parts=None):
+               variant: Optional[str] = None, parts=None, dtype=None):
     super().__init__()
     self.source = ArrayRecordSource(output_dir, split, features=features,
                                     variant=variant, parts=parts)
+    # dtype=: the float features as this dtype, else as stored.
+    self.dtype = torch_batches.numpy_dtype_name(dtype)
+    self._float_keys = batching.float_keys(self.source.schema,
+                                           self.source.keys)
     self.variable = numpy_reader.variable_keys(self.source.schema,
                                                self.source.keys)
 
@@ -223,10 +235,15 @@ class WavbeamMapDataset(torch_data.Dataset):
     return len(self.source)
 
   def __getitem__(self, index: int):
-    return self.source[index]
+    return self._cast(self.source[index])
 
   def __getitems__(self, indices):  # DataLoader fetches a batch at once
-    return self.source.__getitems__(indices)
+    return [self._cast(e) for e in self.source.__getitems__(indices)]
+
+  def _cast(self, example: Dict) -> Dict:
+    if self.dtype is None:
+      return example
+    return batching.cast_floats(example, self._float_keys, self.dtype)
 
 
 class LengthGroupedBatchSampler(torch_data.Sampler):

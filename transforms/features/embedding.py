@@ -83,7 +83,7 @@ class Embedding(registry.Feature):
           'GPU where there is one)', choices=embedding_models.DEVICES),
       registry.Option(
           'embedding_dtype', str, 'float32', 'what the model computes in '
-          '(the embeddings are stored as float32)',
+          '(the embeddings are stored as --feature_dtype)',
           choices=embedding_models.DTYPES),
       registry.Option(
           'embedding_batch_seconds', float, 60.0, 'audio per forward pass '

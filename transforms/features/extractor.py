@@ -10,6 +10,7 @@ from typing import Dict, Optional, Protocol
 import numpy as np
 
 from pipeline.config import PipelineConfig
+from pipeline.contract import example_codec
 from transforms.inputs import audio
 from transforms.features import functions as F
 from transforms.features import log_mel
@@ -78,6 +79,21 @@ class FeatureExtractor:
     for name in self._extra:
       out[name] = batch.get(name)
     return out
+
+
+def as_stored(arrays: Dict[str, np.ndarray], feature_dtype: str
+              ) -> Dict[str, np.ndarray]:
+  """The arrays as stored: every float32 one but the signal's as
+  --feature_dtype, rounded to nearest even (numpy's cast; ml_dtypes' for
+  bfloat16)."""
+  if feature_dtype == 'float32':
+    return arrays
+  dtype = example_codec.numpy_dtype(feature_dtype)
+  # Beyond float16's range a value becomes inf, as the cast does; the
+  # run says so from the statistics (console.overflow_warnings).
+  with np.errstate(over='ignore'):
+    return {k: (a.astype(dtype) if a.dtype == np.float32 and k != 'signal'
+                else a) for k, a in arrays.items()}
 
 
 def read_chunk_windows(chunk: Chunk, config: PipelineConfig,

@@ -263,6 +263,10 @@ STFT_OPTIONS = (
            choices=('hann', 'hamming', 'rect')),
 )
 
+# What the float features (all but the signal, which has --signal_dtype)
+# may be stored as: --feature_dtype.
+FEATURE_DTYPES = ('float32', 'float16', 'bfloat16')
+
 _FEATURES: Dict[str, Feature] = {}
 _MODULES: List[str] = []     # the modules that registered features
 _BUILTINS_LOADED = False

@@ -371,7 +371,8 @@ class ExampleMaker:
                                      shared, group)
     computed = time.perf_counter_ns()
     stats.feature_ns += computed - started
-    stats.add_moments(arrays, shared)
+    stats.add_moments(arrays, shared)   # of the float32 values
+    arrays = window_features.as_stored(arrays, self.config.feature_dtype)
     columns.update(arrays)
     lengths = {}
     if self.config.variable_length:
