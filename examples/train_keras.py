@@ -69,11 +69,14 @@ def _listed(sizes: Dict[str, int]) -> str:
 
 def build_model(shape: Sequence[int], num_classes: int) -> keras.Model:
   """A small convolutional classifier of one example of `shape`: 2-D
-  (frames, bins) as an image, 1-D (samples) as a sequence."""
+  (frames, bins) as an image, averaged over time only (a class is told by
+  where in frequency its energy lies), 1-D (samples) as a sequence."""
   if len(shape) == 2:
+    frames = (shape[0] - 3) // 2 + 1   # after the strided convolution
     conv = [keras.layers.Reshape((*shape, 1)),
             keras.layers.Conv2D(8, 3, strides=2, activation='relu'),
-            keras.layers.GlobalAveragePooling2D()]
+            keras.layers.AveragePooling2D((frames, 1)),
+            keras.layers.Flatten()]
   else:
     conv = [keras.layers.Reshape((shape[0], 1)),
             keras.layers.Conv1D(8, 9, strides=4, activation='relu'),
