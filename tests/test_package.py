@@ -1,6 +1,7 @@
 """`pip install .` gives a working tool with a `wavbeam` command, under
 the Apache-2.0 license, for the Python versions the README names."""
 
+import json
 import os
 import re
 import shutil
@@ -8,6 +9,9 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+
+import numpy as np
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -73,6 +77,36 @@ def test_installed_package_runs_its_command_outside_the_checkout(tmp_path):
   verify = subprocess.run([wavbeam, 'verify', str(dataset)],
                           capture_output=True, text=True, cwd=work, env=env)
   assert verify.returncode == 0 and 'OK' in verify.stdout
+  _an_embedding_run(wavbeam, work, env)
+
+
+def _an_embedding_run(wavbeam: str, work, env) -> None:
+  """`wavbeam run --features signal,embedding` with a TorchScript model,
+  as `pip install '.[embeddings]'` allows (torch from the pinned set)."""
+  torch = pytest.importorskip('torch')
+  import soundfile as sf
+
+  class Frames(torch.nn.Module):
+    def __init__(self):
+      super().__init__()
+      self.conv = torch.nn.Conv1d(1, 4, 400, stride=320)
+
+    def forward(self, x):
+      return self.conv(x[:, None]).transpose(1, 2)
+
+  torch.jit.script(Frames().eval()).save(str(work / 'net.pt'))
+  (work / 'in' / 'a').mkdir(parents=True)
+  sf.write(str(work / 'in' / 'a' / 'x.wav'),
+           np.sin(np.arange(32000) / 7.0) * 0.3, 16000)
+  run = subprocess.run(
+      [wavbeam, 'run', '--input_dir', 'in', '--output_dir', 'emb',
+       '--features', 'signal,embedding', '--embedding_model', 'net.pt',
+       '--win_len', '16000', '--quiet'],
+      capture_output=True, text=True, cwd=work, env=env, timeout=600)
+  assert run.returncode == 0, run.stderr[-3000:]
+  with open(work / 'emb' / 'metadata.json', encoding='utf-8') as f:
+    schema = json.load(f)['schema']
+  assert schema['embedding']['shape'] == [49, 1, 4]
 
 
 def test_the_source_distribution_ships_the_license(tmp_path):
