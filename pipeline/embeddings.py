@@ -5,6 +5,9 @@ of your own) given as `run(config, model_handler=...)`, and one copy of a
 model per machine where a GPU runs it (Beam's MultiProcessShared), the
 forked workers sending it their batches."""
 
+import os
+import shutil
+import tempfile
 import uuid
 from typing import List, Sequence
 
@@ -91,9 +94,18 @@ class SharedModelHandler(embedding_models.EmbeddingModelHandler):
     # or two handlers of one job, do not.
     self.tag = f'wavbeam-embedding-{uuid.uuid4().hex}'
 
+  @property
+  def folder(self) -> str:
+    """Where the processes of a machine find the one serving the model
+    (its address and lock files), removed when the run ends
+    (remove_shared_files)."""
+    return os.path.join(tempfile.gettempdir(), self.tag)
+
   def load_model(self):
+    os.makedirs(self.folder, exist_ok=True)
     proxy = multi_process_shared.MultiProcessShared(
-        self.handler.load_model, tag=self.tag, always_proxy=True).acquire()
+        self.handler.load_model, tag=self.tag, path=self.folder,
+        always_proxy=True).acquire()
     # A proxy forwards calls, not attributes: what the feature reads of
     # the model comes back from one call.
     info = proxy.describe()
@@ -104,6 +116,14 @@ class SharedModelHandler(embedding_models.EmbeddingModelHandler):
   def run_inference(self, batch, model, inference_args=None):
     del inference_args
     return model.model.hidden_states_of(list(batch))
+
+
+def remove_shared_files(extra_features) -> None:
+  """The files of the run's SharedModelHandler on this machine, once the
+  run is over."""
+  for handler in (extra_features or {}).values():
+    if isinstance(handler, SharedModelHandler):
+      shutil.rmtree(handler.folder, ignore_errors=True)
 
 
 def with_model_handler(config, extra_features, model_handler=None):

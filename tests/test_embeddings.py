@@ -506,7 +506,7 @@ def test_one_model_per_machine_serves_every_worker(corpus, models, tmp_path):
   """The handler wavbeam uses on a GPU (one model per machine, Beam's
   MultiProcessShared), here on the CPU: the model is loaded once, in one
   process, whatever the forked workers; the values are the model's; no
-  process of it outlives the run."""
+  process or file of it outlives the run."""
   from pipeline import embeddings
   from pipeline import run as run_lib
   from tests.plugins import counting_handler
@@ -532,6 +532,7 @@ def test_one_model_per_machine_serves_every_worker(corpus, models, tmp_path):
           and os.path.exists(f'/proc/{pid}/stat') and
           open(f'/proc/{pid}/stat').read().split()[3] == str(os.getpid())]
   assert not left
+  assert not os.path.exists(shared.folder)  # its address and lock files
 
 
 def test_a_models_work_is_spread_over_shards(corpus, models, tmp_path):

@@ -184,6 +184,13 @@ def run_config(config: config_lib.PipelineConfig, beam_args: Sequence[str],
   (the CLI) already has. With --variants, runs every variant and returns
   {variant: its result}."""
   extra_features = embeddings.with_model_handler(config, extra_features)
+  try:
+    return _run_checked(config, beam_args, extra_features, show_progress)
+  finally:
+    embeddings.remove_shared_files(extra_features)
+
+
+def _run_checked(config, beam_args, extra_features, show_progress):
   output_folder.check_own_folder(config)
   if config.variants:
     return _run_variants(config, beam_args, extra_features, show_progress)
