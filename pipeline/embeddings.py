@@ -5,6 +5,7 @@ of your own) given as `run(config, model_handler=...)`, and one copy of a
 model per machine where a GPU runs it (Beam's MultiProcessShared), the
 forked workers sending it their batches."""
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -87,25 +88,46 @@ class SharedModelHandler(embedding_models.EmbeddingModelHandler):
   # that serves it.
   loads_in_process = False
 
-  def __init__(self, handler):
+  def __init__(self, handler, run_tag: str = '', name: str = 'model'):
     super().__init__(handler.model, handler.device, handler.dtype)
     self.handler = handler
     # The processes of one job on one machine share a model; two jobs,
     # or two handlers of one job, do not.
-    self.tag = f'wavbeam-embedding-{uuid.uuid4().hex}'
+    self.run_tag = run_tag or f'wavbeam-embedding-{uuid.uuid4().hex}'
+    self.tag = f'{self.run_tag}-{name}'
+    self._others = {}
+    self._proxies = []   # acquired in this process: released at the end
+
+  def __getstate__(self):  # proxies stay with the process that holds them
+    return dict(self.__dict__, _proxies=[])
 
   @property
   def folder(self) -> str:
     """Where the processes of a machine find the one serving the model
     (its address and lock files), removed when the run ends
     (remove_shared_files)."""
-    return os.path.join(tempfile.gettempdir(), self.tag)
+    return os.path.join(tempfile.gettempdir(), self.run_tag, self.tag)
+
+  def for_options(self, model: str, device: str, dtype: str):
+    """The shared handler of a sweep's variant whose options name
+    another model (or device, dtype): one per machine too."""
+    resolved = embedding_models.resolve_device
+    key = (model, resolved(device), dtype)
+    if key == (self.model, resolved(self.device), self.dtype):
+      return self
+    if key not in self._others:
+      name = hashlib.sha256(repr(key).encode('utf-8')).hexdigest()[:16]
+      self._others[key] = SharedModelHandler(
+          embedding_models.EmbeddingModelHandler(model, device, dtype),
+          self.run_tag, name)
+    return self._others[key]
 
   def load_model(self):
     os.makedirs(self.folder, exist_ok=True)
     proxy = multi_process_shared.MultiProcessShared(
         self.handler.load_model, tag=self.tag, path=self.folder,
         always_proxy=True).acquire()
+    self._proxies.append(proxy)
     # A proxy forwards calls, not attributes: what the feature reads of
     # the model comes back from one call.
     info = proxy.describe()
@@ -119,11 +141,21 @@ class SharedModelHandler(embedding_models.EmbeddingModelHandler):
 
 
 def remove_shared_files(extra_features) -> None:
-  """The files of the run's SharedModelHandler on this machine, once the
-  run is over."""
+  """Once the run is over: the models the run's SharedModelHandler serves
+  from this process (the launcher's, where it computed the schema: a
+  process that runs again would hold one more each time) let go, and
+  their address and lock files removed."""
   for handler in (extra_features or {}).values():
     if isinstance(handler, SharedModelHandler):
-      shutil.rmtree(handler.folder, ignore_errors=True)
+      for each in [handler, *handler._others.values()]:  # pylint: disable=protected-access
+        for proxy in each._proxies:  # pylint: disable=protected-access
+          try:
+            proxy.unsafe_hard_delete()
+          except Exception:  # pylint: disable=broad-except
+            pass  # its server is gone already
+        each._proxies.clear()  # pylint: disable=protected-access
+      shutil.rmtree(os.path.join(tempfile.gettempdir(), handler.run_tag),
+                    ignore_errors=True)
 
 
 def with_model_handler(config, extra_features, model_handler=None):

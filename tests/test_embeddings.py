@@ -461,6 +461,27 @@ def test_the_launcher_leaves_the_model_to_other_processes(corpus, models,
   assert meta['schema']['embedding']['shape'][-2:] == [1, 32]
 
 
+def test_the_schema_without_forked_workers_comes_from_a_child(models,
+                                                              tmp_path):
+  """Where no forked workers exist (a remote runner, Beam's own
+  processes), the launcher forks a child for the silent example, and that
+  child finds the device itself."""
+  script = (
+      'import sys\n'
+      'from pipeline import graph\n'
+      'from pipeline.config import PipelineConfig\n'
+      f'config = PipelineConfig(input_dir="in", output_dir="out", '
+      f'win_len={WIN}, features=("embedding",), '
+      f'embedding_model={models["torchscript"]!r}, embedding_layers="0,1")\n'
+      'print(graph.expected_schema(config).as_dict()["embedding"].shape)\n'
+      'print("torch imported:", "torch" in sys.modules)\n')
+  proc = subprocess.run([sys.executable, '-c', script], capture_output=True,
+                        text=True, cwd=tmp_path, timeout=300,
+                        env=dict(os.environ, PYTHONPATH=ROOT))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert proc.stdout.splitlines() == ['(49, 2, 8)', 'torch imported: False']
+
+
 def test_bad_options_are_refused_before_the_run(tmp_path):
   with pytest.raises(ConfigError, match='embedding needs --embedding_model'):
     PipelineConfig(input_dir='in', output_dir='out', features='embedding')
@@ -533,6 +554,39 @@ def test_one_model_per_machine_serves_every_worker(corpus, models, tmp_path):
           open(f'/proc/{pid}/stat').read().split()[3] == str(os.getpid())]
   assert not left
   assert not os.path.exists(shared.folder)  # its address and lock files
+
+
+def test_a_sweep_over_models_on_the_shared_handler_runs_each(corpus, models,
+                                                             tmp_path):
+  """wavbeam's one-model-per-machine handler (a GPU's), given for a sweep
+  whose variants name different models: each variant's embeddings are its
+  own model's, and the run leaves no file of them."""
+  from pipeline import embeddings
+  from pipeline import run as run_lib
+  torch.manual_seed(7)
+  other = str(tmp_path / 'other.pt')
+  torch.jit.script(ConvNet().eval()).save(other)
+  variants = tmp_path / 'v.toml'
+  variants.write_text(f'[first]\n[other]\nembedding_model = "{other}"\n')
+  shared = embeddings.SharedModelHandler(
+      embedding_models.EmbeddingModelHandler(models['torchscript'], 'cpu'))
+  run_lib.run(PipelineConfig(
+      input_dir=str(corpus / 'in'), output_dir=str(tmp_path / 'out'),
+      win_len=WIN, features=('embedding',), embedding_layers='0,1',
+      embedding_model=models['torchscript'], splits=(('train', 1.0),),
+      variants=str(variants)), model_handler=shared)
+  nets = {'first': models['net'], 'other': torch.jit.load(other)}
+  for name, net in nets.items():
+    stored = _all_stored(tmp_path / 'out' / name)[1]
+    assert len(stored) == 12
+    for (path, start), e in stored.items():
+      data, _ = sf.read(path, dtype='float32')
+      with torch.no_grad():
+        a, b = net(torch.from_numpy(data[None, start:start + WIN]))
+      expected = torch.stack([a, b], 1)[0].numpy().transpose(1, 0, 2)
+      np.testing.assert_allclose(e['embedding'], expected, rtol=1e-4,
+                                 atol=1e-5)
+  assert not os.path.exists(os.path.dirname(shared.folder))
 
 
 def test_a_models_work_is_spread_over_shards(corpus, models, tmp_path):

@@ -88,6 +88,25 @@ def test_the_schema_before_any_example_has_the_stored_dtype():
   assert half.fixed < 0.6 * full.fixed
 
 
+def test_overflow_is_said_from_where_float16_rounds_to_inf():
+  from pipeline.commands import console
+
+  def meta(reach, count=10):
+    stats = {'count': count, 'min': None if not count else -1.0,
+             'max': None if not count else reach}
+    return {'schema': {'log_mel': {'dtype': 'float16'},
+                       'mfcc': {'dtype': 'float32'}},
+            'splits': {'train': {'statistics': {'log_mel': stats,
+                                                'mfcc': stats}}}}
+  # 65519.99 still rounds to 65504; 65520 is the first value that is inf.
+  assert np.isfinite(np.float32(65519.99).astype(np.float16))
+  assert np.isinf(np.float32(65520).astype(np.float16))
+  assert console.overflow_warnings(meta(65519.99)) == []
+  assert console.overflow_warnings(meta(0.0, count=0)) == []
+  [line] = console.overflow_warnings(meta(65520.0))
+  assert line.startswith('wavbeam: WARNING: log_mel: values reach 65520')
+
+
 def test_an_unknown_dtype_is_refused_naming_the_option():
   with pytest.raises(ConfigError, match='--feature_dtype=.float8.'):
     PipelineConfig(input_dir='in', output_dir='out', feature_dtype='float8')

@@ -73,8 +73,10 @@ def empty_warnings(output_dir: str, meta) -> list:
           if entry['num_examples'] == 0]
 
 
-# The largest finite float16.
+# The largest finite float16, and where rounding to it ends (a value
+# from here on is stored as inf).
 FLOAT16_MAX = 65504.0
+FLOAT16_INF_FROM = 65520.0
 
 
 def overflow_warnings(meta) -> list:
@@ -89,9 +91,10 @@ def overflow_warnings(meta) -> list:
       continue
     reach = max((max(abs(s[name]['min']), abs(s[name]['max']))
                  for entry in meta['splits'].values()
-                 for s in [entry.get('statistics', {})] if name in s),
+                 for s in [entry.get('statistics', {})]
+                 if s.get(name, {}).get('count')),
                 default=0.0)
-    if reach > FLOAT16_MAX:
+    if reach >= FLOAT16_INF_FROM:
       lines.append(f'wavbeam: WARNING: {name}: values reach {reach:.6g}, '
                    f'beyond float16\'s largest, {FLOAT16_MAX:g}: those '
                    'are stored as inf (--feature_dtype float16); '

@@ -17,7 +17,6 @@ in layers or pooling. A model handler of the caller's (`run(config,
 model_handler=...)`, any of Beam's) takes the place of wavbeam's own.
 """
 
-import os
 from typing import List, Optional
 
 import numpy as np
@@ -107,9 +106,11 @@ class Embedding(registry.Feature):
       raise ConfigError('features', ','.join(config.features),
                         'embedding needs --embedding_model')
     layer_numbers(config.option('embedding_layers'))
-    model = config.option('embedding_model')
-    if os.path.exists(model):  # a hub id is looked up when the run starts
-      _check_length(config, embedding_models.longest_input(model))
+    # A hub id not in the local cache yet is looked up when the run
+    # starts, and an example longer than its model takes then fails it.
+    found = embedding_models.cached_files(config.option('embedding_model'))
+    if found is not None:
+      _check_length(config, embedding_models.longest_input(found))
 
   def cache_key(self, batch) -> tuple:
     return super().cache_key(batch) + _handler_key(batch)
@@ -168,19 +169,35 @@ def _check_length(config, limit: Optional[float]) -> None:
                       'with their reason in rejects.jsonl)')
 
 
-def _handler_key(batch) -> tuple:
-  """What names the model a batch runs: the caller's handler (one per run,
-  though each variant of a sweep holds its own copy), else wavbeam's of
-  these options."""
-  if batch.extra_object('embedding') is not None:
-    return ('caller',)
+def _options(batch) -> tuple:
   return (batch.option('embedding_model'), batch.option('embedding_device'),
           batch.option('embedding_dtype'))
 
 
+def _caller_handler(batch):
+  """The handler the run was given for the embedding feature, as this
+  batch's options want it: the caller's own as it is (one model for every
+  variant of a sweep), wavbeam's shared one of a GPU for these options
+  (its for_options); None when none was given."""
+  given = batch.extra_object('embedding')
+  if given is not None and hasattr(given, 'for_options'):
+    return given.for_options(*_options(batch))
+  return given
+
+
+def _handler_key(batch) -> tuple:
+  """What names the model a batch runs: the caller's handler (one per run,
+  though each variant of a sweep holds its own copy), else wavbeam's of
+  these options."""
+  given = batch.extra_object('embedding')
+  if given is not None and not hasattr(given, 'for_options'):
+    return ('caller',)
+  return _options(batch)
+
+
 def _handler(batch):
   """The caller's model handler for this run, else wavbeam's."""
-  given = batch.extra_object('embedding')
+  given = _caller_handler(batch)
   if given is not None:
     return given
   key = ('handler',) + _handler_key(batch)
@@ -210,7 +227,11 @@ def _hidden_states(batch) -> np.ndarray:
   dim], computed once for every variant of a sweep that runs the same
   model, and for the whole ReadGroup the batch was read in."""
   handler = _handler(batch)
-  key = ('embedding-states',) + _handler_key(batch)
+  # The passes follow the batch size: a variant of another size runs its
+  # own, as a run of its own would (a batch agrees with each of its
+  # examples alone to float tolerance, not to the bit).
+  key = (('embedding-states', batch.option('embedding_batch_seconds')) +
+         _handler_key(batch))
   if batch.group is None:
     return np.stack(batch.once(key, lambda: _run(batch, handler,
                                                  list(batch.windows))))

@@ -16,13 +16,13 @@ TorchScript or ONNX model's every output (each [n, frames, dim]), in
 order. CLAP gives one vector per example, its audio embedding in the
 space it shares with text: one layer of one frame. A batch is of one
 length, except for a model whose examples do not depend on their batch
-when it mixes lengths (`mixes_lengths`): a transformers model that takes
-an attention mask and whose feature encoder does not normalise over time
-(Wav2Vec2, HuBERT, WavLM with feat_extract_norm "layer"; Data2VecAudio),
-padded, and the Whisper encoder and CLAP, whose inputs are always 30 s
-and 10 s.
+when it mixes lengths (`mixes_lengths`): Wav2Vec2, HuBERT, WavLM and
+UniSpeechSat whose feature encoder normalises each frame
+(feat_extract_norm "layer"), padded with the attention mask, and the
+Whisper encoder and CLAP, whose inputs are always 30 s and 10 s.
 """
 
+import functools
 import hashlib
 import os
 import sys
@@ -40,6 +40,11 @@ SPECTRAL_EXTRACTORS = ('Whisper', 'Clap')
 # transformers model types whose extractor pads every input to a fixed
 # length (its chunk_length or max_length_s) and computes a spectrogram.
 _SPECTRAL_TYPES = ('whisper', 'clap')
+# transformers model types that mask padded frames everywhere after their
+# feature encoder (checked against each example alone). Not
+# Data2VecAudio or Wav2Vec2-Conformer: their positional and depthwise
+# convolutions see the padding.
+_MASKED_TYPES = ('wav2vec2', 'hubert', 'wavlm', 'unispeech-sat')
 
 
 class ModelError(ValueError):
@@ -60,14 +65,19 @@ def resolve_device(device: str) -> str:
   """`device`, or for auto: cuda where torch sees a GPU, else cpu."""
   if device != 'auto':
     return device
+  return 'cuda' if _gpu_seen_here() else 'cpu'
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_seen_here() -> bool:
+  """Whether torch sees a GPU on this machine, asked once a process."""
   if 'torch' in sys.modules:
-    return 'cuda' if _gpu_seen() else 'cpu'
+    return _gpu_seen()
   # Asked by the launcher, which should not hold torch (half a GB) for
   # the whole job: another process asks (forked_workers.in_child;
   # forked_workers imports Beam: looked up, not imported).
   workers = sys.modules.get('transforms.runtime.forked_workers')
-  seen = workers.in_child(_gpu_seen) if workers else _gpu_seen()
-  return 'cuda' if seen else 'cpu'
+  return workers.in_child(_gpu_seen) if workers else _gpu_seen()
 
 
 def _gpu_seen() -> bool:
@@ -89,6 +99,18 @@ def local_files(model: str) -> str:
   except Exception as e:  # not a path, and not a hub id found
     raise ModelError(f'{model}: no such file or folder, and not a model '
                      f'the Hugging Face hub or its cache gives ({e})') from e
+
+
+def cached_files(model: str) -> Optional[str]:
+  """local_files without the network: the path, or a hub id's snapshot
+  already in the local cache; None otherwise."""
+  if os.path.exists(model):
+    return model
+  try:
+    from huggingface_hub import snapshot_download  # pylint: disable=import-outside-toplevel
+    return snapshot_download(model, local_files_only=True)
+  except Exception:  # not installed, not a hub id, not in the cache
+    return None
 
 
 def digest(model: str) -> str:
@@ -217,14 +239,13 @@ class _Transformers(LoadedModel):
     else:
       net = transformers.AutoModel.from_pretrained(path)
     spectral = self.model_type in _SPECTRAL_TYPES
-    # Whisper and CLAP pad every input to a fixed length themselves. A
-    # model with an attention mask gives a padded example what it gives
-    # it alone, unless its feature encoder's group norm spans the padding
-    # (feat_extract_norm "group": wav2vec2-base, hubert-base): that one
-    # takes one length a batch.
+    # Whisper and CLAP pad every input to a fixed length themselves. The
+    # _MASKED_TYPES give a padded example what they give it alone, unless
+    # their feature encoder's group norm spans the padding
+    # (feat_extract_norm "group": wav2vec2-base, hubert-base).
     self.mixes_lengths = spectral or (
-        hasattr(net, '_get_feat_extract_output_lengths') and
-        getattr(config, 'feat_extract_norm', 'layer') == 'layer')
+        self.model_type in _MASKED_TYPES and
+        getattr(config, 'feat_extract_norm', 'group') == 'layer')
     self.extractor = extractor if spectral else None
     if extractor is not None:
       self.sample_rate = int(extractor.sampling_rate)
@@ -253,10 +274,13 @@ class _Transformers(LoadedModel):
         features = self.extractor([np.asarray(w) for w in waveforms],
                                   sampling_rate=self.sample_rate,
                                   return_tensors='pt')
+        # No input is longer than the model takes (max_seconds); a fused
+        # model's extractor would mark one at random as longer.
         embeds = self.net.get_audio_features(
             input_features=features['input_features'].to(self.device,
                                                          self.dtype),
-            is_longer=features['is_longer'].to(self.device))
+            is_longer=torch.zeros_like(features['is_longer']).to(
+                self.device))
         embeds = getattr(embeds, 'pooler_output', embeds)
         return [e[None, None] for e in embeds.float().cpu().numpy()]
       else:
@@ -274,10 +298,18 @@ class _Transformers(LoadedModel):
                        output_hidden_states=True, **mask)
         frames = [out.hidden_states[0].shape[1]] * len(lengths)
         if mask:
-          frames = self.net._get_feat_extract_output_lengths(  # pylint: disable=protected-access
-              torch.tensor(lengths)).tolist()
+          frames = self._frames(torch.tensor(lengths))
       states = torch.stack(out.hidden_states, 1).float().cpu().numpy()
     return [s[:, :n] for s, n in zip(states, frames)]
+
+  def _frames(self, lengths):
+    """The hidden states' frames of waveforms of `lengths` (before an
+    adapter, which shortens the last state only)."""
+    frames_of = self.net._get_feat_extract_output_lengths  # pylint: disable=protected-access
+    try:
+      return frames_of(lengths, add_adapter=False).tolist()
+    except TypeError:  # a model without adapters
+      return frames_of(lengths).tolist()
 
   def describe(self):
     return dict(super().describe(), kind='transformers',

@@ -221,7 +221,10 @@ def in_child(fn: Callable, *args):
   else this process. For what the launcher needs once of a library it
   should not hold for the whole job: a model's output for a silent
   example would keep torch's memory (half a GB) in the launcher beside
-  every worker's copy."""
+  every worker's copy. In a forked worker, or in such a child, fn runs
+  here: that is the other process already."""
+  if _in_worker:
+    return fn(*args)
   if not can_fork():
     try:
       pickle.dumps((fn, args))
@@ -231,8 +234,7 @@ def in_child(fn: Callable, *args):
   context = multiprocessing.get_context('fork')
   reader, writer = context.Pipe(duplex=False)
   process = context.Process(target=_send_result,
-                            args=(os.getpid(), writer, fn, args),
-                            daemon=True)
+                            args=(os.getpid(), writer, fn, args))
   process.start()
   writer.close()
   try:
