@@ -32,6 +32,16 @@ FLAGS = ['--win_len', str(WIN), '--hop_len', str(WIN), '--splits',
          'train=0.5,test=0.5', '--quiet']
 
 
+def _python(script: str, cwd) -> str:
+  """The stdout of `script` run by a fresh interpreter, which must end
+  well."""
+  proc = subprocess.run([sys.executable, '-c', script], capture_output=True,
+                        text=True, cwd=cwd, timeout=900,
+                        env=dict(os.environ, PYTHONPATH=ROOT))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc.stdout
+
+
 def _cli(*args, cwd):
   return subprocess.run([sys.executable, '-m', 'pipeline.run', *args],
                         capture_output=True, text=True, cwd=cwd,
@@ -451,11 +461,7 @@ def test_the_launcher_leaves_the_model_to_other_processes(corpus, models,
       f'embedding_model={models["wav2vec2"]!r}, '
       'splits=(("train", 1.0),)))\n'
       'print("torch imported:", "torch" in sys.modules)\n')
-  proc = subprocess.run([sys.executable, '-c', script], capture_output=True,
-                        text=True, cwd=tmp_path, timeout=900,
-                        env=dict(os.environ, PYTHONPATH=ROOT))
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  assert 'torch imported: False' in proc.stdout
+  assert 'torch imported: False' in _python(script, tmp_path)
   meta, stored = _all_stored(tmp_path / 'out')
   assert len(stored) == (6 if unit == 'file' else 12)
   assert meta['schema']['embedding']['shape'][-2:] == [1, 32]
@@ -475,11 +481,8 @@ def test_the_schema_without_forked_workers_comes_from_a_child(models,
       f'embedding_model={models["torchscript"]!r}, embedding_layers="0,1")\n'
       'print(graph.expected_schema(config).as_dict()["embedding"].shape)\n'
       'print("torch imported:", "torch" in sys.modules)\n')
-  proc = subprocess.run([sys.executable, '-c', script], capture_output=True,
-                        text=True, cwd=tmp_path, timeout=300,
-                        env=dict(os.environ, PYTHONPATH=ROOT))
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  assert proc.stdout.splitlines() == ['(49, 2, 8)', 'torch imported: False']
+  assert _python(script, tmp_path).splitlines() == [
+      '(49, 2, 8)', 'torch imported: False']
 
 
 def test_bad_options_are_refused_before_the_run(tmp_path):
