@@ -26,6 +26,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import output_folder
+from pipeline import resume as resume_lib
 from pipeline import variants as variants_lib
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
@@ -257,11 +258,14 @@ def run_sweep_append(
     return {name: outcome for name in variant_configs}
   for name, config in variant_configs.items():
     check_same_features(config, metas_of[name], expected_schema(config))
-  parts = {name: dataclasses.replace(
-      config, output_dir=naming.join(opened[name][0], parts_lib.part_name(
-          len(opened[name][1]))), append=False, overwrite=True,
-      tfds_layout=False) for name, config in variant_configs.items()}
-  run_parts(parts, base)
+  parts = {name: _part_config(config, naming.join(
+      opened[name][0], parts_lib.part_name(len(opened[name][1]))))
+           for name, config in variant_configs.items()}
+  # With --resume, parts a stopped append finished are kept as they are.
+  unfinished = {name: part for name, part in parts.items()
+                if not (part.resume and resume_lib.find_complete(part))}
+  if unfinished:
+    run_parts(unfinished, base)
   count = len(next(iter(opened.values()))[1])
   names = [parts_lib.BASE] + [parts_lib.part_name(n)
                               for n in range(1, count + 1)]
@@ -314,6 +318,16 @@ def check_same_features(config: PipelineConfig, stored: dict,
                     f'{typed}; rebuild it with --overwrite')
 
 
+def _part_config(config: PipelineConfig, part_dir: str) -> PipelineConfig:
+  """The options of the run that writes a new part into `part_dir`: a
+  folder there is an interrupted append's, which the part run replaces
+  (as --overwrite would), or finishes with --resume when it recorded a
+  run to resume (a stop before that left nothing to keep)."""
+  return resume_lib.resumed_or_fresh(dataclasses.replace(
+      config, output_dir=part_dir, append=False, overwrite=not config.resume,
+      tfds_layout=False))
+
+
 def run_append(config: PipelineConfig,
                run_part: Callable[[PipelineConfig, AppendBase], object],
                expected_schema: Callable[[PipelineConfig], schema_lib.Schema]
@@ -333,9 +347,9 @@ def run_append(config: PipelineConfig,
   # A folder of that name is an interrupted append's (parts.json does not
   # list it): the part run replaces it, as --overwrite would (and refuses
   # one a live run still writes to).
-  part = dataclasses.replace(config, output_dir=part_dir, append=False,
-                             overwrite=True, tfds_layout=False)
-  run_part(part, base)
+  part = _part_config(config, part_dir)
+  if not (part.resume and resume_lib.find_complete(part)):
+    run_part(part, base)
   names = [parts_lib.BASE] + [parts_lib.part_name(n)
                               for n in range(1, len(dirs) + 1)]
   finalize.write_text(naming.join(out, parts_lib.INDEX_FILE),

@@ -14,6 +14,7 @@ from pipeline.contract.errors import DatasetError
 from pipeline.contract import naming
 from pipeline.contract import parts as parts_lib
 from pipeline.config import ConfigError, PipelineConfig
+from pipeline import resume as resume_lib
 from pipeline import variants as variants_lib
 from transforms.runtime import filesystem
 from transforms.inputs import sources
@@ -169,8 +170,9 @@ def check_own_folder(config: PipelineConfig) -> None:
         'folder')
 
 
-def prepare(config: PipelineConfig, run_id: str) -> None:
-  """Makes the output folder this run's, before anything runs.
+def prepare(config: PipelineConfig, run_id: str, base=None) -> int:
+  """Makes the output folder this run's, before anything runs; returns
+  the finished shards a resumed run (--resume) may keep.
 
   Refuses a folder another live run writes to (even with --overwrite), and
   one holding an earlier dataset unless --overwrite; checks that the folder
@@ -193,6 +195,8 @@ def prepare(config: PipelineConfig, run_id: str) -> None:
         f'holds a sweep of variants ({sweep}), one dataset per folder: '
         'write this dataset to another folder')
   _check_other_layout(config)
+  if config.resume:
+    return _reopen(config, run_id, base)
   existing = dataset_files(config)
   if existing and not config.overwrite:
     complete = any(p.endswith('/' + naming.METADATA_FILE) for p in existing)
@@ -201,7 +205,8 @@ def prepare(config: PipelineConfig, run_id: str) -> None:
     raise ConfigError(
         'output_dir', config.output_dir,
         f'already holds {what} ({len(existing)} files, e.g. '
-        f'{existing[0]}); pass --overwrite to replace it')
+        f'{existing[0]}); pass --overwrite to replace it'
+        f'{"" if complete else ", or --resume to finish that run"}')
   _check_writable(config)
   if existing:
     logging.info('--overwrite: removing %d files of the earlier dataset',
@@ -215,6 +220,26 @@ def prepare(config: PipelineConfig, run_id: str) -> None:
   # The marker also marks the folder as an unfinished run until the final
   # step removes it.
   run_marker.write_marker(out, run_id)
+  resume_lib.write_run_record(config)
+  return 0
+
+
+def _reopen(config: PipelineConfig, run_id: str, base) -> int:
+  """prepare for --resume: the stopped run checked (resume.find), its
+  shards a stopped final step published moved back, and what that step
+  wrote beside them removed; the folder made this run's."""
+  found = resume_lib.find(config, base)
+  out = config.dataset_dir
+  _check_writable(config)
+  resume_lib.undo_publishing(out)
+  temp = run_marker.temp_dir(out)
+  published = [p for p in dataset_files(config)
+               if p != temp and not parts_lib.is_part_name(
+                   p.rstrip('/').rsplit('/', 1)[-1])]
+  if published:
+    filesystem.delete(published)
+  run_marker.write_marker(out, run_id)
+  return found.records
 
 
 def _check_other_layout(config: PipelineConfig) -> None:

@@ -79,8 +79,10 @@ def _duration(seconds: float) -> str:
 
 def status_line(plan: Optional[dict], written: int, elapsed: float,
                 write_started: Optional[float], now: float,
-                width: int = 0) -> str:
-  """One progress line; pure, so it is tested directly."""
+                width: int = 0, kept: int = 0, kept_bytes: int = 0) -> str:
+  """One progress line; pure, so it is tested directly. `kept`: finished
+  shards of a stopped run a resume found (`kept_bytes` of them, in
+  `written` but not in the rate)."""
   if plan is None:
     return f'wavbeam: reading headers and planning... {_duration(elapsed)}'
   total = plan['examples']
@@ -89,7 +91,7 @@ def status_line(plan: Optional[dict], written: int, elapsed: float,
   done = min(total, written // max(1, plan['example_bytes']))
   fraction = done / total if total else 1.0
   mb = written / 1e6
-  rate = (written / (now - write_started) / 1e6
+  rate = ((written - kept_bytes) / (now - write_started) / 1e6
           if write_started is not None and now > write_started else 0.0)
   eta = ((total - done) * plan['example_bytes'] / 1e6 / rate
          if rate > 0 and done else None)
@@ -100,7 +102,8 @@ def status_line(plan: Optional[dict], written: int, elapsed: float,
   return (f'wavbeam: {bar}{plan["files_planned"]}/{plan["files_seen"]} files '
           f'planned ({rejected} rejected'
           f'{f", {excluded} excluded" if excluded else ""}), ~{done}/{total} '
-          f'examples ({fraction:.0%}) in {plan["shards"]} shards, '
+          f'examples ({fraction:.0%}) in {plan["shards"]} shards'
+          f'{f" ({kept} found finished)" if kept else ""}, '
           f'{mb:.0f} MB at {rate:.0f} MB/s, elapsed {_duration(elapsed)}, ETA '
           f'{_duration(eta) if eta is not None else "..."}')
 
@@ -108,9 +111,11 @@ def status_line(plan: Optional[dict], written: int, elapsed: float,
 class Progress(threading.Thread):
   """Prints status lines until stopped; a context manager."""
 
-  def __init__(self, dataset_dir: str, stream=None, interval: float = None):
+  def __init__(self, dataset_dir: str, stream=None, interval: float = None,
+               kept: int = 0):
     super().__init__(daemon=True)
     self.dataset_dir = dataset_dir
+    self.kept = kept  # a resume's finished shards, found before it ran
     self.stream = stream or sys.stderr
     self.tty = hasattr(self.stream, 'isatty') and self.stream.isatty()
     self.interval = interval or (0.5 if self.tty else 3.0)
@@ -120,14 +125,16 @@ class Progress(threading.Thread):
   def run(self):
     start = time.monotonic()
     plan, write_started = None, None
+    kept_bytes = _bytes_written(self.dataset_dir) if self.kept else 0
     while not self._finished.wait(self.interval):
       now = time.monotonic()
       plan = plan or _read_plan(self.dataset_dir)
       written = _bytes_written(self.dataset_dir) if plan else 0
-      if written and write_started is None:
+      if written > kept_bytes and write_started is None:
         write_started = now - self.interval / 2
       line = status_line(plan, written, now - start, write_started, now,
-                         width=20 if self.tty else 0)
+                         width=20 if self.tty else 0, kept=self.kept,
+                         kept_bytes=kept_bytes)
       if self.tty:
         self.stream.write('\r' + line[:200] + '\x1b[K')
       else:

@@ -271,11 +271,14 @@ def run_documented_command(heading, cwd):
 DRIVER = r'''
 import os, signal, sys, time
 step, action = sys.argv[1], sys.argv[2]
+LAUNCHER = os.getpid()
 
 def at(name):
   if name != step:
     return
   if action == 'kill':
+    if os.getpid() != LAUNCHER:  # a forked worker: the whole run goes
+      os.kill(LAUNCHER, signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
   open(action + '.here', 'w').close()
   while not os.path.exists(action + '.go'):
@@ -319,6 +322,15 @@ def second_parts_rename(src, dst, *a):
   return False
 around(os, 'replace', before='second_renaming', when=second_parts_rename)
 around(append, 'run_sweep_append', after='listed')
+# Inside the shard work (a forked worker's, or the launcher's): a shard
+# recorded as finished, a shard's third record, the final step's renames.
+from apache_beam.io.filesystems import FileSystems
+from transforms.writing import kept_shards, shard_writer
+around(kept_shards, 'write_record', after='shard_recorded')
+around(shard_writer.ShardFile, 'write', before='mid_shard',
+       when=lambda self, record: len(self.sizes) == 2)
+around(FileSystems, 'rename', after='published',
+       when=lambda src, dst: any('.tfrecord-' in str(d) for d in dst))
 sys.exit(run.main(sys.argv[3:]))
 '''
 

@@ -14,6 +14,7 @@ import pytest
 from pipeline.contract import metadata
 from pipeline.contract import naming
 from pipeline import progress
+from pipeline import resume
 from pipeline.readers import tf_dataset as replay
 from tests import helpers as H
 from transforms.inputs import block_store
@@ -198,7 +199,8 @@ def test_overwrite_deletes_metadata_before_anything_else():
   assert deleted[0] == f'mem://earlier/{naming.METADATA_FILE}'
   assert sorted(deleted) == sorted(f'mem://earlier/{n}' for n in names)
   assert memfs.listing('mem://earlier/') == [
-      f'mem://earlier/{naming.TEMP_DIR}/{naming.STARTED_FILE}']
+      f'mem://earlier/{naming.TEMP_DIR}/{name}'
+      for name in sorted([naming.STARTED_FILE, resume.RUN_FILE])]
 
 
 def _run_with_closed(stream, corpus, out, limits):

@@ -256,5 +256,5 @@ def test_a_full_disk_is_one_line_and_exit_1(tmp_path, small_disk):
   assert re.fullmatch(
       rf'error: the disk holding {re.escape(str(out))} is full \([0-9.]+ MB '
       r'free of [0-9.]+ MB\): .* holds no complete dataset \(no '
-      r'metadata.json\); free some space, then rerun with --overwrite',
+      r'metadata.json\); free some space, then rerun with --resume',
       lines[0]), lines[0]

@@ -55,6 +55,9 @@ from pipeline import variants as variants_lib
 from pipeline.commands import verify
 from pipeline.config import ConfigError
 from tests import helpers as H
+from pipeline.contract import metadata as metadata_lib
+from transforms.runtime import output_lock as run_marker
+from transforms.writing import finalize
 
 pytestmark = pytest.mark.slow
 
@@ -281,6 +284,7 @@ def test_cell(tmp_path, recipe, sink, array_record, compression, unit):
     assert stored == json.loads(json.dumps(variant_config.to_json()))
     assert stored == variant_config.to_json()
   _check_sweep(config)
+  _check_resumed(tmp_path, argv, out, sink)
 
   # --append with nothing new: nothing changes.
   before = {p: p.read_bytes() for p in out.rglob('*') if p.is_file()}
@@ -301,6 +305,49 @@ def test_cell(tmp_path, recipe, sink, array_record, compression, unit):
     for split, n in counts.items():
       assert appended[name][split] >= n
   _check_sweep(config)
+
+
+def _check_resumed(tmp_path, argv, out, sink):
+  """The same run stopped before its final step (every shard finished),
+  then finished by --resume, writes the same bytes; --sink
+  write_to_tfrecord refuses --resume."""
+  stopped = tmp_path / 'stopped'
+  again = [stopped if a == str(out) else a for a in argv]
+  again = [str(a) for a in again]
+  if sink != 'shards':
+    with pytest.raises(ConfigError, match='--resume.*needs --sink shards'):
+      config_lib.parse_known_args(again + ['--resume'])
+    return
+
+  def stop(*args, **kwargs):
+    raise RuntimeError('stopped before the final step')
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setattr(finalize, 'finalize_dataset', stop)
+    with pytest.raises(Exception, match='stopped before the final step'):
+      _run(again)
+  assert not (stopped / 'metadata.json').exists()
+  for beat in stopped.rglob(run_marker.HEARTBEAT_FILE):
+    beat.unlink()  # the stopped run's process would be gone
+  _run(again + ['--resume'])
+  assert _bytes_of(stopped) == _bytes_of(out)
+
+
+def _bytes_of(out):
+  """Every file under a finished run's folder; metadata.json without its
+  times and output folder, variants.json without the folders' names."""
+  found = {}
+  for path in sorted(out.rglob('*')):
+    if not path.is_file() or path.name == run_marker.LOCK_FILE:
+      continue
+    data = path.read_bytes()
+    if path.name == 'metadata.json':
+      meta = metadata_lib.content(json.loads(data))
+      meta['config'].pop('output_dir')
+      data = json.dumps(meta, sort_keys=True).encode()
+    elif path.name == 'variants.json':
+      data = data.replace(str(out).encode(), b'OUT')
+    found[path.relative_to(out).as_posix()] = data
+  return found
 
 
 def _check_sweep(config):

@@ -231,7 +231,8 @@ def test_ctrl_c_says_one_line_and_exits_130(tmp_path, step):
   assert code == 130, printed[-3000:]
   assert printed.strip().splitlines() == [
       f'wavbeam: interrupted; {out} holds no complete dataset (no '
-      'metadata.json)'], printed[-3000:]
+      'metadata.json); rerun with --resume to finish it from its finished '
+      'shards, or --overwrite to start again'], printed[-3000:]
   assert not any(map(_alive, children))
   proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir', str(out),
               *FLAGS, '--overwrite', cwd=tmp_path)

@@ -91,7 +91,8 @@ def test_the_folders_are_the_layers():
     assert os.path.isfile(os.path.join(ROOT, folder, '__init__.py')), folder
   top = {name for name, _ in _modules('pipeline')}
   assert top == {'__init__', '_aliases', 'append', 'embeddings', 'graph',
-                 'output_folder', 'progress', 'variants'} | set(OLD_PATHS)
+                 'output_folder', 'progress', 'resume', 'variants'} | set(
+                     OLD_PATHS)
 
 
 def test_the_contract_imports_nothing_above_it():

@@ -43,6 +43,10 @@ def summary(output_dir: str, seconds: float, meta=None) -> str:
   if not written:
     return line
   phase = max(written['seconds'], 0.001)
+  if written.get('shards_kept'):
+    return line + (f'; {written["shards_kept"]} of the {shards} shards kept '
+                   f'from the stopped run, {shards - written["shards_kept"]}'
+                   f' computed in {phase:.2f} s')
   return (line + f'; shards written in {phase:.2f} s '
           f'({counts["examples"] / phase:.0f} examples/s, '
           f'{size / phase / 1e6:.0f} MB/s)')

@@ -40,6 +40,7 @@ from pipeline import variants as variants_lib  # noqa: E402
 from pipeline.contract import naming  # noqa: E402
 from pipeline.contract.errors import DatasetError  # noqa: E402
 from pipeline import output_folder  # noqa: E402
+from pipeline import resume as resume_lib  # noqa: E402
 from pipeline.output_folder import read_metadata  # noqa: E402
 from pipeline.graph import build_pipeline  # noqa: E402
 from pipeline.graph import build_sweep_pipeline  # noqa: E402
@@ -196,6 +197,9 @@ def _run_checked(config, beam_args, extra_features, show_progress):
     return _run_variants(config, beam_args, extra_features, show_progress)
   with forked_workers.started(forked_workers_for(config, beam_args)) \
       as forked, _locked(config):
+    if config.resume and not config.append and resume_lib.find_complete(
+        config):
+      return None  # nothing to resume: `wavbeam run` says so
     if config.append:  # returns an append.AppendOutcome
       return append_lib.run_append(
           config, lambda part, base: _run_config(
@@ -233,6 +237,9 @@ def _run_variants(config, beam_args, extra_features, show_progress):
     if config.append:
       return _append_to_sweep(config, variant_configs, beam_args,
                               extra_features, show_progress, forked)
+    if config.resume:
+      return _resume_sweep(config, variant_configs, beam_args,
+                           extra_features, show_progress, forked)
     for name, variant in variant_configs.items():
       if not config.overwrite and read_metadata(variant.dataset_dir):
         raise config_lib.ConfigError(
@@ -277,6 +284,50 @@ def _run_variants(config, beam_args, extra_features, show_progress):
     if FileSystems.exists(shared):
       filesystem.delete([shared])
   return {name: result for name in variant_configs}
+
+
+def _resume_sweep(config, variant_configs, beam_args, extra_features,
+                  show_progress, forked):
+  """--resume --variants: the stopped sweep's unfinished variants
+  finished by one job (each resumed, or written where it had not begun),
+  then variants.json; ConfigError when the folder holds no stopped sweep
+  of these variants."""
+  index = naming.join(config.output_dir, variants_lib.FILE_NAME)
+  if FileSystems.exists(index):
+    listed = sorted(_sweep_index(config)['variants'])
+    if listed == sorted(variant_configs) and all(
+        resume_lib.find_complete(v) for v in variant_configs.values()):
+      return {name: None for name in variant_configs}
+  started = sorted(variants_lib.read_started(config.output_dir))
+  if not started:
+    raise config_lib.ConfigError(
+        'resume', True, f'{config.output_dir} holds no stopped sweep to '
+        'resume: run without --resume (with --overwrite to replace what is '
+        'there)')
+  if started != sorted(variant_configs):
+    raise config_lib.ConfigError(
+        'variants', config.variants, f'names the variants '
+        f'{sorted(variant_configs)}, and the stopped sweep in '
+        f'{config.output_dir} wrote {started}: resume it with its own '
+        'variants, or rerun with --overwrite')
+  shared = naming.temp_dir(config.output_dir)
+  filesystem.delete([shared])  # its probes are made again
+  variants_lib.write_started(config.output_dir, variant_configs)
+  unfinished = {}
+  for name, variant in variant_configs.items():
+    variant = resume_lib.resumed_or_fresh(variant)
+    if not (variant.resume and resume_lib.find_complete(variant)):
+      unfinished[name] = variant
+  with contextlib.ExitStack() as locks:
+    for variant in variant_configs.values():
+      locks.enter_context(_locked(variant))
+    if unfinished:
+      _run_config(config, beam_args, extra_features, show_progress, forked,
+                  variant_configs=unfinished)
+  finalize.write_text(index, variants_lib.index_text(variant_configs))
+  if FileSystems.exists(shared):
+    filesystem.delete([shared])
+  return {name: None for name in variant_configs}
 
 
 def _append_to_sweep(config, variant_configs, beam_args, extra_features,
@@ -355,8 +406,8 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
                            run_ids, base)
     else:
       build_pipeline(p, config, extra_features, run_ids[None], base)
-    for name, output in outputs.items():
-      output_folder.prepare(output, run_ids[name])
+    kept = sum(output_folder.prepare(output, run_ids[name], base)
+               for name, output in outputs.items())
   except BaseException:
     # Beam's Pipeline() made a /tmp/beam-pipeline-temp* folder that only
     # its run() removes.
@@ -369,7 +420,7 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
       running.enter_context(run_marker.Heartbeat(output.dataset_dir,
                                                  run_ids[name]))
     if show_progress and local:
-      running.enter_context(progress.Progress(shown))
+      running.enter_context(progress.Progress(shown, kept=kept))
     try:
       result = p.run()
       result.wait_until_finish()
@@ -457,8 +508,9 @@ def main(argv=None, prog: str = 'python -m pipeline.run') -> int:
     os._exit(130)
 
 
-def _left_behind(config) -> str:
-  """What a run that stopped early leaves, said for its user."""
+def _left_behind(config, advice: bool = True) -> str:
+  """What a run that stopped early leaves, said for its user; with
+  `advice`, how to finish it."""
   if config.variants and config.append:
     return (f'the sweep in {config.output_dir} is as it was before this '
             'run, or every variant holds the new part')
@@ -474,7 +526,10 @@ def _left_behind(config) -> str:
     complete = False
   if complete:  # the interrupt came after the last step
     return f'{config.dataset_dir} holds a complete dataset'
-  return f'{config.dataset_dir} holds no complete dataset (no {METADATA_FILE})'
+  return (f'{config.dataset_dir} holds no complete dataset (no '
+          f'{METADATA_FILE})' + (
+              '; rerun with --resume to finish it from its finished '
+              'shards, or --overwrite to start again' if advice else ''))
 
 
 def _run(config, beam_args, show_progress: bool, start: float) -> int:
@@ -496,16 +551,16 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
     if console.disk_full(e):  # one line: the traceback would say nothing more
       space = console.free_space(config.output_dir)
       print(f'error: the disk holding {config.output_dir} is full'
-            f'{f" ({space})" if space else ""}: {_left_behind(config)}; '
-            'free some space, then rerun'
-            f'{"" if config.append else " with --overwrite"}',
+            f'{f" ({space})" if space else ""}: '
+            f'{_left_behind(config, advice=False)}; free some space, then '
+            f'rerun{"" if config.append else " with --resume"}',
             file=sys.stderr)
       return 1
     logging.exception('the run failed')
     print(f'error: the run failed: {console.root_cause(e)}\n'
           f'{config.dataset_dir} holds no complete dataset (no '
           f'{METADATA_FILE}); fix the cause above, then rerun with '
-          '--overwrite', file=sys.stderr)
+          '--resume (or --overwrite to start again)', file=sys.stderr)
     return 1
   if config.variants and config.append:
     empty = False
@@ -529,6 +584,10 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
           file=sys.stderr)
     return 1 if empty else 0
   written = config.dataset_dir
+  if outcome is None:
+    print(f'wavbeam: {written} holds a complete dataset: nothing to resume',
+          file=sys.stderr)
+    return 0
   if config.append:
     print(outcome.message(config.dataset_dir), file=sys.stderr)
     if outcome.part_dir is None:

@@ -85,6 +85,9 @@ class PipelineConfig(OutputOptions, ManifestOptions, SplitOptions,
     """The options as JSON values (tuples as lists, at every depth), so
     that what metadata.json gives back compares equal to them."""
     out = {k: _as_json(v) for k, v in dataclasses.asdict(self).items()}
+    # How this run was started, not what it computed: a resumed run's
+    # metadata.json is an uninterrupted run's.
+    out.pop('resume')
     # [name, fraction] pairs in their order, which assigns files (a JSON
     # object would lose it: metadata.json sorts its keys).
     out['splits'] = [[n, f] for n, f in self.splits]

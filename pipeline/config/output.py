@@ -49,6 +49,12 @@ class OutputOptions:
       "(pip install '.[array_record]')", default=False)
   overwrite: bool = opt('replace a dataset already in output_dir',
                         default=False)
+  resume: bool = opt(
+      'finish the run that was stopped in output_dir (killed, interrupted, '
+      'out of memory): its finished shards are checked and kept, the rest '
+      'computed, giving the files an uninterrupted run gives; refused '
+      '(exit 2) when an option, an input file or wavbeam itself changed '
+      'since (see docs/failures.md)', default=False)
   append: bool = opt(
       'add to the complete dataset in output_dir the recordings of '
       'input_dir it does not hold yet, as a new part (part-00001, ...; '
@@ -120,6 +126,15 @@ class OutputOptions:
     if self.append and self.overwrite:
       raise ConfigError('append', True, 'give --append or --overwrite, not '
                         'both')
+    if self.resume and self.overwrite:
+      raise ConfigError('resume', True, 'give --resume (keep what the '
+                        'stopped run finished) or --overwrite (start again), '
+                        'not both')
+    if self.resume and self.sink != 'shards':
+      raise ConfigError('resume', True, f'needs --sink shards: with --sink '
+                        f'{self.sink} Beam writes every file at the end of '
+                        'the job, so a stopped run leaves no finished shard '
+                        'to keep')
     if self.variants:
       for name in ('tfds_layout',):
         if getattr(self, name):

@@ -78,14 +78,17 @@ def shards_written_entry(first_started_ms: int, last_finished_ms: int,
                          feature_seconds: Optional[float] = None,
                          read_seconds: Optional[float] = None,
                          encode_seconds: Optional[float] = None,
-                         write_seconds: Optional[float] = None) -> Dict:
+                         write_seconds: Optional[float] = None,
+                         shards_kept: int = 0) -> Dict:
   """When shard writing ran, from the first shard task's start to the last
   one's end, on every runner: the phase whose speed scales with workers,
   without the runner's start-up and planning. The time the tasks spent,
   summed over them: `feature_seconds` computing features,
   `read_seconds` reading windows (decoding, resampling),
   `encode_seconds` encoding examples (columns, statistics, serialization)
-  and `write_seconds` writing shard files."""
+  and `write_seconds` writing shard files. `shards_kept`: shards a
+  resumed run (--resume) kept from the run it finished, written before
+  this run's times."""
   def iso(ms):
     return datetime.datetime.fromtimestamp(
         ms / 1000, datetime.timezone.utc).isoformat(timespec='milliseconds')
@@ -97,6 +100,8 @@ def shards_written_entry(first_started_ms: int, last_finished_ms: int,
   for key in WORK_SECONDS:
     if spent[key] is not None:
       entry[key] = round(spent[key], 3)
+  if shards_kept:
+    entry['shards_kept'] = shards_kept
   return entry
 
 

@@ -20,6 +20,7 @@ from transforms.planning import block_rejects
 from transforms.inputs import sources
 from transforms.runtime import output_lock as run_marker
 from transforms.features import registry
+from transforms.writing import kept_shards
 from transforms.writing.stats import RunSummary, SplitSummary
 
 class IncompleteRun(WavbeamError, RuntimeError):
@@ -170,6 +171,8 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
     splits[name]['statistics'] = {
         key: m.to_json() for key, m in sorted(split_stats.moments.items())}
   if renames:
+    # Its undo, for a resume of a run stopped between the renames.
+    kept_shards.record_publishing(out, renames)
     FileSystems.rename([a for a, _ in renames], [b for _, b in renames])
   write_lines(naming.join(out, naming.REJECTS_FILE),
               block_rejects.lines(parts, summary.rejections))
@@ -201,7 +204,9 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
           _shard_phase_start(summary),
           max(s.finished_ms for s in summary.shards.values()),
           sum(s.feature_ns for s in stats.values()) / 1e9,
-          **_work_seconds(stats.values(), config))
+          **_work_seconds(stats.values(), config),
+          shards_kept=sum(getattr(s, 'kept', False)
+                          for s in summary.shards.values()))
       if summary.shards else None)
   features = registry.provenance(config)
   if features:

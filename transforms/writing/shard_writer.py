@@ -27,6 +27,7 @@ from transforms.runtime import filesystem
 from transforms.runtime import forked_workers
 from transforms.runtime import output_lock as run_marker
 from transforms.inputs import audio_io
+from transforms.writing import kept_shards
 from transforms.writing.extract import ExampleMaker
 from transforms.writing.stats import ShardStats
 from transforms.writing.stats import ExampleStats
@@ -108,6 +109,12 @@ def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
   # _: transforms/planning/balance.py's salt; the refs come in a list per block.
   (split, shard, _), ref_lists = keyed_refs
   refs = shard_order(itertools.chain.from_iterable(ref_lists))
+  record = kept_shards.record_path(config.dataset_dir, split, shard)
+  digest = kept_shards.task_digest(config, split, shard, refs, class_names)
+  earlier = kept_shards.kept(config, record, digest)
+  if earlier is not None:
+    run_marker.check_marker(config.dataset_dir, run_id)
+    return earlier
   stats = ExampleStats(split=split, shard=shard)
   items = []
   opening = time.perf_counter_ns()
@@ -124,6 +131,8 @@ def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
   stats.write_ns += time.perf_counter_ns() - closing
   items.append(out.stats)
   items.append(stats)
+  kept_shards.write_record(config.dataset_dir, record, digest,
+                           kept_shards.inputs_of(refs), items)
   return items
 
 

@@ -33,6 +33,7 @@ from transforms.runtime import forked_workers
 from transforms.planning import passes as planning
 from transforms.runtime import output_lock as run_marker
 from transforms.inputs import audio_io
+from transforms.writing import kept_shards
 from transforms.writing.extract import ExampleMaker, read_batches, timed
 from transforms.planning.layout import SplitLayout
 from transforms.writing.shard_writer import (ShardFile, count_written,
@@ -156,6 +157,43 @@ def write_segment(makers: Mapping[str, ExampleMaker],
   Piece carrying its ExampleStats."""
   started_ms = int(time.time() * 1000)
   refs = shard_order(refs)
+  # A resumed sweep keeps what a variant's record says was finished
+  # (kept_shards), and writes the rest.
+  earlier, records, todo = {}, {}, []
+  for target in segment_targets:
+    config = makers[target.variant].config
+    whole = target.whole(keys)
+    path = kept_shards.record_path(config.dataset_dir, split, target.shard,
+                                   None if whole else keys[0])
+    digest = kept_shards.task_digest(
+        config, split, target.shard, refs, class_names,
+        '' if whole else repr((tuple(keys), tuple(target.shard_keys))))
+    found = kept_shards.kept(config, path, digest)
+    if found is None:
+      todo.append(target)
+      records[target.variant] = (path, digest)
+    else:
+      earlier[target.variant] = found
+  items = _write_targets(makers, run_ids, split, keys, todo, refs,
+                         class_names, started_ms) if todo else []
+  for target in todo:
+    config = makers[target.variant].config
+    kept_shards.write_record(
+        config.dataset_dir, *records[target.variant],
+        kept_shards.inputs_of(refs),
+        [item for variant, item in items if variant == target.variant])
+  for target in segment_targets:
+    if target.variant in earlier:
+      run_marker.check_marker(makers[target.variant].config.dataset_dir,
+                              run_ids[target.variant])
+      items.extend((target.variant, item)
+                   for item in earlier[target.variant])
+  return items
+
+
+def _write_targets(makers, run_ids, split, keys, segment_targets, refs,
+                   class_names, started_ms) -> list:
+  """write_segment's work for the targets it writes."""
   outs, stats, rejections = {}, {}, []
   with contextlib.ExitStack() as stack:
     for target in segment_targets:
@@ -291,6 +329,15 @@ class AssembleShard(beam.DoFn):
           f'variant {variant!r}, split {split!r}, shard {shard}: pieces '
           f'{[(p.start, p.stop) for p in ordered]} do not cover its keys '
           f'[{ordered[0].shard_start}, {ordered[0].shard_stop})')
+    record = kept_shards.record_path(config.dataset_dir, split, shard)
+    digest = kept_shards.pieces_digest(config, split, shard, ordered)
+    earlier = kept_shards.kept(config, record, digest)
+    if earlier is not None:
+      run_marker.check_marker(config.dataset_dir, self.run_ids[variant])
+      for item in earlier:
+        count_written(item)
+        yield variant, item
+      return
     stats = ExampleStats(split=split, shard=shard)
     # Pieces stay until the final step removes the temp folder: a runner
     # may assemble a shard twice (Beam's DaskRunner repeats outputs, others
@@ -300,6 +347,8 @@ class AssembleShard(beam.DoFn):
       for piece in ordered:
         out.copy_framed(piece.path, piece.record_sizes)
         stats.merge(piece.stats)
+    kept_shards.write_record(config.dataset_dir, record, digest, [],
+                             [out.stats, stats])
     count_written(out.stats)
     yield variant, out.stats
     yield variant, stats
