@@ -322,10 +322,13 @@ def second_parts_rename(src, dst, *a):
   return False
 around(os, 'replace', before='second_renaming', when=second_parts_rename)
 around(append, 'run_sweep_append', after='listed')
-# Inside the shard work (a forked worker's, or the launcher's): a shard
-# recorded as finished, a shard's third record, the final step's renames.
+# Inside the job: the layout planned, then in the shard work (a forked
+# worker's, or the launcher's) a shard recorded as finished, a shard's
+# third record, and the final step's renames.
 from apache_beam.io.filesystems import FileSystems
 from transforms.writing import kept_shards, shard_writer
+from pipeline import progress
+around(progress, 'write_plan', after='planned')
 around(kept_shards, 'write_record', after='shard_recorded')
 around(shard_writer.ShardFile, 'write', before='mid_shard',
        when=lambda self, record: len(self.sizes) == 2)

@@ -25,11 +25,11 @@ ROOT = H.ROOT
 FLAGS = ['--win_len', '4096', '--features', 'signal,log_mel',
          '--max_examples_per_shard', '40', '--splits', 'train=0.75,test=0.25']
 # The steps a run is killed at (tests/helpers.py's driver): after the
-# folder is prepared (before any shard), once a shard is recorded
-# finished, in the middle of a shard, before the final step, and after
-# the final step renamed the shards into place.
-KILL_STEPS = ['prepared', 'shard_recorded', 'mid_shard', 'finalizing',
-              'published']
+# folder is prepared, once the job has planned (before any shard), once a
+# shard is recorded finished, in the middle of a shard, before the final
+# step, and after the final step renamed the shards into place.
+KILL_STEPS = ['prepared', 'planned', 'shard_recorded', 'mid_shard',
+              'finalizing', 'published']
 
 
 @pytest.fixture(scope='module')
@@ -118,7 +118,7 @@ def test_killed_at_a_step_then_resumed_gives_the_same_bytes(
   if step in ('finalizing', 'published'):  # every shard was finished
     assert kept == total
     assert f'{kept} of the {total} shards kept' in resumed.stderr
-  elif step == 'prepared':
+  elif step in ('prepared', 'planned'):
     assert kept == 0
   else:
     assert kept < total
@@ -232,7 +232,8 @@ n_mels = 64
 SWEEP_FLAGS = ['--max_shard_bytes', '300000']
 
 
-@pytest.mark.parametrize('step', ['shard_recorded', 'finalizing'])
+@pytest.mark.parametrize('step', ['planned', 'shard_recorded', 'mid_shard',
+                                  'finalizing'])
 def test_a_sweep_resumes_every_variant(corpus, tmp_path, step):
   variants = tmp_path / 'variants.toml'
   variants.write_text(SWEEP)
@@ -255,7 +256,9 @@ def test_a_sweep_resumes_every_variant(corpus, tmp_path, step):
   assert digest(out) == digest(clean)
 
 
-def test_an_interrupted_append_resumes_its_part(corpus, tmp_path):
+@pytest.mark.parametrize('step', ['planned', 'shard_recorded', 'mid_shard',
+                                  'finalizing'])
+def test_an_interrupted_append_resumes_its_part(corpus, tmp_path, step):
   source = tmp_path / 'audio'
   shutil.copytree(corpus, source)
   later = tmp_path / 'later'
@@ -270,7 +273,7 @@ def test_an_interrupted_append_resumes_its_part(corpus, tmp_path):
     os.rename(later / f'{i}.wav', source / f'c{i % 3}/f{i:02d}.wav')
   appended = _run(source, clean, '--append')
   assert appended.returncode == 0, appended.stderr[-2000:]
-  _killed(source, out, 'shard_recorded', '--append', tmp_path=tmp_path)
+  _killed(source, out, step, '--append', tmp_path=tmp_path)
   resumed = _run(source, out, '--append', '--resume')
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert digest(out) == digest(clean)
