@@ -310,6 +310,29 @@ def test_a_dask_run_killed_then_resumed_on_the_cluster(corpus, uninterrupted,
   assert _kept(out) >= 1
 
 
+def test_beams_worker_processes_killed_then_resumed(corpus, uninterrupted,
+                                                   tmp_path):
+  """Beam's own worker processes (multi_processing), killed with their
+  launcher once shards are finished, resumed in the same mode."""
+  out = tmp_path / 'out'
+  mode = ['--direct_running_mode=multi_processing', '--direct_num_workers=2']
+  launcher = subprocess.Popen(
+      [sys.executable, '-m', 'pipeline.run', '--input_dir', str(corpus),
+       '--output_dir', str(out), *FLAGS, *mode], cwd=ROOT,
+      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+      start_new_session=True)
+  while (launcher.poll() is None and
+         len(kept_shards.record_paths(str(out))) < 2):
+    time.sleep(0.005)
+  os.killpg(launcher.pid, signal.SIGKILL)
+  launcher.wait()
+  assert not os.path.exists(out / naming.METADATA_FILE)
+  resumed = _run(corpus, out, '--resume', *mode)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert digest(out) == uninterrupted
+  assert _kept(out) >= 1
+
+
 # A feature of the caller's own, counting its calls (the runner pickles it
 # by reference: it and its state are this module's), that fails once at
 # call FAIL_AT['call'].
