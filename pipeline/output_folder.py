@@ -202,11 +202,12 @@ def prepare(config: PipelineConfig, run_id: str, base=None) -> int:
     complete = any(p.endswith('/' + naming.METADATA_FILE) for p in existing)
     what = ('a complete dataset' if complete
             else 'files of an incomplete earlier run')
+    resumable = not complete and resume_lib.can_resume(out)
     raise ConfigError(
         'output_dir', config.output_dir,
         f'already holds {what} ({len(existing)} files, e.g. '
         f'{existing[0]}); pass --overwrite to replace it'
-        f'{"" if complete else ", or --resume to finish that run"}')
+        f'{", or --resume to finish that run" if resumable else ""}')
   _check_writable(config)
   if existing:
     logging.info('--overwrite: removing %d files of the earlier dataset',

@@ -16,6 +16,7 @@ those renames (kept_shards.PUBLISHING_FILE): a resume moves them back first.
 import dataclasses
 import functools
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -39,10 +40,28 @@ class Found:
   records: int = 0             # finished shards recorded (checked later)
 
 
+def code_digest(config: PipelineConfig) -> str:
+  """The digest of the code a run's bytes follow from, beside its
+  options: wavbeam's own, and the source of each --feature_module."""
+  modules = tuple(getattr(config, 'feature_module', ()) or ())
+  if not modules:
+    return _own_code()
+  digest = hashlib.sha256(_own_code().encode())
+  for name in modules:
+    try:
+      spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+      spec = None
+    digest.update(name.encode() + b'\0')
+    if spec is not None and spec.origin and os.path.isfile(spec.origin):
+      with open(spec.origin, 'rb') as f:
+        digest.update(f.read())
+  return digest.hexdigest()
+
+
 @functools.lru_cache(maxsize=1)
-def code_digest() -> str:
-  """The digest of wavbeam's own code (every .py file of its packages):
-  the bytes a run writes follow from it and the options."""
+def _own_code() -> str:
+  """The digest of wavbeam's own code (every .py file of its packages)."""
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   digest = hashlib.sha256()
   for package in ('pipeline', 'transforms'):
@@ -61,7 +80,7 @@ def write_run_record(config: PipelineConfig) -> None:
   """What a later --resume checks: the options and the code."""
   path = naming.join(naming.temp_dir(config.dataset_dir), RUN_FILE)
   with filesystem.create(path) as f:
-    f.write(json.dumps({'code': code_digest(),
+    f.write(json.dumps({'code': code_digest(config),
                         'options': kept_shards.run_options(config)},
                        sort_keys=True).encode('utf-8'))
 
@@ -75,11 +94,41 @@ def _read_json(path: str):
 
 
 def find_complete(config: PipelineConfig) -> bool:
-  """Whether config's folder holds a finished dataset (and no stopped
-  run): what --resume has nothing to do for."""
+  """Whether config's folder holds a finished dataset: what --resume has
+  nothing to do for. A stop just after the final step wrote metadata.json
+  leaves the run's temporary folder: it goes now."""
   out = config.dataset_dir
-  return (FileSystems.exists(naming.join(out, naming.METADATA_FILE)) and
-          not FileSystems.exists(naming.temp_dir(out)))
+  if not FileSystems.exists(naming.join(out, naming.METADATA_FILE)):
+    return False
+  temp = naming.temp_dir(out)
+  try:
+    if FileSystems.exists(temp):
+      filesystem.delete([temp])
+  except Exception:  # pylint: disable=broad-except
+    pass  # gone meanwhile, or not ours to delete: a leftover either way
+  return True
+
+
+def check_finished(config: PipelineConfig) -> None:
+  """ConfigError (exit 2) when the finished dataset in config's folder was
+  written with other options than config's: --resume keeps it as it is,
+  which would not be what the command asks for."""
+  meta = _read_json(naming.join(config.dataset_dir, naming.METADATA_FILE))
+  stored = dict((meta or {}).get('config') or {})
+  for name in ('output_dir', 'overwrite', 'append'):
+    stored.pop(name, None)
+  changed = _changed_options(stored, kept_shards.run_options(config))
+  if changed:
+    raise ConfigError(
+        'resume', True, f'the dataset in {config.dataset_dir} is finished, '
+        f'with other options ({"; ".join(changed)}): resume with its own, '
+        'or rerun with --overwrite')
+
+
+def can_resume(dataset_dir: str) -> bool:
+  """Whether the folder holds a stopped run that --resume can finish."""
+  return FileSystems.exists(naming.join(naming.temp_dir(dataset_dir),
+                                        RUN_FILE))
 
 
 def resumed_or_fresh(config: PipelineConfig) -> PipelineConfig:
@@ -88,9 +137,7 @@ def resumed_or_fresh(config: PipelineConfig) -> PipelineConfig:
   of a sweep's variant or an --append part stopped before it began)."""
   if not config.resume:
     return config
-  out = config.dataset_dir
-  if find_complete(config) or FileSystems.exists(
-      naming.join(naming.temp_dir(out), RUN_FILE)):
+  if find_complete(config) or can_resume(config.dataset_dir):
     return config
   return dataclasses.replace(config, resume=False, overwrite=True)
 
@@ -112,10 +159,11 @@ def find(config: PipelineConfig, base=None) -> Found:
     raise ConfigError('resume', True, f'{config.output_dir} {what}: run '
                       'without --resume (with --overwrite to replace what '
                       'is there)')
-  if record.get('code') != code_digest():
+  if record.get('code') != code_digest(config):
     raise ConfigError(
         'resume', True, f'the stopped run in {out} ran another version of '
-        'wavbeam, whose bytes may differ: rerun with --overwrite')
+        'wavbeam (or of a --feature_module), whose bytes may differ: rerun '
+        'with --overwrite')
   changed = _changed_options(record.get('options') or {},
                              kept_shards.run_options(config))
   if changed:
@@ -140,8 +188,12 @@ def _check_inputs(config: PipelineConfig, records: List[str], base) -> None:
   removed before it)."""
   recorded = {}
   for path in records:
-    for entry in (kept_shards.read_record(path) or {}).get('inputs', ()):
-      recorded[entry['path']] = entry
+    inputs = (kept_shards.read_record(path) or {}).get('inputs')
+    for entry in inputs if isinstance(inputs, list) else ():
+      if (isinstance(entry, dict) and isinstance(entry.get('path'), str) and
+          all(isinstance(entry.get(k), (int, float))
+              for k in ('index', 'size', 'mtime'))):
+        recorded[entry['path']] = entry  # else its shard's check decides
   if not recorded:
     return
   try:

@@ -60,7 +60,8 @@ def test_the_feature_and_its_option_appear_in_help(corpus):
   assert '--zcr_frame' in proc.stdout
   assert 'samples per zero-crossing frame' in proc.stdout
   listed = proc.stdout.split('\n  --features FEATURES', 1)[1]
-  assert ', fft, embedding, zcr (default:' in ' '.join(listed.split())
+  assert ', embedding, whisper_log_mel, zcr (default:' in ' '.join(
+      listed.split())
 
 
 def _stored(out, split):
@@ -149,7 +150,7 @@ def test_the_built_in_features_are_plug_ins_of_the_registry():
   assert registry.names()[:6] == ('signal', 'spectrogram', 'log_mel',
                                   'mfcc', 'lpc', 'fft')
   # Each in a module of its own, named as the feature.
-  for name in registry.BUILTINS:
+  for name in registry.builtins():
     assert type(registry.get(name)).__module__ == \
         f'transforms.features.{name}'
   assert registry.in_use(['mfcc']) == ('log_mel', 'mfcc')

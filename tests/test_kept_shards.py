@@ -137,3 +137,37 @@ def test_the_progress_line_counts_found_shards_apart_from_the_rate():
                               kept_bytes=50_000)
   assert '(2 found finished)' in line
   assert '~60/100 examples' in line and 'at 0 MB/s' in line
+
+
+def test_two_attempts_may_record_one_shard_at_once(config):
+  import threading
+  items = _shard(config, [b'q' * 20])
+  path = kept_shards.record_path(config.dataset_dir, 'train', 3)
+  failed = []
+
+  def record(n):
+    try:
+      for _ in range(n):
+        kept_shards.write_record(config.dataset_dir, path, 'd1', [], items)
+    except Exception as e:  # pylint: disable=broad-except
+      failed.append(e)
+  threads = [threading.Thread(target=record, args=(200,)) for _ in range(3)]
+  for thread in threads:
+    thread.start()
+  for thread in threads:
+    thread.join()
+  assert not failed
+  assert kept_shards.kept(config, path, 'd1') is not None
+  assert not [n for n in os.listdir(os.path.dirname(path))
+              if n.endswith('.tmp')]
+
+
+def test_a_link_in_place_of_a_shard_is_not_kept(config, tmp_path):
+  items = _shard(config, [b'w' * 30])
+  path = kept_shards.record_path(config.dataset_dir, 'train', 3)
+  kept_shards.write_record(config.dataset_dir, path, 'd1', [], items)
+  elsewhere = tmp_path / 'elsewhere'
+  os.rename(items[1].path, elsewhere)
+  os.symlink(elsewhere, items[1].path)
+  assert 'symbolic link' in kept_shards.damage(config, items[1])
+  assert kept_shards.kept(config, path, 'd1') is None

@@ -29,7 +29,7 @@ FLAGS = ['--win_len', '4096', '--features', 'signal,log_mel',
 # shard is recorded finished, in the middle of a shard, before the final
 # step, and after the final step renamed the shards into place.
 KILL_STEPS = ['prepared', 'planned', 'shard_recorded', 'mid_shard',
-              'finalizing', 'published']
+              'finalizing', 'published', 'interop']
 
 
 @pytest.fixture(scope='module')
@@ -52,6 +52,7 @@ def _flags(extra):
 
 
 def _run(corpus, out, *extra, cwd=ROOT):
+  """`wavbeam run` (from `cwd`, where a --feature_module may lie)."""
   return subprocess.run(
       [sys.executable, '-m', 'pipeline.run', '--input_dir', str(corpus),
        '--output_dir', str(out), *_flags(extra)], cwd=cwd,
@@ -115,7 +116,7 @@ def test_killed_at_a_step_then_resumed_gives_the_same_bytes(
   total = sum(len(e['shards']) for e in json.load(
       open(out / naming.METADATA_FILE))['splits'].values())
   kept = _kept(out)
-  if step in ('finalizing', 'published'):  # every shard was finished
+  if step in ('finalizing', 'published', 'interop'):  # all were finished
     assert kept == total
     assert f'{kept} of the {total} shards kept' in resumed.stderr
   elif step in ('prepared', 'planned'):
@@ -125,6 +126,20 @@ def test_killed_at_a_step_then_resumed_gives_the_same_bytes(
   check = subprocess.run([sys.executable, '-m', 'pipeline.verify', str(out)],
                          cwd=ROOT, capture_output=True, text=True)
   assert check.returncode == 0, check.stderr
+
+
+def test_a_stop_after_metadata_is_a_complete_dataset(corpus, uninterrupted,
+                                                    tmp_path):
+  out = tmp_path / 'out'
+  _killed(corpus, out, 'metadata_written', tmp_path=tmp_path)
+  assert (out / naming.TEMP_DIR).exists()  # the stop came before its removal
+  done = _run(corpus, out, '--resume')
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert 'holds a complete dataset: nothing to resume' in done.stderr
+  assert not (out / naming.TEMP_DIR).exists()
+  assert digest(out) == uninterrupted
+  other = _run(corpus, out, '--resume', '--n_mels', '40')
+  assert other.returncode == 2 and '--n_mels: was 64, now 40' in other.stderr
 
 
 def test_a_resume_killed_then_resumed_again(corpus, uninterrupted, tmp_path):
@@ -195,6 +210,39 @@ def test_what_changed_is_refused_naming_it(corpus, tmp_path):
     assert none.returncode == 2 and 'no stopped wavbeam run' in none.stderr
 
 
+FEATURE_MODULE = """
+from transforms.features import registry
+
+SCALE = {scale}
+
+
+@registry.register
+class Peak(registry.Feature):
+  name = 'peak'
+  help = 'the largest magnitude of each window, scaled'
+
+  def compute(self, batch):
+    return abs(batch.w32).max(axis=-1, keepdims=True) * SCALE
+"""
+
+
+def test_a_changed_feature_module_is_refused(corpus, tmp_path):
+  (tmp_path / 'peak_feature.py').write_text(FEATURE_MODULE.format(scale=1))
+  flags = ['--feature_module', 'peak_feature', '--features',
+           'signal,log_mel,peak']
+  out = tmp_path / 'out'
+  _killed(corpus, out, 'shard_recorded', *flags, tmp_path=tmp_path)
+  (tmp_path / 'peak_feature.py').write_text(FEATURE_MODULE.format(scale=2))
+  refused = _run(corpus, out, '--resume', *flags, cwd=tmp_path)
+  assert refused.returncode == 2, refused.stderr[-2000:]
+  assert 'another version of wavbeam (or of a --feature_module)' in \
+      refused.stderr
+  (tmp_path / 'peak_feature.py').write_text(FEATURE_MODULE.format(scale=1))
+  resumed = _run(corpus, out, '--resume', *flags, cwd=tmp_path)
+  assert resumed.returncode == 0, resumed.stderr[-2000:]
+  assert _kept(out) >= 1
+
+
 def test_another_wavbeam_is_refused(corpus, tmp_path):
   out = tmp_path / 'out'
   _killed(corpus, out, 'finalizing', tmp_path=tmp_path)
@@ -253,7 +301,33 @@ def test_a_sweep_resumes_every_variant(corpus, tmp_path, step):
   assert digest(out) == digest(clean)
   again = _run(corpus, out, '--resume', *sweep)
   assert again.returncode == 0, again.stderr[-2000:]
+  assert 'holds a complete sweep: nothing to resume' in again.stderr
   assert digest(out) == digest(clean)
+  changed = tmp_path / 'changed.toml'
+  changed.write_text(SWEEP.replace('n_mels = 64', 'n_mels = 48'))
+  other = _run(corpus, out, '--resume', '--variants', str(changed),
+               *SWEEP_FLAGS)
+  assert other.returncode == 2 and '--n_mels: was 64, now 48' in other.stderr
+
+
+def test_a_sweep_with_a_finished_variant_refuses_other_options(corpus,
+                                                              tmp_path):
+  variants = tmp_path / 'variants.toml'
+  variants.write_text(SWEEP)
+  sweep = ['--variants', str(variants), *SWEEP_FLAGS]
+  out = tmp_path / 'out'
+  _killed(corpus, out, 'second_finalizing', *sweep, tmp_path=tmp_path)
+  finished = [v for v in ('small', 'big')
+              if (out / v / naming.METADATA_FILE).exists()]
+  assert len(finished) == 1
+  changed = tmp_path / 'changed.toml'
+  changed.write_text(SWEEP.replace('n_mels = 64', 'n_mels = 48').replace(
+      'n_mels = 32', 'n_mels = 40'))
+  other = _run(corpus, out, '--resume', '--variants', str(changed),
+               *SWEEP_FLAGS)
+  assert other.returncode == 2 and 'other options' in other.stderr
+  resumed = _run(corpus, out, '--resume', *sweep)
+  assert resumed.returncode == 0, resumed.stderr[-2000:]
 
 
 @pytest.mark.parametrize('step', ['planned', 'shard_recorded', 'mid_shard',

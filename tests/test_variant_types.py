@@ -33,6 +33,10 @@ WRONG = {
     'n_mfcc': ('"x"', "--n_mfcc='x': is not a number (give an integer)"),
     'lpc_order': ('false', '--lpc_order=False: give an integer, not a '
                   'boolean'),
+    'whisper_n_mels': ('80.5', '--whisper_n_mels=80.5: give an integer, '
+                       'not a float'),
+    'whisper_pad': ('30', '--whisper_pad=30: give a string, not an '
+                    'integer'),
     'embedding_model': ('1', '--embedding_model=1: give a string, not an '
                         'integer'),
     'embedding_layers': ('[6]', "--embedding_layers=[6]: give a string, "

@@ -199,6 +199,7 @@ def _run_checked(config, beam_args, extra_features, show_progress):
       as forked, _locked(config):
     if config.resume and not config.append and resume_lib.find_complete(
         config):
+      resume_lib.check_finished(config)
       return None  # nothing to resume: `wavbeam run` says so
     if config.append:  # returns an append.AppendOutcome
       return append_lib.run_append(
@@ -297,7 +298,9 @@ def _resume_sweep(config, variant_configs, beam_args, extra_features,
     listed = sorted(_sweep_index(config)['variants'])
     if listed == sorted(variant_configs) and all(
         resume_lib.find_complete(v) for v in variant_configs.values()):
-      return {name: None for name in variant_configs}
+      for variant in variant_configs.values():
+        resume_lib.check_finished(variant)
+      return None  # nothing to resume: `wavbeam run` says so
   started = sorted(variants_lib.read_started(config.output_dir))
   if not started:
     raise config_lib.ConfigError(
@@ -316,7 +319,9 @@ def _resume_sweep(config, variant_configs, beam_args, extra_features,
   unfinished = {}
   for name, variant in variant_configs.items():
     variant = resume_lib.resumed_or_fresh(variant)
-    if not (variant.resume and resume_lib.find_complete(variant)):
+    if variant.resume and resume_lib.find_complete(variant):
+      resume_lib.check_finished(variant)  # kept as it is
+    else:
       unfinished[name] = variant
   with contextlib.ExitStack() as locks:
     for variant in variant_configs.values():
@@ -562,6 +567,11 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
           f'{METADATA_FILE}); fix the cause above, then rerun with '
           '--resume (or --overwrite to start again)', file=sys.stderr)
     return 1
+  if outcome is None:
+    what = (f'{config.output_dir} holds a complete sweep' if config.variants
+            else f'{config.dataset_dir} holds a complete dataset')
+    print(f'wavbeam: {what}: nothing to resume', file=sys.stderr)
+    return 0
   if config.variants and config.append:
     empty = False
     for name, appended in sorted(outcome.items()):
@@ -584,10 +594,6 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
           file=sys.stderr)
     return 1 if empty else 0
   written = config.dataset_dir
-  if outcome is None:
-    print(f'wavbeam: {written} holds a complete dataset: nothing to resume',
-          file=sys.stderr)
-    return 0
   if config.append:
     print(outcome.message(config.dataset_dir), file=sys.stderr)
     if outcome.part_dir is None:

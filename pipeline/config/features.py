@@ -34,7 +34,7 @@ def _with_feature_options(cls):
 class FeatureOptions:
   features: Tuple[str, ...] = opt(
       'comma-separated features to compute, from the registered ones ('
-      + ', '.join(registry.BUILTINS) + ', and those of --feature_module)',
+      + ', '.join(registry.builtins()) + ', and those of --feature_module)',
       default=('signal', 'spectrogram'))
   feature_dtype: str = opt(
       'what the float features (every one but the signal, which has '

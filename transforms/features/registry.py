@@ -303,8 +303,20 @@ def load_builtins() -> None:
       importlib.import_module(f'transforms.features.{info.name}')
 
 
-BUILTINS = ('signal', 'spectrogram', 'log_mel', 'mfcc', 'lpc', 'fft',
-            'embedding')
+# The order --help and the docs list these built-in features in; a
+# feature module added to this package is built in too, listed after them.
+LISTED_FIRST = ('signal', 'spectrogram', 'log_mel', 'mfcc', 'lpc', 'fft',
+                'embedding')
+
+
+def builtins() -> Tuple[str, ...]:
+  """The features this package's own modules register, in their order."""
+  load_builtins()
+  own = [name for name, feature in _FEATURES.items()
+         if type(feature).__module__.startswith(__package__ + '.')]
+  return tuple(sorted(own, key=lambda name: (
+      LISTED_FIRST.index(name) if name in LISTED_FIRST else
+      len(LISTED_FIRST), name)))
 
 
 def load_modules(modules: Sequence[str]) -> None:
@@ -330,13 +342,12 @@ def get(name: str) -> Feature:
 def names() -> Tuple[str, ...]:
   """Every registered feature: the built-in ones in their order, then
   those of --feature_module modules in the order they registered."""
-  load_builtins()
-  builtin = [n for n in BUILTINS if n in _FEATURES]
-  return tuple(builtin + [n for n in _FEATURES if n not in BUILTINS])
+  builtin = builtins()
+  return builtin + tuple(n for n in _FEATURES if n not in builtin)
 
 
 def is_builtin(name: str) -> bool:
-  return name in BUILTINS
+  return name in builtins()
 
 
 def options(builtin: Optional[bool] = None) -> Tuple[Option, ...]:

@@ -178,9 +178,6 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
               block_rejects.lines(parts, summary.rejections))
   write_lines(naming.join(out, sources.FILE_NAME),
               sources.lines(summary.stores, config.input_dir))
-  temp = naming.temp_dir(out)
-  if FileSystems.exists(temp):
-    filesystem.delete([temp])
   examples = sum(v['num_examples'] for v in splits.values())
   metadata = metadata_lib.build(
       name=config.dataset_name, version=config.dataset_version,
@@ -214,6 +211,11 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   metadata['interop'] = write_interop_files(out, metadata)
   path = naming.join(out, naming.METADATA_FILE)
   write_text(path, metadata_lib.dumps(metadata))
+  # Last: until metadata.json is written, a stop leaves what --resume
+  # finishes from (the run's record, the shards' records, the renames).
+  temp = naming.temp_dir(out)
+  if FileSystems.exists(temp):
+    filesystem.delete([temp])
   timeline.mark(timeline.FINALISED)
   logging.info('wrote %s: %d examples in %d shards, %d files rejected', path,
                examples, sum(len(e["shards"]) for e in splits.values()),

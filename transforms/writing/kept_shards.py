@@ -27,6 +27,7 @@ import logging
 import os
 import re
 import time
+import uuid
 from typing import List, Mapping, Optional, Sequence
 
 from apache_beam.io.filesystems import FileSystems
@@ -130,7 +131,9 @@ def write_record(dataset_dir: str, path: str, digest: str, inputs,
   what the task yields (Rejections, ShardStats, ExampleStats)."""
   record = {'digest': digest, 'inputs': list(inputs),
             'items': [_item_json(dataset_dir, item) for item in items]}
-  tmp = path + '.tmp'
+  # A name of its own: two attempts at one shard (a retry, a runner that
+  # repeats work) may record it at once.
+  tmp = f'{path}.{uuid.uuid4().hex}.tmp'
   with filesystem.create(tmp) as f:
     f.write(json.dumps(record, sort_keys=True).encode('utf-8'))
   if filesystem.is_local(path):
@@ -189,6 +192,9 @@ def damage(config: PipelineConfig, stats: ShardStats) -> Optional[str]:
   what was written: its size, every record's CRCs and count, the index,
   the ArrayRecord copy's size and CRC32C."""
   path = stats.path
+  for name in (path, stats.index_path, stats.array_record_path):
+    if name and filesystem.is_local(name) and os.path.islink(name):
+      return f'{name} is a symbolic link, not the file that was written'
   try:
     if filesystem.metadata(path).size_in_bytes != stats.num_bytes:
       return f'{path}: not {stats.num_bytes} bytes'
@@ -220,6 +226,8 @@ def _is_piece(item) -> bool:
 
 def _piece_damage(piece) -> Optional[str]:
   """What is wrong with a sweep's recorded piece file, or None."""
+  if filesystem.is_local(piece.path) and os.path.islink(piece.path):
+    return f'{piece.path} is a symbolic link, not the file that was written'
   try:
     if filesystem.metadata(piece.path).size_in_bytes != sum(
         piece.record_sizes):
