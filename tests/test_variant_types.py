@@ -33,6 +33,31 @@ WRONG = {
     'n_mfcc': ('"x"', "--n_mfcc='x': is not a number (give an integer)"),
     'lpc_order': ('false', '--lpc_order=False: give an integer, not a '
                   'boolean'),
+    'kaldi_num_mel_bins': ('23.5', '--kaldi_num_mel_bins=23.5: give an '
+                           'integer, not a float'),
+    'kaldi_frame_length': ('true', '--kaldi_frame_length=True: give a '
+                           'number, not a boolean'),
+    'kaldi_frame_shift': ('"ten"', "--kaldi_frame_shift='ten': is not a "
+                          'number (give a number)'),
+    'kaldi_low_freq': ('[20]', '--kaldi_low_freq=[20]: give a number, not '
+                       'an array'),
+    'kaldi_high_freq': ('{}', '--kaldi_high_freq={}: give a number, not a '
+                        'table'),
+    'kaldi_preemphasis_coefficient': (
+        'false', '--kaldi_preemphasis_coefficient=False: give a number, '
+        'not a boolean'),
+    'kaldi_window_type': ('1', '--kaldi_window_type=1: give a string, not '
+                          'an integer'),
+    'kaldi_snip_edges': ('false', '--kaldi_snip_edges=False: give a '
+                         'string, not a boolean'),
+    'kaldi_remove_dc_offset': ('1', '--kaldi_remove_dc_offset=1: give a '
+                               'string, not an integer'),
+    'kaldi_use_power': ('2.0', '--kaldi_use_power=2.0: give a string, not '
+                        'a float'),
+    'kaldi_round_to_power_of_two': ('[]', '--kaldi_round_to_power_of_two=[]'
+                                    ': give a string, not an array'),
+    'kaldi_sample_scale': ('"big"', "--kaldi_sample_scale='big': is not a "
+                           'number (give a number)'),
     'whisper_n_mels': ('80.5', '--whisper_n_mels=80.5: give an integer, '
                        'not a float'),
     'whisper_pad': ('30', '--whisper_pad=30: give a string, not an '
