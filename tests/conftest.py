@@ -16,6 +16,7 @@ SLOW_MODULES = frozenset({
     'test_examples.py', 'test_forked_workers.py', 'test_manifest.py',
     'test_metadata_damage.py',
     'test_package.py', 'test_progress.py', 'test_replay_engines.py',
+    'test_resume.py',
     'test_run.py', 'test_run_api.py', 'test_sink.py',
     'test_speech_commands.py', 'test_split_lists.py', 'test_splits.py',
     'test_torch_dataset.py', 'test_unfinished_passes.py', 'test_variants.py',

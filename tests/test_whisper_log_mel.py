@@ -70,6 +70,7 @@ def test_options_that_do_not_fit_are_refused(tmp_path, options, named):
   assert f'--{named}' in str(e.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('unit', ['window', 'file', 'file_padded'])
 def test_a_run_stores_what_the_reference_computes(tmp_path, unit):
   for i in range(4):

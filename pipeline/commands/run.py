@@ -51,6 +51,7 @@ from transforms.writing import finalize  # noqa: E402
 from transforms.runtime import forked_workers  # noqa: E402
 from transforms.runtime import output_lock as run_marker  # noqa: E402
 from transforms.inputs import audio_io  # noqa: E402
+from transforms.inputs import block_store  # noqa: E402
 
 
 # Beam 2.77's DirectRunner first tries Prism, which downloads a binary at run
@@ -314,8 +315,11 @@ def _resume_sweep(config, variant_configs, beam_args, extra_features,
         f'{config.output_dir} wrote {started}: resume it with its own '
         'variants, or rerun with --overwrite')
   shared = naming.temp_dir(config.output_dir)
-  filesystem.delete([shared])  # its probes are made again
-  variants_lib.write_started(config.output_dir, variant_configs)
+  # Its probes are made again; the names of its variants stay, so that a
+  # stop now leaves the sweep as resumable as it was.
+  probes = naming.join(shared, block_store.FOLDER)
+  if FileSystems.exists(probes):
+    filesystem.delete([probes])
   unfinished = {}
   for name, variant in variant_configs.items():
     variant = resume_lib.resumed_or_fresh(variant)
