@@ -49,6 +49,7 @@ import numpy as np
 import torch
 from torch.utils import data as torch_data
 
+from pipeline.readers import augment
 from pipeline.readers import batching
 from pipeline.readers import numpy_dataset as numpy_reader
 from pipeline.readers import torch_batches
@@ -131,6 +132,9 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
       examples = numpy_reader.buffer_shuffle(
           examples, self.shuffle_buffer_size, rng)
     if self.transform is not None:
+      # Augmentation blocks draw this pass's values from (epoch, rank,
+      # worker): pipeline/readers/augment.py.
+      augment.start_epoch(self.transform, self.epoch, self.rank, worker)
       examples = map(self.transform, examples)
     if self.batch_size is None:
       return numpy_reader.closed_at_exit(examples)
