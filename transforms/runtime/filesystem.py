@@ -97,6 +97,18 @@ def create(path: str):
   return os.fdopen(fd, 'wb')
 
 
+def move_into_place(tmp: str, path: str) -> None:
+  """Renames the finished file `tmp` to `path`, replacing what is there:
+  locally by one rename, so a reader (or a kill) finds the old file or the
+  new one, never neither; on object stores, by a delete and a rename."""
+  if is_local(path):
+    os.replace(tmp, path)
+    return
+  if FileSystems.exists(path):
+    delete([path])
+  FileSystems.rename([tmp], [path])
+
+
 def delete(paths: Iterable[str]) -> None:
   """Deletes files, and folders with what they hold, at exactly these paths;
   raises BeamIOError naming those that could not be deleted."""

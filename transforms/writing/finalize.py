@@ -3,7 +3,6 @@
 import collections
 import datetime
 import logging
-import os
 from typing import Iterable
 
 from apache_beam.io.filesystems import FileSystems
@@ -46,14 +45,7 @@ def write_lines(path: str, lines: Iterable[str]) -> None:
         chunk, size = [], 0
     if chunk:
       f.write(''.join(chunk).encode('utf-8'))
-  if filesystem.is_local(path):
-    # One rename that replaces: a reader (or a kill) finds the old file
-    # or the new one, never neither.
-    os.replace(tmp, path)
-    return
-  if FileSystems.exists(path):
-    filesystem.delete([path])
-  FileSystems.rename([tmp], [path])
+  filesystem.move_into_place(tmp, path)
 
 
 def default_input_key(features) -> str:

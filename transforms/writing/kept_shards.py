@@ -136,12 +136,7 @@ def write_record(dataset_dir: str, path: str, digest: str, inputs,
   tmp = f'{path}.{uuid.uuid4().hex}.tmp'
   with filesystem.create(tmp) as f:
     f.write(json.dumps(record, sort_keys=True).encode('utf-8'))
-  if filesystem.is_local(path):
-    os.replace(tmp, path)
-    return
-  if FileSystems.exists(path):
-    filesystem.delete([path])
-  FileSystems.rename([tmp], [path])
+  filesystem.move_into_place(tmp, path)
 
 
 def kept(config: PipelineConfig, path: str, digest: str) -> Optional[list]:
