@@ -127,6 +127,15 @@ def summary_text(output_dir: str, metadata: Dict) -> str:
                  f'{s.get("num_files", "?")} files')
     for label, count in sorted(s['examples_per_class'].items()):
       lines.append(f'    {label or "(no label)"}: {count}')
+  if m.get('split_overlap') is not None:
+    lines += ['', 'what the splits share (--split_unit segment):']
+    for pair in m['split_overlap']:
+      a, b = pair['splits']
+      lines.append(f'  {a} and {b} share '
+                   f'{plural(pair["recordings"], "recording")}, '
+                   f'{pair["overlap_seconds"]:.3f} s of audio')
+    if not m['split_overlap']:
+      lines.append('  nothing: no recording is in two splits')
   lines += ['', f'classes ({m["num_classes"]}): {", ".join(m["classes"])}',
             f'input_key: {m["input_key"]}, label_key: {m["label_key"]}',
             '', 'schema:']

@@ -9,7 +9,7 @@ import os
 import re
 from typing import Mapping, Optional, Tuple
 
-from pipeline.config.fields import opt, split_list
+from pipeline.config.fields import check_choices, opt, split_list
 from pipeline.config.splits import check_split_name
 from pipeline.contract.errors import ConfigError
 from pipeline.contract.schema import BASE_KEYS, NUM_FRAMES_KEY, NUM_SAMPLES_KEY
@@ -17,6 +17,7 @@ from transforms.features import registry
 
 # The supervision fields stored when --manifest_extra_columns names none.
 LHOTSE_DEFAULT_FIELDS = ('id', 'text', 'speaker', 'language')
+SPLIT_UNITS = ('recording', 'segment')
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,6 +80,18 @@ class ManifestOptions:
       'gender, or a custom key; default id,text,speaker,language) and '
       '--manifest_label_column may name one as the class (default: none)',
       default=None)
+  split_unit: str = opt(
+      'what one split holds whole: recording (every segment of a recording '
+      'goes to one split, so no audio of it is in two) or segment (the '
+      'segments of one recording may go to different splits by --split_by '
+      'or the manifest\'s split, for speakers of one meeting: chosen '
+      'knowingly, as a recording\'s room and channel are then in two '
+      'splits; metadata.json reports what the splits share)',
+      default='recording', choices=SPLIT_UNITS)
+  allow_split_overlap: bool = opt(
+      'with --split_unit segment, let segments of two splits overlap in '
+      'time (the overlapping audio is then in both, and reported); refused '
+      'without it', default=False)
   fold_splits: Tuple[Tuple[str, Tuple[str, ...]], ...] = opt(
       'splits made of the folds in --manifest_split_column, e.g. '
       '"train=1,2,3;validation=4;test=5" (default: none)', default=())
@@ -179,6 +192,7 @@ class ManifestOptions:
     self._check_extra_columns(written)
 
   def _validate_segments(self):
+    check_choices(self, ManifestOptions)
     if self.lhotse_supervisions and not self.lhotse_recordings:
       raise ConfigError('lhotse_supervisions', self.lhotse_supervisions,
                         'needs --lhotse_recordings (the recordings its '
@@ -228,6 +242,20 @@ class ManifestOptions:
                           '--split_lists and --split_from')
       if not self.split_by.strip():
         raise ConfigError('split_by', self.split_by, 'name a column')
+    if self.split_unit == 'segment':
+      if not self.has_segments:
+        raise ConfigError('split_unit', self.split_unit, 'needs segments '
+                          '(--manifest_start_column or '
+                          '--lhotse_supervisions)')
+      if not (self.split_by or self.manifest_split_column or
+              any(s for s, _ in self.manifest)):
+        raise ConfigError('split_unit', self.split_unit, 'needs a split '
+                          'per segment: --split_by, --manifest_split_column '
+                          'or SPLIT=FILE manifests (a hash of the path would '
+                          'put every segment of a recording in one split)')
+    elif self.allow_split_overlap:
+      raise ConfigError('allow_split_overlap', True, 'needs --split_unit '
+                        'segment (a recording is otherwise in one split)')
 
   def _check_extra_columns(self, written: Mapping[str, str]):
     reserved = set(BASE_KEYS) | set(self.features) | (

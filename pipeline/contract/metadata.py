@@ -6,7 +6,7 @@ A dataset is complete exactly when this file exists.
 
 import datetime
 import json
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from pipeline.contract import naming
 from pipeline.contract import schema as schema_lib
@@ -53,6 +53,15 @@ def build(*, name: str, version: str, created: str, config: Mapping,
       'counts': dict(counts),
       'config': dict(config),
   }
+
+
+def split_overlap_entry(shared: Mapping, sample_rate: int) -> List[Dict]:
+  """What two splits share under --split_unit segment, per pair of
+  splits: the recordings with examples in both, and the seconds of audio
+  that segments of both cover (0 unless --allow_split_overlap)."""
+  return [{'splits': [a, b], 'recordings': recordings,
+           'overlap_seconds': round(frames / sample_rate, 6)}
+          for (a, b), (recordings, frames) in sorted(shared.items())]
 
 
 def split_entry(shards: Sequence[Mapping], example_bytes: int,
@@ -201,7 +210,8 @@ class _Checker:
       self.get(counts, key, int, f'counts.{key}')
     for key in counts:
       self.get(counts, key, int, f'counts.{key}')
-    self.check_counts(obj['splits'], counts)
+    overlap = self.check_split_overlap(obj)
+    self.check_counts(obj['splits'], counts, overlap)
     self.get(obj, 'created', str)
     self.get(obj, 'config', dict)
     if obj.get('interop') is not None:
@@ -220,7 +230,24 @@ class _Checker:
           if isinstance(spent, bool) or not spent >= 0:
             self.fail(f'shards_written.{key}', f'{spent!r} is not a duration')
 
-  def check_counts(self, splits, counts) -> None:
+  def check_split_overlap(self, obj) -> list:
+    """split_overlap, when present: pairs of the dataset's splits."""
+    if obj.get('split_overlap') is None:
+      return []
+    pairs = self.get(obj, 'split_overlap', list)
+    for i, pair in enumerate(pairs):
+      at = f'split_overlap[{i}]'
+      names = self.get(pair, 'splits', list, f'{at}.splits')
+      if len(names) != 2 or any(n not in obj['splits'] for n in names):
+        self.fail(f'{at}.splits', f'{names!r} is not two of the splits')
+      self.get(pair, 'recordings', int, f'{at}.recordings')
+      seconds = self.get(pair, 'overlap_seconds', (int, float),
+                         f'{at}.overlap_seconds')
+      if isinstance(seconds, bool) or not seconds >= 0:
+        self.fail(f'{at}.overlap_seconds', f'{seconds!r} is not a duration')
+    return pairs
+
+  def check_counts(self, splits, counts, overlap=()) -> None:
     """The relations between the counts metadata.json states."""
     total = sum(e['num_examples'] for e in splits.values())
     if counts['examples'] != total:
@@ -234,7 +261,10 @@ class _Checker:
                 f'but {counts["files_ok"]} ok, {counts["files_rejected"]} '
                 f'rejected and {excluded} excluded')
     files = [e.get('num_files') for e in splits.values()]
-    if all(n is not None for n in files) and sum(files) != counts['files_ok']:
+    # Under --split_unit segment a recording counts in each of its splits.
+    shared = sum(p['recordings'] for p in overlap)
+    if (all(n is not None for n in files) and
+        not counts['files_ok'] <= sum(files) <= counts['files_ok'] + shared):
       self.fail('counts.files_ok', f'{counts["files_ok"]}, but the splits '
                 f'hold {sum(files)} files')
 

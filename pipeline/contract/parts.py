@@ -207,7 +207,23 @@ def merge(metadatas: List[dict], names: List[str]) -> dict:
   merged['splits'] = splits
   merged['counts'] = {k: sum(m['counts'].get(k, 0) for m in metadatas)
                       for k in last['counts']}
+  if any(m.get('split_overlap') is not None for m in metadatas):
+    merged['split_overlap'] = _merged_overlap(metadatas)
   return merged
+
+
+def _merged_overlap(metadatas: List[dict]) -> List[dict]:
+  """The parts' split_overlap summed per pair of splits: a recording is
+  in one part, so the parts share none."""
+  pairs: dict = {}
+  for meta in metadatas:
+    for pair in meta.get('split_overlap') or []:
+      into = pairs.setdefault(tuple(pair['splits']), [0, 0.0])
+      into[0] += pair['recordings']
+      into[1] += pair['overlap_seconds']
+  return [{'splits': list(key), 'recordings': n,
+           'overlap_seconds': round(seconds, 6)}
+          for key, (n, seconds) in sorted(pairs.items())]
 
 
 def pooled(stats: List[dict]) -> dict:

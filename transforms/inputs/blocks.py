@@ -5,7 +5,7 @@ block, and what the graph carries grows with the blocks, not the files.
 No Beam."""
 
 import dataclasses
-from typing import Tuple
+from typing import Optional, Tuple
 
 
 def block_size(num_files: int) -> int:
@@ -31,6 +31,17 @@ class PlannedFiles:
   block: int
   files_by_split: Tuple[Tuple[str, int], ...]
   store: str = ''
+  # Recordings planned, each once (under --split_unit segment one may be
+  # in several splits); None: the sum of files_by_split.
+  files: Optional[int] = None
+  # --split_unit segment: (split a, split b, recordings, frames) that two
+  # splits share (rules.PlannedBlock.split_overlap).
+  split_overlap: Tuple[Tuple[str, str, int, int], ...] = ()
+
+  @property
+  def num_files(self) -> int:
+    return (self.files if self.files is not None
+            else sum(n for _, n in self.files_by_split))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -177,7 +177,7 @@ def _read(config: PipelineConfig) -> manifest_lib.Manifest:
     duration = _seconds(where, number, value, 'duration', positive=True)
     channel = _channel(where, number, sid, value.get('channel'),
                        entry.channels)
-    label = None
+    label = split = None
     if config.manifest_label_column:
       found = _field(value, config.manifest_label_column)
       label = '' if found is None else str(found)
@@ -187,10 +187,12 @@ def _read(config: PipelineConfig) -> manifest_lib.Manifest:
         raise ConfigError(SUPERVISIONS, where, f'line {number}: supervision '
                           f'{sid!r} has no {config.split_by!r} '
                           '(--split_by)')
-      manifest_lib.one_per_recording(SUPERVISIONS, where, values, rid,
-                                     f'recording {rid!r}', config.split_by,
-                                     str(found), number)
-      splits[rid] = manifest_lib.split_of_value(config, str(found))
+      split = manifest_lib.split_of_value(config, str(found))
+      if config.split_unit != 'segment':
+        manifest_lib.one_per_recording(SUPERVISIONS, where, values, rid,
+                                       f'recording {rid!r}',
+                                       config.split_by, str(found), number)
+        splits[rid] = split
     row = {}
     for name in config.manifest_extra_columns:
       found = _field(value, name)
@@ -199,7 +201,8 @@ def _read(config: PipelineConfig) -> manifest_lib.Manifest:
       row[name] = '' if found is None else str(found)
     raw.append(row)
     segments.setdefault(rid, []).append(manifest_lib.Segment(
-        number, start, duration=duration, label=label, channel=channel))
+        number, start, duration=duration, label=label, channel=channel,
+        split=split if config.split_unit == 'segment' else None))
   missing = [c for c in config.manifest_extra_columns
              if c not in present and c not in FIELDS]
   if missing and raw:
@@ -224,5 +227,7 @@ def _read(config: PipelineConfig) -> manifest_lib.Manifest:
     entries[listed] = dataclasses.replace(entry, segments=tuple(
         dataclasses.replace(g, extras=extras_by_line[g.line])
         for g in entry.segments))
+  if config.split_unit == 'segment':
+    manifest_lib.check_split_overlap(config, entries, SUPERVISIONS, where)
   return manifest_lib.Manifest(entries, types, widths,
                                f'{text},{where}')

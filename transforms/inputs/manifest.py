@@ -62,6 +62,7 @@ class Segment:
   label: Optional[str] = None   # None: the recording's class
   extras: Tuple[Tuple[str, Union[str, int]], ...] = ()
   channel: Optional[int] = None  # None: --channels decides
+  split: Optional[str] = None   # --split_unit segment: its own split
 
   def frames(self, rate: int) -> Tuple[int, int]:
     """[start, stop) in frames at `rate`."""
@@ -93,7 +94,9 @@ def segments_digest(entry: Optional[Entry]) -> Optional[int]:
   if entry is None or not entry.segments:
     return None
   said = [[g.start, g.end, g.duration, g.label, g.channel,
-           [list(pair) for pair in g.extras]] for g in entry.segments]
+           [list(pair) for pair in g.extras]] + ([g.split] if g.split
+                                                  else [])
+          for g in entry.segments]
   return crc32c.crc32c(json.dumps(said).encode('utf-8'))
 
 
@@ -354,7 +357,9 @@ def _read(config: PipelineConfig) -> Manifest:
         entries[listed] = Entry(number, split, label)
       else:
         entry = entries.get(listed)
-        if config.split_by:
+        if config.split_unit == 'segment':
+          pass  # each segment keeps its own split
+        elif config.split_by:
           one_per_recording(OPTION, where, firsts, listed, path,
                             config.split_by, row[config.split_by].strip(),
                             number)
@@ -363,6 +368,8 @@ def _read(config: PipelineConfig) -> Manifest:
                             split, number)
         segment = dataclasses.replace(_segment(config, row, number, where),
                                       label=label)
+        if config.split_unit == 'segment':
+          segment, split = dataclasses.replace(segment, split=split), None
         entries[listed] = (Entry(number, split, None, (), (segment,))
                            if entry is None else dataclasses.replace(
                                entry, segments=entry.segments + (segment,)))
@@ -378,7 +385,47 @@ def _read(config: PipelineConfig) -> Manifest:
           dataclasses.replace(g, extras=extras)
           for g, extras in zip(entry.segments, own))) if entry.segments
                          else dataclasses.replace(entry, extras=own[0]))
+  if config.split_unit == 'segment':
+    check_split_overlap(config, entries, OPTION, manifest_text(
+        config.manifest))
   return Manifest(entries, types, widths, manifest_text(config.manifest))
+
+
+def split_overlaps(segments) -> Iterator[Tuple[Segment, Segment, float]]:
+  """(a, b, seconds) for each two segments of one recording in different
+  splits whose times overlap (whatever their channels: one room's audio
+  reaches every microphone)."""
+  spans = sorted(((g.start, _end(g), g) for g in segments),
+                 key=lambda t: (t[0], t[1]))
+  for i, (start, end, a) in enumerate(spans):
+    for start_b, end_b, b in spans[i + 1:]:
+      if start_b >= end:
+        break
+      if a.split != b.split:
+        yield a, b, min(end, end_b) - start_b
+
+
+def _end(segment: Segment) -> float:
+  return (segment.end if segment.end is not None
+          else segment.start + segment.duration)
+
+
+def check_split_overlap(config: PipelineConfig, entries: Dict[str, Entry],
+                        option: str, where: str) -> None:
+  """--split_unit segment: ConfigError naming the first two segments of
+  one recording in different splits that overlap in time, unless
+  --allow_split_overlap."""
+  if config.allow_split_overlap:
+    return
+  for listed, entry in entries.items():
+    for a, b, seconds in split_overlaps(entry.segments):
+      path = patterns.relative_path(listed, config.input_dir)
+      raise ConfigError(option, where, f'{path}: the segment of line '
+                        f'{a.line} ({a.split}) and that of line {b.line} '
+                        f'({b.split}) overlap by {seconds:.3f} s, so that '
+                        'audio would be in both splits; give '
+                        '--allow_split_overlap to keep them, reported in '
+                        'metadata.json')
 
 
 def typed_extras(columns, rows: List[Dict[str, str]]):

@@ -40,9 +40,10 @@ class PlanBlock(beam.DoFn):
       yield block_rejects.write(self.config.dataset_dir, stored.block,
                                rejections)
     counters.counter(counters.FILES_REJECTED).inc(len(rejected))
+    shared = planned.split_overlap()
     yield blocks_lib.PlannedFiles(
         stored.block, tuple(sorted(planned.files_by_split().items())),
-        stored.path)
+        stored.path, planned.num_files() if shared else None, shared)
     yield planned.windows()
 
 

@@ -34,6 +34,7 @@ class Span:
   label: str
   extras: Tuple[Tuple[str, object], ...] = ()
   channel: Optional[int] = None
+  split: Optional[str] = None  # --split_unit segment: its own split
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,10 +90,34 @@ class PlannedBlock:
     return out
 
   def files_by_split(self) -> Dict[str, int]:
+    """Recordings with examples in each split: under --split_unit
+    segment, one recording may count in several."""
     out: Dict[str, int] = {}
     for p in self.plans:
       out[p.split] = out.get(p.split, 0) + 1
     return out
+
+  def num_files(self) -> int:
+    """Recordings planned, each once whatever its splits."""
+    return len({p.info.index for p in self.plans})
+
+  def split_overlap(self) -> Tuple[Tuple[str, str, int, int], ...]:
+    """(split a, split b, recordings in both, frames in both) per pair of
+    splits sharing a recording (--split_unit segment): frames, at the
+    dataset's rate, that segments of both splits cover."""
+    by_file: Dict[int, List[FilePlan]] = {}
+    for p in self.plans:
+      by_file.setdefault(p.info.index, []).append(p)
+    out: Dict[Tuple[str, str], List[int]] = {}
+    for plans in by_file.values():
+      for i, a in enumerate(plans):
+        for b in plans[i + 1:]:
+          pair = tuple(sorted((a.split, b.split)))
+          total = out.setdefault(pair, [0, 0])
+          total[0] += 1
+          total[1] += _covered_by_both(a.spans, b.spans)
+    return tuple((a, b, n, frames) for (a, b), (n, frames)
+                 in sorted(out.items()))
 
   def frames_by_split(self) -> Dict[str, int]:
     out: Dict[str, int] = {}
@@ -131,20 +156,57 @@ class BlockWindows:
     return sum(entry[2] for entry in self.counts)
 
 
+def _covered_by_both(spans_a, spans_b) -> int:
+  """Frames covered by a span of `spans_a` and by one of `spans_b`."""
+  return _length(_intersect(_union(spans_a), _union(spans_b)))
+
+
+def _union(spans) -> List[Tuple[int, int]]:
+  out: List[List[int]] = []
+  for start, stop in sorted((s.start, s.stop) for s in spans):
+    if out and start <= out[-1][1]:
+      out[-1][1] = max(out[-1][1], stop)
+    else:
+      out.append([start, stop])
+  return [tuple(r) for r in out]
+
+
+def _intersect(a, b) -> List[Tuple[int, int]]:
+  out, i, j = [], 0, 0
+  while i < len(a) and j < len(b):
+    start, stop = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+    if start < stop:
+      out.append((start, stop))
+    if a[i][1] < b[j][1]:
+      i += 1
+    else:
+      j += 1
+  return out
+
+
+def _length(ranges) -> int:
+  return sum(stop - start for start, stop in ranges)
+
+
 def window_plans(plan: FilePlan) -> Iterable[Tuple[FilePlan, int]]:
   """(plan, window) for each of a recording's windows, in order. With
   segments, each window's plan carries its one span only: a reference
   travels with its plan, and a recording of thousands of segments would
-  otherwise send them all with every window."""
+  otherwise send them all with every window. Windows are numbered through
+  all of a recording's segments, so a plan holding one split's segments
+  (--split_unit segment) numbers them as the whole recording does."""
   if not plan.spans:
     for window in range(plan.num_windows):
       yield plan, window
     return
+  left = plan.num_windows  # --num_elems may stop inside a span
   for span, first in zip(plan.spans, plan.span_firsts):
     own = dataclasses.replace(plan, spans=(span,), span_firsts=(first,))
-    for window in range(first, first + span.num_windows):
-      if window < plan.num_windows:  # --num_elems may stop inside a span
-        yield own, window
+    for window in range(first, first + min(span.num_windows, left)):
+      yield own, window
+    left -= min(span.num_windows, left)
+    if not left:
+      return
 
 
 def plan_block(block: int, infos: Iterable[WavInfo], config: PipelineConfig,
@@ -159,13 +221,29 @@ def plan_block(block: int, infos: Iterable[WavInfo], config: PipelineConfig,
   for info in infos:
     segments = []
     try:
-      plans.append(plan_file(info, config, dataset_rate,
-                             entries.get(info.index), segments))
+      plans.extend(split_plans(plan_file(info, config, dataset_rate,
+                                         entries.get(info.index), segments)))
     except BadWav as e:
       rejected.append((info.path, str(e)))
     if segments_rejected is not None:
       segments_rejected.extend(segments)
   return PlannedBlock(block, tuple(plans)), rejected
+
+
+def split_plans(plan: FilePlan) -> List[FilePlan]:
+  """The plan, or under --split_unit segment one plan per split its
+  segments go to (in the order of their first segment), each holding its
+  split's spans with their windows numbered as in the whole recording."""
+  if not plan.spans or plan.spans[0].split is None:
+    return [plan]
+  by_split: Dict[str, List[Tuple[Span, int]]] = {}
+  for span, first in zip(plan.spans, plan.span_firsts):
+    by_split.setdefault(span.split, []).append((span, first))
+  return [dataclasses.replace(
+      plan, split=split, spans=tuple(s for s, _ in own),
+      span_firsts=tuple(f for _, f in own),
+      num_windows=sum(s.num_windows for s, _ in own))
+          for split, own in by_split.items()]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -308,7 +386,7 @@ def plan_spans(info: WavInfo, config: PipelineConfig, dataset_rate: int,
       rejected.append((info.path, str(e), own))
       continue
     spans.append(Span(start, stop, n, label, segment.extras,
-                      segment.channel))
+                      segment.channel, segment.split))
   if not spans:
     raise BadWav(f'no usable segment: all {len(entry.segments)} are '
                  'rejected, each with its reason')

@@ -109,8 +109,9 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   files_ok = collections.Counter(planned)
   for split, _ in read_rejected:
     files_ok[split] -= 1
-  if (sum(planned.values()) + early_rejected + files_excluded != files_seen
-      or len(read_rejected) != len(read_paths)):  # a file is in one split
+  one_split_each = config.split_unit != 'segment'
+  if (summary.files_planned() + early_rejected + files_excluded != files_seen
+      or (one_split_each and len(read_rejected) != len(read_paths))):
     raise IncompleteRun(
         f'{files_seen} files seen but {sum(files_ok.values())} ok, '
         f'{files_rejected} rejected and {files_excluded} excluded')
@@ -180,7 +181,8 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
       schema=(schema if schema is not None and schema.features
               else expected_schema or metadata_lib.schema_lib.Schema()),
       input_key=default_input_key(config.features), splits=splits,
-      counts={'files_seen': files_seen, 'files_ok': sum(files_ok.values()),
+      counts={'files_seen': files_seen,
+              'files_ok': summary.files_planned() - len(read_paths),
               'files_rejected': files_rejected,
               'files_excluded': files_excluded,
               'rejections': num_rejections, 'notes': num_notes,
@@ -197,6 +199,9 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
           shards_kept=sum(getattr(s, 'kept', False)
                           for s in summary.shards.values()))
       if summary.shards else None)
+  if config.split_unit == 'segment':
+    metadata['split_overlap'] = metadata_lib.split_overlap_entry(
+        summary.split_overlap(), sample_rate)
   features = registry.provenance(config)
   if features:
     metadata['features'] = features

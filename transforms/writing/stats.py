@@ -228,18 +228,31 @@ class RunSummary:
   rejections: set = dataclasses.field(default_factory=set)
   block_rejects: Dict[int, BlockRejects] = dataclasses.field(
       default_factory=dict)
-  planned: Dict[int, Tuple[Tuple[str, int], ...]] = dataclasses.field(
-      default_factory=dict)   # block -> files planned per split
+  planned: Dict[int, PlannedFiles] = dataclasses.field(
+      default_factory=dict)   # block -> its files planned per split
   stores: Dict[int, str] = dataclasses.field(
       default_factory=dict)   # block -> its stored probes
   files_seen: int = 0
 
   def planned_by_split(self) -> Dict[str, int]:
     out: Dict[str, int] = collections.Counter()
-    for counts in self.planned.values():
-      for split, n in counts:
+    for record in self.planned.values():
+      for split, n in record.files_by_split:
         out[split] += n
     return dict(out)
+
+  def files_planned(self) -> int:
+    """Recordings planned, each once whatever its splits."""
+    return sum(record.num_files for record in self.planned.values())
+
+  def split_overlap(self) -> Dict[Tuple[str, str], Tuple[int, int]]:
+    """{(split a, split b): (recordings, frames)} the splits share."""
+    out: Dict[Tuple[str, str], Tuple[int, int]] = {}
+    for record in self.planned.values():
+      for a, b, n, frames in record.split_overlap:
+        known = out.get((a, b), (0, 0))
+        out[(a, b)] = (known[0] + n, known[1] + frames)
+    return out
 
   def add(self, record) -> None:
     if isinstance(record, ShardStats):
@@ -257,7 +270,7 @@ class RunSummary:
       if known is None or record.path < known.path:  # one attempt per block
         self.block_rejects[record.block] = record
     elif isinstance(record, PlannedFiles):
-      self.planned[record.block] = record.files_by_split
+      self.planned[record.block] = dataclasses.replace(record, store='')
       known = self.stores.get(record.block)
       if known is None or record.store < known:  # one attempt per block
         self.stores[record.block] = record.store
@@ -277,7 +290,7 @@ class RunSummary:
       self.add(part)
     self.planned.update(other.planned)
     for block, store in other.stores.items():
-      self.add(PlannedFiles(block, other.planned[block], store))
+      self.add(dataclasses.replace(other.planned[block], store=store))
     self.files_seen = max(self.files_seen, other.files_seen)
     return self
 
