@@ -18,7 +18,8 @@ SLOW_MODULES = frozenset({
     'test_package.py', 'test_progress.py', 'test_replay_engines.py',
     'test_resume.py',
     'test_run.py', 'test_run_api.py', 'test_sink.py',
-    'test_speech_commands.py', 'test_split_lists.py', 'test_splits.py',
+    'test_speech_commands.py', 'test_split_lists.py', 'test_split_unit.py',
+    'test_splits.py',
     'test_torch_dataset.py', 'test_unfinished_passes.py', 'test_variants.py',
     'test_verify.py'})
 

@@ -29,6 +29,7 @@ import weakref
 import numpy as np
 
 from pipeline.readers import batching
+from pipeline.readers import duration_batches
 from pipeline.contract import batch_decode
 from pipeline.contract import dataset as dataset_lib
 from pipeline.contract import metadata as metadata_lib
@@ -87,12 +88,31 @@ class NumpyDataset:
                batch_size: Optional[int] = None, shuffle: bool = False,
                seed: Optional[int] = None, drop_remainder: bool = False,
                shuffle_buffer_size: int = _SHUFFLE_BUFFER, parts=None,
-               variant: Optional[str] = None, dtype=None):
+               variant: Optional[str] = None, dtype=None,
+               max_duration: Optional[float] = None, num_buckets: int = 10):
     (self.output_dir, self.metadata, self.schema,
      self.keys) = open_split(dataset_lib.variant_folder(output_dir, variant),
                              split, features, parts)
     check_sizes(batch_size=batch_size,
                 shuffle_buffer_size=shuffle_buffer_size)
+    self.max_duration, self.num_buckets = max_duration, num_buckets
+    self._unasked: Tuple[str, ...] = ()
+    if max_duration is not None:
+      try:
+        duration_batches.check_options(max_duration, num_buckets)
+      except ValueError as e:
+        raise DatasetError(str(e)) from None
+      if batch_size is not None:
+        raise DatasetError(f'batch_size={batch_size!r} and max_duration='
+                           f'{max_duration!r}: give one of them')
+      try:
+        key, self._seconds = duration_batches.seconds_of(self.metadata,
+                                                         self.schema)
+      except ValueError as e:
+        raise DatasetError(str(e)) from None
+      if key is not None and key not in self.keys:
+        # Read for the batching, not handed out.
+        self.keys, self._unasked = (*self.keys, key), (key,)
     self.split = split
     self.variable = variable_keys(self.schema, self.keys)
     self.shards = self.metadata['splits'][split]['shards']
@@ -114,6 +134,9 @@ class NumpyDataset:
 
   def __len__(self) -> int:
     """Examples (or batches) one pass yields."""
+    if self.max_duration is not None:
+      raise TypeError('batches of max_duration= seconds: how many depends '
+                      "on the epoch's order")
     n = sum(s['num_examples'] for s in self.shards)
     if self.batch_size is None:
       return n
@@ -133,6 +156,15 @@ class NumpyDataset:
     rng = np.random.default_rng(
         None if self.seed is None else [self.seed % 2**64, self._epoch])
     self._epoch += 1
+    if self.max_duration is not None:
+      examples = self._examples(rng, copy=False)
+      if self.shuffle:
+        examples = buffer_shuffle(examples, self.shuffle_buffer_size, rng)
+      buffers = batching.BatchBuffers()
+      return closed_at_exit(
+          next(buffers.batches(group, len(group), False, self.variable))
+          for group in duration_batches.batches(
+              self.timed(examples), self.max_duration, self.num_buckets))
     if self.batch_size is not None and self.chunks_batch():
       return closed_at_exit(self._located_batches(rng))
     # Examples batched as they come need no copy of their own (shuffled,
@@ -144,6 +176,16 @@ class NumpyDataset:
       return closed_at_exit(examples)
     return closed_at_exit(batching.BatchBuffers().batches(
         examples, self.batch_size, self.drop_remainder, self.variable))
+
+  def timed(self, examples: Iterator[Dict]) -> Iterator[Tuple[float, Dict]]:
+    """(seconds of audio, example) of each example, for max_duration=
+    batches; without the keys read for that alone."""
+    for e in examples:
+      seconds = self._seconds(e)
+      for key in self._unasked:
+        e = dict(e)
+        del e[key]
+      yield seconds, e
 
   def _examples(self, rng, copy: bool) -> Iterator[Dict]:
     for shard in self._shards_in_order(rng):
@@ -455,7 +497,9 @@ def record_ranges(counts: Sequence[int], start: int,
 def numpy_dataset(output_dir: str, split: str = 'train',
                   **kwargs) -> NumpyDataset:
   """The examples of `split` as dicts of numpy arrays (see NumpyDataset):
-  features=, batch_size=, shuffle=, seed=, drop_remainder=, variant=
+  features=, batch_size= (or max_duration= seconds of audio per batch,
+  bucketed by length: pipeline/readers/duration_batches.py; num_buckets=),
+  shuffle=, seed=, drop_remainder=, variant=
   (one variant of a sweep written with --variants), dtype= (the float
   features as this dtype, e.g. 'float32' for a dataset stored with
   --feature_dtype float16; else as stored)."""

@@ -40,6 +40,15 @@ the DataLoader instead (`DataLoader(data, batch_size=32)`), pass
 
 With shuffle, the shard order is drawn from (seed, epoch) and examples
 pass a shuffle buffer seeded by (seed, epoch, rank, worker).
+
+`max_duration=` (instead of `batch_size`) batches by audio: as many
+examples as fit in that many seconds, padding included, grouped in
+`num_buckets` buckets of similar length (pipeline/readers/duration_batches.py,
+as Lhotse's DynamicBucketingSampler), straight from the TFRecord shards.
+Each worker buckets its own range of records, so every example is in one
+batch per epoch, and each epoch's order makes new batches; ranks may get
+a few batches more or fewer than each other (torch.distributed's Join
+evens that out), and `len()` is not known before the epoch.
 """
 
 import itertools
@@ -51,6 +60,7 @@ from torch.utils import data as torch_data
 
 from pipeline.readers import augment
 from pipeline.readers import batching
+from pipeline.readers import duration_batches
 from pipeline.readers import numpy_dataset as numpy_reader
 from pipeline.readers import torch_batches
 from pipeline.readers.array_record import ArrayRecordSource
@@ -66,15 +76,20 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
                batch_size: Optional[int] = None, drop_last: bool = False,
                transform: Optional[Callable[[Dict], Dict]] = None,
                rank: Optional[int] = None, world_size: Optional[int] = None,
-               variant: Optional[str] = None, parts=None, dtype=None):
+               variant: Optional[str] = None, parts=None, dtype=None,
+               max_duration: Optional[float] = None, num_buckets: int = 10):
     super().__init__()
     if batch_size is not None and batch_size < 1:
       raise ValueError(f'batch_size={batch_size!r}: give a positive number '
                        '(or None for single examples)')
+    if batch_size is not None and max_duration is not None:
+      raise ValueError(f'batch_size={batch_size!r} and max_duration='
+                       f'{max_duration!r}: give one of them')
     # Opened once here, so a bad folder, split or feature fails at once.
-    self._reader = numpy_reader.NumpyDataset(output_dir, split,
-                                             features=features,
-                                             variant=variant, parts=parts)
+    self._reader = numpy_reader.NumpyDataset(
+        output_dir, split, features=features, variant=variant, parts=parts,
+        max_duration=max_duration, num_buckets=num_buckets)
+    self.max_duration, self.num_buckets = max_duration, num_buckets
     self.output_dir, self.split = self._reader.output_dir, split
     self.features = self._reader.keys
     # dtype=: the float features as this dtype, else as stored.
@@ -102,6 +117,9 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     self.epoch = epoch
 
   def __len__(self) -> int:
+    if self.max_duration is not None:
+      raise TypeError('batches of max_duration= seconds: how many depends '
+                      "on the epoch's order")
     n = self._end - self._first
     if self.batch_size is None:
       return n
@@ -122,7 +140,8 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     # Batched as they come, untransformed examples need no copy of their
     # own; shuffled, they wait in the buffer as views of their records.
     examples = self._read(order, first, end,
-                          copy=self.batch_size is None or
+                          copy=(self.batch_size is None and
+                                self.max_duration is None) or
                           self.transform is not None)
     if self.dtype is not None:
       examples = (batching.cast_floats(e, self._float_keys, self.dtype)
@@ -135,12 +154,26 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
       # Augmentation blocks draw this pass's values from (epoch, rank,
       # worker): pipeline/readers/augment.py.
       augment.start_epoch(self.transform, self.epoch, self.rank, worker)
+    if self.max_duration is not None:
+      return numpy_reader.closed_at_exit(self._duration_batches(examples))
+    if self.transform is not None:
       examples = map(self.transform, examples)
     if self.batch_size is None:
       return numpy_reader.closed_at_exit(examples)
     return numpy_reader.closed_at_exit(torch_batches.batched(
         self._buffers, examples, self.batch_size, self.drop_last,
         self._reader.variable))
+
+  def _duration_batches(self, examples):
+    """Batches of max_duration= seconds (duration_batches.batches), each
+    example's duration taken before its transform."""
+    timed = self._reader.timed(examples)
+    if self.transform is not None:
+      timed = ((seconds, self.transform(e)) for seconds, e in timed)
+    for group in duration_batches.batches(timed, self.max_duration,
+                                          self.num_buckets):
+      yield next(torch_batches.batched(self._buffers, group, len(group),
+                                       False, self._reader.variable))
 
   def _worker_range(self, worker: int, workers: int):
     """This worker's records, as positions in the rank's range; cut at

@@ -1,0 +1,117 @@
+"""Batches of up to `max_duration` seconds of audio, bucketed by length.
+
+Variable-length examples (whole recordings, segments) batched by count
+waste memory on padding and vary in size; batched by duration, a batch
+holds as many examples as fit, and examples of similar length share a
+batch. As Lhotse's DynamicBucketingSampler does, a batch's padded size,
+its number of examples times its longest, stays within `max_duration`
+(one example longer than that is a batch of its own), and duration
+buckets are drawn from the first examples of the stream so that each
+holds an equal share of the audio.
+
+The examples arrive as a stream (shards read in order, shuffled through
+a buffer by the caller): each goes to its bucket, and a bucket becomes a
+batch as soon as the next example would overflow it; at the end of the
+stream every bucket left is a batch. So every example is in exactly one
+batch, and a new order of the stream (a new epoch) makes new batches.
+"""
+
+import bisect
+from typing import Iterable, Iterator, List, Sequence, Tuple, TypeVar
+
+import numpy as np
+
+T = TypeVar('T')
+
+# Examples the bucket edges are estimated from, as Lhotse's
+# num_cuts_for_bins_estimate (there 10,000; a reader's worker starts
+# sooner with fewer, and edges from 2,000 lengths are already stable).
+EDGES_ESTIMATE = 2000
+
+
+def check_options(max_duration, num_buckets: int) -> None:
+  """ValueError naming the argument and its value."""
+  if (isinstance(max_duration, bool) or
+      not isinstance(max_duration, (int, float)) or not max_duration > 0):
+    raise ValueError(f'max_duration={max_duration!r}: give the seconds of '
+                     'audio a batch may hold, above 0')
+  if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or (
+      num_buckets < 1):
+    raise ValueError(f'num_buckets={num_buckets!r}: give a positive whole '
+                     'number')
+
+
+def bucket_edges(durations: Sequence[float], num_buckets: int) -> List[float]:
+  """The durations that start buckets 1..n-1 (bucket 0 starts at 0): the
+  sorted durations cut where each bucket's share of their total is
+  reached, as Lhotse's estimate_duration_buckets; fewer edges when the
+  durations do not fill that many buckets."""
+  if num_buckets < 2 or not len(durations):
+    return []
+  sizes = np.sort(np.asarray(durations, np.float64))
+  share = sizes.sum() / num_buckets
+  edges, total = [], 0.0
+  for size in sizes:
+    if total > share and size > (edges[-1] if edges else sizes[0]):
+      edges.append(float(size))
+      total = 0.0
+    total += size
+  return edges
+
+
+def batches(items: Iterable[Tuple[float, T]], max_duration: float,
+            num_buckets: int = 10,
+            edges_estimate: int = EDGES_ESTIMATE) -> Iterator[List[T]]:
+  """Lists of items from (duration in seconds, item) pairs, each list's
+  count times its longest duration at most `max_duration` (or one item
+  longer than that). Every item is in one list; the items of a list keep
+  their stream order."""
+  stream = iter(items)
+  first: List[Tuple[float, T]] = []
+  for pair in stream:
+    first.append(pair)
+    if len(first) == edges_estimate:
+      break
+  edges = bucket_edges([d for d, _ in first], num_buckets)
+  pending: List[List[T]] = [[] for _ in range(len(edges) + 1)]
+  longest = [0.0] * len(pending)
+
+  def chain():
+    yield from first
+    yield from stream
+
+  for duration, item in chain():
+    b = bisect.bisect_right(edges, duration)
+    if pending[b] and ((len(pending[b]) + 1) * max(longest[b], duration)
+                       > max_duration):
+      yield pending[b]
+      pending[b], longest[b] = [], 0.0
+    pending[b].append(item)
+    longest[b] = max(longest[b], duration)
+  for batch in pending:
+    if batch:
+      yield batch
+
+
+def seconds_of(metadata, schema):
+  """(the key an example's duration is read from, or None, and a function
+  of an example giving its seconds): its stored `num_samples`; else the
+  audio its `num_frames` STFT frames span, ((frames - 1) * fft_hop +
+  n_fft) samples, short of its length by less than a hop; else, for
+  windows, the one length of every window. ValueError when a dataset of
+  variable-length examples stores neither."""
+  from pipeline.contract.schema import NUM_FRAMES_KEY, NUM_SAMPLES_KEY
+  config, rate = metadata['config'], metadata['sample_rate']
+  keys = schema.keys()
+  if NUM_SAMPLES_KEY in keys:
+    return NUM_SAMPLES_KEY, lambda e: int(e[NUM_SAMPLES_KEY]) / rate
+  if NUM_FRAMES_KEY in keys:
+    hop, n_fft = config['fft_hop'], config['n_fft']
+    return NUM_FRAMES_KEY, lambda e: (
+        max(int(e[NUM_FRAMES_KEY]) - 1, 0) * hop + n_fft) / rate
+  if config.get('example_unit', 'window') == 'window':
+    seconds = config['win_len'] / rate
+    return None, lambda e: seconds
+  raise ValueError('max_duration=: the examples store neither num_samples '
+                   'nor num_frames to take their durations from (write the '
+                   'dataset with the signal feature, or an STFT feature)')
