@@ -30,6 +30,7 @@ WRONG = {
     'n_mels': ('{}', '--n_mels={}: give an integer, not a table'),
     'fmin': ('true', '--fmin=True: give a number, not a boolean'),
     'fmax': ('[7000]', '--fmax=[7000]: give a number, not an array'),
+    'mel_power': ('2.0', '--mel_power=2.0: give an integer, not a float'),
     'n_mfcc': ('"x"', "--n_mfcc='x': is not a number (give an integer)"),
     'lpc_order': ('false', '--lpc_order=False: give an integer, not a '
                   'boolean'),

@@ -1,5 +1,8 @@
-"""log_mel: the log of each STFT frame's magnitude through a triangular
-HTK-mel filterbank (tf.signal.linear_to_mel_weight_matrix's)."""
+"""log_mel: the log of each STFT frame's magnitude (or, with --mel_power
+2, its power, as torchaudio's and librosa's mel spectrograms default to)
+through a triangular HTK-mel filterbank
+(tf.signal.linear_to_mel_weight_matrix's). Frames are not centred: the
+first starts at the window's first sample."""
 
 import numpy as np
 
@@ -44,6 +47,10 @@ class LogMel(registry.Feature):
                       'bands, in Hz (default: half the sample rate)',
                       optional=True, above=0.0,
                       rule='a positive number of Hz'),
+      registry.Option('mel_power', int, 1, 'what the mel bands of log_mel '
+                      'and mfcc weigh: 1, each frequency bin\'s magnitude, '
+                      'or 2, its power (torchaudio\'s and librosa\'s '
+                      'default)', minimum=1, maximum=2, rule='1 or 2'),
   )
   uses_stft = True
   uses_rate = True
@@ -57,11 +64,16 @@ class LogMel(registry.Feature):
                         f'bins of --n_fft={n_fft}')
 
   def compute(self, batch):
-    return F.log_compress(F.mel_spectrogram(stft.magnitude(batch),
-                                            _filterbank(batch)))
+    weighed = stft.magnitude(batch)
+    if batch.option('mel_power') == 2:
+      weighed = np.square(weighed)
+    return F.log_compress(F.mel_spectrogram(weighed, _filterbank(batch)))
 
   def compute_tf(self, batch):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    return tf.math.log(tf.tensordot(stft.tf_magnitude(batch),
+    weighed = stft.tf_magnitude(batch)
+    if batch.option('mel_power') == 2:
+      weighed = tf.square(weighed)
+    return tf.math.log(tf.tensordot(weighed,
                                     tf.constant(_filterbank(batch)), 1) +
                        F.LOG_OFFSET)
