@@ -1,7 +1,7 @@
 """Duration batches against Lhotse's DynamicBucketingSampler, on the same
 segments of one long recording.
 
-    .venv/bin/python -m bench.duration_batches [--minutes 60] [--rounds 5]
+    .venv/bin/python -m bench.duration_batches [--minutes 60] [--repeats 5]
         [--max_duration 60]
 
 Writes a recording of --minutes at 16 kHz (seeded noise) and a manifest
@@ -91,7 +91,7 @@ def lhotse_epoch(cuts, max_duration: float, seed: int):
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   parser.add_argument('--minutes', type=float, default=60)
-  parser.add_argument('--rounds', type=int, default=5)
+  parser.add_argument('--repeats', type=int, default=5)
   parser.add_argument('--max_duration', type=float, default=60.0)
   parser.add_argument('--work', help='folder for the corpus and datasets '
                       '(default: a temporary one, removed after)')
@@ -143,14 +143,14 @@ def main(argv=None):
     found = {}
     for name, read in readers.items():  # warms the page cache
       found[name] = read(0)
-    for round_ in range(args.rounds):
+    for round_ in range(args.repeats):
       for name, read in readers.items():
         started = time.perf_counter()
         found[name] = read(round_ + 1)
         times[name].append(time.perf_counter() - started)
     print(f'{len(segments)} segments of 0.5-15 s of a {args.minutes:g}-'
           f'minute recording, 80-band log-mel frames (10 ms), '
-          f'max_duration={args.max_duration:g} s, {args.rounds} rounds:')
+          f'max_duration={args.max_duration:g} s, {args.repeats} repeats:')
     rates = {}
     for name in readers:
       lengths, examples = found[name]

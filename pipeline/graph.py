@@ -33,6 +33,7 @@ from pipeline.contract import array_record_file
 from transforms.planning import balance
 from transforms.runtime import filesystem
 from transforms.runtime.forked_workers import in_child
+from transforms.writing import augment
 from transforms.writing import finalize
 from transforms.inputs import labels
 from pipeline.contract import example_codec
@@ -658,6 +659,8 @@ def _silent_example(config: PipelineConfig, extra_features=None,
              'index': [0], 'num_classes': [0], schema_lib.LABEL_KEY: [0],
              'win_start_idx': [0], **arrays}
   assert set(schema_lib.BASE_KEYS) <= set(columns)
+  if config.augment:
+    columns[augment.KEY] = ['x' * 64]
   if config.manifest_extra_columns:
     found = listing.read_manifest(config)
     for name in config.manifest_extra_columns:
@@ -750,6 +753,7 @@ def check_input(config: PipelineConfig) -> None:
     raise ConfigError('input_dir', config.input_dir, str(e)) from e
   if not exists:
     raise ConfigError('input_dir', config.input_dir, 'does not exist')
+  augment.check_folders(config)
   if manifest_lib.has_manifest(config):
     found = listing.read_manifest(config)  # it parses
     if not found.entries:

@@ -5,10 +5,11 @@ module of this package with its fields, what it makes of a value given as
 text, and its checks: inputs.py (what is read, and the classes), output.py
 (the folder, the shards and the sink), windows.py (what one example is),
 features.py, splits.py (and the write order), manifests.py (a manifest and
-its segments); fields.py holds what they share. Each class is a part of
-PipelineConfig, not a config of its own: their checks read each other's
-fields. Every option is a field of PipelineConfig under its own name, as
-the flags and metadata.json name it.
+its segments), augment.py (augmented copies); fields.py holds what they
+share. Each class is a part of PipelineConfig, not a config of its own:
+their checks read each other's fields. Every option is a field of
+PipelineConfig under its own name, as the flags and metadata.json name
+it.
 
 The command line is generated from the fields (name, type, default and
 help live in one place; command_line.py), and every invalid value fails
@@ -19,6 +20,7 @@ the value.
 import dataclasses
 from typing import Mapping, Optional
 
+from pipeline.config.augment import AugmentOptions
 from pipeline.config.features import FeatureOptions
 from pipeline.config.fields import MAX_COUNT  # noqa: F401  (re-exported)
 from pipeline.config.inputs import (  # noqa: F401  (re-exported)
@@ -44,8 +46,9 @@ from pipeline.contract.errors import ConfigError  # noqa: F401  (re-exported)
 # compares the options a dataset was written with in, naming the first
 # that differs.
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PipelineConfig(OutputOptions, ManifestOptions, SplitOptions,
-                     FeatureOptions, WindowOptions, InputOptions):
+class PipelineConfig(OutputOptions, AugmentOptions, ManifestOptions,
+                     SplitOptions, FeatureOptions, WindowOptions,
+                     InputOptions):
 
   def __post_init__(self):
     # The list options given as text (the command line's), as written:
@@ -63,6 +66,7 @@ class PipelineConfig(OutputOptions, ManifestOptions, SplitOptions,
     self._normalise_input()
     self._normalise_splits()
     self._normalise_manifest()
+    self._normalise_augment()
     # Then the groups' checks; where several options are wrong, the first
     # that fails names its option. A check that compares with another
     # group's options comes after that group's own checks: the input and
@@ -79,6 +83,7 @@ class PipelineConfig(OutputOptions, ManifestOptions, SplitOptions,
     self._validate_splits(written)
     self._validate_manifest(written)
     self._validate_labels(written)
+    self._validate_augment()
     self._validate_writing()
 
   def to_json(self) -> dict:

@@ -29,13 +29,16 @@ class PlanBlock(beam.DoFn):
 
   def process(self, stored, dataset_rate):
     infos, probe_rejections, entries = block_store.read_all(stored.path)
-    segments = []
+    segments, notes = [], []
     planned, rejected = plan_lib.plan_block(stored.block, infos, self.config,
-                                            dataset_rate, entries, segments)
+                                            dataset_rate, entries, segments,
+                                            notes)
     rejections = probe_rejections + tuple(
         audio_io.Rejection(path, reason, 'plan') for path, reason in rejected
     ) + tuple(audio_io.Rejection(path, reason, file_reports.SEGMENT, frames)
-              for path, reason, frames in segments)
+              for path, reason, frames in segments) + tuple(
+                  audio_io.Rejection(path, remark, file_reports.NOTE)
+                  for path, remark in notes)
     if rejections:
       yield block_rejects.write(self.config.dataset_dir, stored.block,
                                rejections)

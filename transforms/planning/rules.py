@@ -52,6 +52,10 @@ class FilePlan:
   # through them in order; each one's first window.
   spans: Tuple[Span, ...] = ()
   span_firsts: Tuple[int, ...] = ()
+  # --augment: 0 for the recording itself, else its copy's number (1 for
+  # the first copy --augment names); a copy with speed= plans the file at
+  # the rate that plays it that much faster (info.sample_rate).
+  copy: int = 0
 
   def locate(self, window: int) -> Tuple[Optional[Span], int]:
     """(the span holding example `window`, its place in the span); (None,
@@ -65,7 +69,8 @@ class FilePlan:
   def key(self) -> Tuple[int, int]:
     """What tells its windows' plans apart in a task: the file index, and
     the first window of the spans it carries (span_plans)."""
-    return self.info.index, self.span_firsts[0] if self.span_firsts else 0
+    return (self.info.index, self.span_firsts[0] if self.span_firsts else 0,
+            self.copy)
 
   @property
   def example_frames(self) -> int:
@@ -90,15 +95,16 @@ class PlannedBlock:
     return out
 
   def files_by_split(self) -> Dict[str, int]:
-    """Recordings with examples in each split: under --split_unit
-    segment, one recording may count in several."""
-    out: Dict[str, int] = {}
+    """Recordings with examples in each split (its --augment copies
+    with it): under --split_unit segment, one recording may count in
+    several."""
+    out: Dict[str, set] = {}
     for p in self.plans:
-      out[p.split] = out.get(p.split, 0) + 1
-    return out
+      out.setdefault(p.split, set()).add(p.info.index)
+    return {split: len(found) for split, found in out.items()}
 
   def num_files(self) -> int:
-    """Recordings planned, each once whatever its splits."""
+    """Recordings planned, each once whatever its splits and copies."""
     return len({p.info.index for p in self.plans})
 
   def split_overlap(self) -> Tuple[Tuple[str, str, int, int], ...]:
@@ -107,7 +113,8 @@ class PlannedBlock:
     dataset's rate, that segments of both splits cover."""
     by_file: Dict[int, List[FilePlan]] = {}
     for p in self.plans:
-      by_file.setdefault(p.info.index, []).append(p)
+      if p.copy == 0:  # a copy shares its recording's splits
+        by_file.setdefault(p.info.index, []).append(p)
     out: Dict[Tuple[str, str], List[int]] = {}
     for plans in by_file.values():
       for i, a in enumerate(plans):
@@ -210,24 +217,69 @@ def window_plans(plan: FilePlan) -> Iterable[Tuple[FilePlan, int]]:
 
 
 def plan_block(block: int, infos: Iterable[WavInfo], config: PipelineConfig,
-               dataset_rate: int, entries=None, segments_rejected=None
-               ) -> Tuple[PlannedBlock, List[Tuple[str, str]]]:
+               dataset_rate: int, entries=None, segments_rejected=None,
+               notes=None) -> Tuple[PlannedBlock, List[Tuple[str, str]]]:
   """(PlannedBlock of the files that become windows, [(path, reason)] for
   the others). `entries`: the files' manifest rows, by index;
   `segments_rejected`: a list that gets (path, reason, frame range) of
-  each segment of a planned file that cannot be used."""
+  each segment of a planned file that cannot be used; `notes`: a list
+  that gets (path, remark) of each --augment copy of a planned file that
+  cannot be made."""
   plans, rejected = [], []
   entries = entries or {}
   for info in infos:
     segments = []
     try:
-      plans.extend(split_plans(plan_file(info, config, dataset_rate,
-                                         entries.get(info.index), segments)))
+      own = plan_file(info, config, dataset_rate, entries.get(info.index),
+                      segments)
     except BadWav as e:
       rejected.append((info.path, str(e)))
+      own = None
+    if own is not None:
+      plans.extend(split_plans(own))
+      for number, copy in enumerate(config.augment_copies, 1):
+        try:
+          plans.extend(split_plans(copy_plan(
+              own, number, copy, info, config, dataset_rate,
+              entries.get(info.index), segments)))
+        except BadWav as e:
+          if notes is not None:
+            notes.append((info.path, f'no copy {_copy_text(copy)}: {e}'))
     if segments_rejected is not None:
       segments_rejected.extend(segments)
   return PlannedBlock(block, tuple(plans)), rejected
+
+
+def _copy_text(copy) -> str:
+  return '+'.join(e.text() for e in copy)
+
+
+def copy_plan(plan: FilePlan, number: int, copy, info: WavInfo,
+              config: PipelineConfig, dataset_rate: int, entry,
+              segments_rejected: list) -> FilePlan:
+  """The plan of --augment copy `number` of a planned recording: the
+  recording's own, or with speed= the file planned at the rate that plays
+  it that much faster (sox's speed: tempo and pitch), its segments' times
+  scaled to match. BadWav when the copy has no example (too short once
+  sped up)."""
+  speed = next((e.low for e in copy if e.name == 'speed'), None)
+  if speed is None:
+    return dataclasses.replace(plan, copy=number)
+  faster = dataclasses.replace(
+      info, sample_rate=max(1, round(info.sample_rate * speed)))
+  scale = info.sample_rate / faster.sample_rate
+  if entry is not None:
+    entry = dataclasses.replace(entry, sample_rate=None, segments=tuple(
+        dataclasses.replace(
+            g, start=g.start * scale,
+            end=None if g.end is None else g.end * scale,
+            duration=None if g.duration is None else g.duration * scale)
+        for g in entry.segments))
+  own: list = []
+  planned = plan_file(faster, config, dataset_rate, entry, own)
+  segments_rejected.extend((path, f'copy {_copy_text(copy)}: {reason}',
+                            frames) for path, reason, frames in own)
+  return dataclasses.replace(planned, copy=number)
 
 
 def split_plans(plan: FilePlan) -> List[FilePlan]:

@@ -20,6 +20,7 @@ from transforms.features import extractor as window_features
 from transforms.features import registry
 from transforms.planning.rules import (Chunk, FilePlan, chunk_input_range,
                              windows_per_chunk)
+from transforms.writing import augment
 from transforms.writing.stats import ExampleStats
 # The numpy work lives in window_features (no Beam, shared with the
 # inference featurizer); its names stay reachable here.
@@ -193,6 +194,8 @@ class WindowBatch:
   # (registry.ReadGroup, index of the first row in it): the whole
   # recordings read with these, or None.
   group: Optional[Tuple[registry.ReadGroup, int]] = None
+  # --augment: what was done to each row ('' for a recording's own).
+  augmentations: Optional[Tuple[str, ...]] = None
 
 
 def read_batches(config: PipelineConfig, split: str, refs):
@@ -215,8 +218,9 @@ def read_batches(config: PipelineConfig, split: str, refs):
         yield dataclasses.replace(rejection, split=split)
       kept_refs = [batch[i] for i in kept]
       for part in range(0, len(kept_refs), step):
-        yield WindowBatch(kept_refs[part:part + step],
-                          windows[part:part + step], plans)
+        read = WindowBatch(kept_refs[part:part + step],
+                           windows[part:part + step], plans)
+        yield augment.applied(read, config) if config.augment else read
 
 
 def _read_files(config: PipelineConfig, split: str, refs):
@@ -230,7 +234,7 @@ def _read_files(config: PipelineConfig, split: str, refs):
   (registry.ReadGroup) that it can compute on together, whatever their
   lengths."""
   batch_samples = registry.batch_samples(config)
-  rows, signals = [], []
+  rows, signals, done = [], [], []
 
   def batches():
     group = registry.ReadGroup(signals) if batch_samples else None
@@ -246,10 +250,12 @@ def _read_files(config: PipelineConfig, split: str, refs):
           (signals[start][np.newaxis] if stop - start == 1
            else np.stack(signals[start:stop])),
           {plan.key: plan for plan, _ in rows[start:stop]},
-          None if group is None else (group, start))
+          None if group is None else (group, start),
+          tuple(done[start:stop]) if config.augment else None)
       start = stop
     rows.clear()
     signals.clear()
+    done.clear()
 
   def full(signal) -> bool:
     if batch_samples:
@@ -273,8 +279,15 @@ def _read_files(config: PipelineConfig, split: str, refs):
             plan.info.path, 'non-finite samples (NaN or Inf)', 'read',
             frames, split)
         continue
+      if config.augment:
+        signal, record = augment.one(signal, plan, window, config)
+        done.append(record)
       if signals and full(signal):
+        # The record just made belongs to the next batch.
+        record = done.pop() if config.augment else None
         yield from batches()
+        if config.augment:
+          done.append(record)
       rows.append((plan, window))
       signals.append(signal)
   if signals:
@@ -360,12 +373,13 @@ class ExampleMaker:
     in its order; `stats` counts them. `shared`: one dict per batch across
     a sweep's variants (FeatureExtractor.compute)."""
     return self._encode(stats, batch.refs, batch.windows, batch.plans,
-                        class_names, shared, batch.group)
+                        class_names, shared, batch.group,
+                        batch.augmentations)
 
   def _encode(self, stats, refs, windows, plans, class_names, shared=None,
-              group=None):
+              group=None, augmentations=None):
     began = time.perf_counter_ns()
-    columns = self._columns(refs, plans, class_names)
+    columns = self._columns(refs, plans, class_names, augmentations)
     started = time.perf_counter_ns()
     arrays = self._extractor.compute(windows, plans[refs[0][0]].sample_rate,
                                      shared, group)
@@ -393,7 +407,7 @@ class ExampleMaker:
     stats.encode_ns += (started - began) + (time.perf_counter_ns() - computed)
     yield from records
 
-  def _columns(self, refs, plans, class_names):
+  def _columns(self, refs, plans, class_names, augmentations=None):
     rows = [plans[index] for index, _ in refs]
     # What each example is: its recording's, or its segment's.
     located = [p.locate(w) for p, (_, w) in zip(rows, refs)]
@@ -402,6 +416,8 @@ class ExampleMaker:
     extras = {name: [dict(o.extras)[name] for o in owners]
               for name in self.config.manifest_extra_columns}
     hop = 0 if self.config.variable_length else self.config.hop_len
+    if self.config.augment:
+      extras[augment.KEY] = list(augmentations)
     return {
         **extras,
         schema_lib.CLASS_KEY: [o.label for o in owners],
