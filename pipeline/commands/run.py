@@ -35,6 +35,7 @@ from pipeline import config as config_lib  # noqa: E402
 from pipeline import embeddings  # noqa: E402
 from pipeline.commands import console  # noqa: E402
 from pipeline import progress  # noqa: E402
+from transforms.runtime import cpus  # noqa: E402
 from transforms.runtime import timeline  # noqa: E402
 from pipeline import variants as variants_lib  # noqa: E402
 from pipeline.contract import naming  # noqa: E402
@@ -81,8 +82,10 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
   """Beam's options, with wavbeam's defaults for the local runner.
 
   Locally, unless --direct_num_workers or --direct_running_mode is given,
-  one worker per core, as threads of one process (run_config forks
-  workers instead and runs Beam in its one thread, or else switches to
+  one worker per CPU the process may use (its affinity, as taskset sets
+  it, and its container's CPU quota: transforms/runtime/cpus.py), as
+  threads of one process (run_config forks workers instead and runs Beam
+  in its one thread, or else switches to
   Beam's worker processes for corpora of PROCESSES_FROM_FILES files or
   more). One core: one process.
 
@@ -101,14 +104,16 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
   options.view_as(TypeOptions).pipeline_type_check = False
   if standard.runner in _DIRECT_RUNNER_NAMES:
     standard.runner = LOCAL_RUNNER
-  workers = options.view_as(DirectOptions).direct_num_workers
+  direct = options.view_as(DirectOptions)
+  workers = direct.direct_num_workers
   if workers is not None and not 0 <= workers <= MAX_WORKERS:
     raise config_lib.ConfigError(
         'direct_num_workers', workers,
-        f'must be in [0, {MAX_WORKERS}] (0: one per core)')
+        f'must be in [0, {MAX_WORKERS}] (0: one per CPU it may use)')
+  if workers == 0:  # Beam would take the machine's cores
+    direct.direct_num_workers = cpus.usable_cpus()
   if standard.runner == LOCAL_RUNNER and not _running_mode_given(beam_args):
-    direct = options.view_as(DirectOptions)
-    direct.direct_num_workers = os.cpu_count() or 1
+    direct.direct_num_workers = cpus.usable_cpus()
     direct.direct_running_mode = (
         'in_memory' if direct.direct_num_workers == 1
         else 'multi_threading')
