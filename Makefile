@@ -5,7 +5,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test test-fast bench clean
+.PHONY: demo test test-fast bench clean prism
+
+# Beam's Prism runner, a Go program built from the Go module proxy into the
+# venv once (about 5 min on 2 cores; Go's module and build caches keep it
+# after). Without a Go toolchain there is nothing to build, and the Prism
+# test says so when it skips.
+PRISM_VERSION := v2.77.0
+PRISM := $(BIN)/prism
 
 # The demo needs the runtime, TensorFlow and matplotlib; tests and benches
 # also the clients the output is checked against (PyTorch among them).
@@ -25,9 +32,17 @@ $(TEST_STAMP): $(STAMP) requirements-test.txt requirements-torch.txt \
 demo: $(STAMP)
 	$(BIN)/python -m pipeline.demo
 
-test: $(TEST_STAMP)
+test: $(TEST_STAMP) prism
 	$(BIN)/ruff check --quiet .
 	$(BIN)/python -m pytest -q tests
+
+prism: $(STAMP)
+	@if [ -x $(PRISM) ]; then :; \
+	elif command -v go >/dev/null; then \
+	  echo "building Beam's Prism runner $(PRISM_VERSION) into $(PRISM)"; \
+	  GOBIN=$(abspath $(BIN)) go install \
+	    github.com/apache/beam/sdks/v2/go/cmd/prism@$(PRISM_VERSION); \
+	else echo "no Go toolchain: Beam's Prism runner is not built"; fi
 
 # The pure functions and the small pieces, without whole runs (about a
 # minute on two cores): the loop while changing code; `make test` before

@@ -7,8 +7,13 @@ process, interleaved (each round runs every writer once), `--repeats`
 times (default 5), and reports medians with their spread (min-max over the
 rounds): audio-seconds per wall second (of the corpus, and of the audio
 the examples hold), windows/s, MB/s written, peak
-memory summed over the process tree, and the ratio to `baseline` (the
-plain loop, 1 process). Wall
+memory summed over the process tree, and the ratios to `baseline` (the
+plain loop a typical user writes, 1 process, TensorFlow imported) and to
+`baseline_notf_nproc` (the same loop and bytes without TensorFlow, a
+process per usable CPU: the fastest honest peer). Each writer's fixed
+cost is its wall time on a one-file corpus, run beside it every round;
+its rate once running, the corpus's audio over its wall time less that.
+Wall
 time is the whole process (start-up and imports included), as a user
 experiences it; for wavbeam it is split into before the first shard
 (start-up, listing, probing, planning), the shard phase, and after the last
@@ -30,6 +35,7 @@ import soundfile as sf
 
 from bench.procmon import run_measured
 from pipeline.commands import example_corpus
+from transforms.runtime import cpus
 
 ROOT = os.path.join('scratch', 'bench')
 PY = sys.executable
@@ -48,6 +54,9 @@ CORPORA = {
     # them (not in `make bench`; --corpora mp3clips5s,flacclips5s).
     'mp3clips5s': (20000, 5, 16000, 'mp3'),
     'flacclips5s': (20000, 5, 16000, 'flac'),
+  # One 4 s file: a writer's fixed cost, command to exit (every bench
+  # corpus's writers also run on it).
+  'one_file': (4, 4, 32768, 'wav'),
 }
 DEFAULT_CORPORA = '1h,4h,clips3s,clips1s'
 
@@ -58,6 +67,8 @@ def writers(corpus, out, win_len=32768, audio_format='wav'):
   base = whole + ['--win_len', str(win_len)]
   baseline = [PY, '-m', 'bench.baseline_numpy', corpus, out, '--win_len',
               str(win_len), '--audio_format', audio_format]
+  notf = [PY, '-m', 'bench.baseline_notf', corpus, out, '--win_len',
+          str(win_len), '--audio_format', audio_format]
   return {
       'wavbeam': base,
       'wavbeam_1worker': base + ['--direct_num_workers=1'],
@@ -80,6 +91,10 @@ def writers(corpus, out, win_len=32768, audio_format='wav'):
                                     '--direct_running_mode=multi_processing'],
       'baseline': baseline,
       'baseline_2proc': baseline + ['--procs', '2'],
+      # The fastest honest peer: the same loop and bytes without
+      # TensorFlow's import, in 1 and in one process per usable CPU.
+      'baseline_notf': notf,
+      'baseline_notf_nproc': notf + ['--procs', str(cpus.usable_cpus())],
       'tfdata_seed': [PY, '-m', 'bench.baseline_tfdata', corpus, out],
   }
 
@@ -164,24 +179,34 @@ def audio_format_of(name):
   return CORPORA[name][3] if name in CORPORA else 'wav'
 
 
+def _measured(command, out, env):
+  shutil.rmtree(out, ignore_errors=True)
+  # Flush the previous writer's dirty pages and deletes (this disk is
+  # mounted with discard) so they are not billed to the next writer.
+  os.sync()
+  time.sleep(1.0)
+  started = time.time()
+  wall, peak, _ = run_measured(command, env=env)
+  return started, wall, peak
+
+
 def bench_writers(corpus_name, repeats, names, env):
   corpus, seconds, windows, win_len = corpus_for(corpus_name)
+  one_file = corpus_for('one_file')[0]
   audio_format = audio_format_of(corpus_name)
   out = os.path.join(ROOT, 'out')
   runs = {n: [] for n in names}
+  fixed = {n: [] for n in names}
   for _ in range(repeats):
     for name in names:  # interleaved: machine noise hits every contender
-      shutil.rmtree(out, ignore_errors=True)
-      # Flush the previous writer's dirty pages and deletes (this disk is
-      # mounted with discard) so they are not billed to the next writer.
-      os.sync()
-      time.sleep(1.0)
-      started = time.time()
-      wall, peak, _ = run_measured(
-          writers(corpus, out, win_len, audio_format)[name], env=env)
+      started, wall, peak = _measured(
+          writers(corpus, out, win_len, audio_format)[name], out, env)
       meta = metadata(out)
       runs[name].append((wall, peak, dir_bytes(out),
                          phases(meta, started, wall), example_seconds(meta)))
+      # Its fixed cost: the same command on a one-file corpus.
+      fixed[name].append(_measured(writers(one_file, out, win_len)[name],
+                                   out, env)[1])
   rows = {}
   for name, rs in runs.items():
     wall = statistics.median(r[0] for r in rs)
@@ -196,12 +221,20 @@ def bench_writers(corpus_name, repeats, names, env):
       rows[name]['phases'] = [spread(r[3][i] for r in rs) for i in range(3)]
     if all(r[4] for r in rs):
       rows[name]['example_audio_s_per_s'] = rs[0][4] / wall
-  if 'baseline' in rows:
-    base = [r[0] for r in runs['baseline']]
+    rows[name]['fixed_spread'] = spread(fixed[name])
+    # Once running: the corpus's audio over the time past the fixed cost.
+    running = wall - statistics.median(fixed[name])
+    rows[name]['steady_audio_s_per_s'] = (seconds / running if running > 0
+                                          else None)
+  for base_name, key in (('baseline', 'ratio'),
+                         ('baseline_notf_nproc', 'ratio_notf')):
+    if base_name not in rows:
+      continue
+    base = [r[0] for r in runs[base_name]]
     for name, row in rows.items():
-      row['ratio'] = rows['baseline']['wall_s'] / row['wall_s']
+      row[key] = rows[base_name]['wall_s'] / row['wall_s']
       # Round by round: the baseline and the writer ran side by side.
-      row['ratio_spread'] = spread(
+      row[key + '_spread'] = spread(
           b / r[0] for b, r in zip(base, runs[name]))
   return {'corpus': corpus_name, 'audio_seconds': seconds,
           'windows': windows, 'files': sum(len(f) for _, _, f in
@@ -226,23 +259,29 @@ def to_markdown(results, reading):
                  f"{r['audio_seconds']:.0f} audio-s, {r['windows']} windows"
                  "\n")
     lines.append('| writer | wall s, median (min-max) | audio-s/s | '
+                 'fixed cost s (one file) | audio-s/s once running | '
                  'audio-s/s in examples | windows/s | MB/s written | '
-                 'peak MB (all processes) | vs baseline, per round | '
+                 'peak MB (all processes) | vs TF loop, per round | '
+                 'vs TF-free loop in N processes, per round | '
                  'before shards / shards / after, s | runs |')
-    lines.append('|---|---|---|---|---|---|---|---|---|---|')
+    lines.append('|---|---|---|---|---|---|---|---|---|---|---|---|---|')
     for name, w in r['writers'].items():
       split = ' / '.join(cell(x) for x in w['phases']) \
           if 'phases' in w else ''
-      ratio = cell(w['ratio_spread'], unit='x') if 'ratio_spread' in w \
-          else ''
+      ratios = [cell(w[key + '_spread'], unit='x')
+                if key + '_spread' in w else ''
+                for key in ('ratio', 'ratio_notf')]
       in_examples = w.get('example_audio_s_per_s')
       in_examples = '' if in_examples is None else f'{in_examples:.0f}'
+      steady = w.get('steady_audio_s_per_s')
+      steady = '' if steady is None else f'{steady:.0f}'
       lines.append(
           f"| {name} | {cell(w['wall_spread'])} | "
-          f"{w['audio_s_per_s']:.0f} | {in_examples} | "
+          f"{w['audio_s_per_s']:.0f} | {cell(w['fixed_spread'])} | "
+          f"{steady} | {in_examples} | "
           f"{w['windows_per_s']:.0f} | "
-          f"{w['mb_per_s']:.0f} | {cell(w['peak_spread'], 0)} | {ratio} | "
-          f"{split} | {w['walls']} |")
+          f"{w['mb_per_s']:.0f} | {cell(w['peak_spread'], 0)} | "
+          f"{ratios[0]} | {ratios[1]} | {split} | {w['walls']} |")
   if reading:
     lines.append('\n### Reading (batch 64, all features, page cache)\n')
     lines.append('| reader | examples/s (median) | vs hand-written | '
@@ -266,8 +305,8 @@ def main(argv=None):
   parser.add_argument('--repeats', type=int, default=5,
                       help='rounds, each running every writer once '
                       '(default 5)')
-  parser.add_argument('--writers', default='wavbeam,wavbeam_threads,'
-                      'baseline,baseline_2proc')
+  parser.add_argument('--writers', default='wavbeam,wavbeam_sink,'
+                      'baseline,baseline_notf,baseline_notf_nproc')
   parser.add_argument('--no_reading', action='store_true')
   args = parser.parse_args(argv)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')

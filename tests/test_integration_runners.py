@@ -1,10 +1,12 @@
-"""The same pipeline on other runners: a real Dask cluster, Dataflow (dry
-run) and Flink (portable pipeline), compared with the local runner."""
+"""The same pipeline on other runners: a real Dask cluster, Beam's Prism
+runner, Dataflow (dry run) and Flink (portable pipeline), compared with
+the local runner."""
 
 import contextlib
 import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -194,6 +196,58 @@ def test_portable_runner_on_a_job_service_writes_the_same_dataset(
   assert _digests(out) == _digests(local_run)
   assert _metadata(out) == _metadata(local_run)
   # The specified shape on the same service: the same examples.
+  assert _all_records(sink_out) == _all_records(local_run)
+  assert _metadata(sink_out)['counts'] == _metadata(local_run)['counts']
+
+
+PRISM = os.path.join(os.path.dirname(sys.executable), 'prism')
+
+
+def _prism_or_skip():
+  """The Prism binary `make prism` builds; a skip only where no Go
+  toolchain could build it."""
+  if os.access(PRISM, os.X_OK):
+    return PRISM
+  if shutil.which('go') is None:
+    pytest.skip('no Go toolchain here to build Beam\'s Prism runner '
+                '(make prism)')
+  pytest.fail(f'no Prism binary at {PRISM}: run make prism (Go is here)')
+
+
+def _prism_processes():
+  """PIDs of the processes running the Prism binary."""
+  found = set()
+  for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+      with open(f'/proc/{pid}/cmdline', 'rb') as f:
+        if f.read().split(b'\0')[0] == PRISM.encode():
+          found.add(int(pid))
+    except OSError:  # gone meanwhile
+      pass
+  return found
+
+
+def test_prism_runner_writes_the_same_dataset(corpus, local_run):
+  """Beam's Prism runner, a real Go process serving the Job API, the SDK
+  harness in the submitting process: every file as the local runner
+  writes it, for windows, segments and Beam's sink."""
+  prism = ['--runner=PrismRunner', f'--prism_location={_prism_or_skip()}']
+  before = _prism_processes()
+  out = corpus / 'prism'
+  _run_cli(_flags(corpus, out) + prism)
+  # The Prism server the job started ends with it.
+  assert _prism_processes() == before
+  assert _digests(out) == _digests(local_run)
+  assert _metadata(out) == _metadata(local_run)
+  _run_cli(_segment_flags(corpus, corpus / 'prism_segments') + prism)
+  if not os.path.exists(corpus / 'local_segments'):
+    _run_cli(_segment_flags(corpus, corpus / 'local_segments'))
+  assert _digests(corpus / 'prism_segments') == _digests(
+      corpus / 'local_segments')
+  assert _metadata(corpus / 'prism_segments') == _metadata(
+      corpus / 'local_segments')
+  sink_out = corpus / 'prism_sink'
+  _run_cli(_flags(corpus, sink_out) + prism + ['--sink', 'write_to_tfrecord'])
   assert _all_records(sink_out) == _all_records(local_run)
   assert _metadata(sink_out)['counts'] == _metadata(local_run)['counts']
 

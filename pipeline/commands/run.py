@@ -65,6 +65,7 @@ MAX_WORKERS = 1024
 # Runners Beam knows only by their full name.
 _RUNNER_ALIASES = {
     'DaskRunner': 'apache_beam.runners.dask.dask_runner.DaskRunner'}
+PRISM_RUNNER = 'PrismRunner'
 
 
 # A local default run forks workers (transforms/runtime/forked_workers.py) for
@@ -430,6 +431,8 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
   local = options.view_as(StandardOptions).runner == LOCAL_RUNNER
   shown = next(iter(outputs.values())).dataset_dir
   with contextlib.ExitStack() as running:
+    if options.view_as(StandardOptions).runner == PRISM_RUNNER:
+      running.callback(_stop_prism)
     for name, output in outputs.items():
       running.enter_context(run_marker.Heartbeat(output.dataset_dir,
                                                  run_ids[name]))
@@ -451,6 +454,17 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
             raise changed from e
       raise
   return result
+
+
+def _stop_prism() -> None:
+  """Stops the Prism process Beam's PrismRunner started for the job.
+  Beam stops it at the interpreter's exit, which the command skips
+  (console.exit): it would outlive the job, one server per run."""
+  # pylint: disable-next=import-outside-toplevel
+  from apache_beam.runners.portability import prism_runner
+  server = prism_runner.PrismRunner.shared_handle.acquire(lambda: None)
+  if server is not None:
+    server.stop()
 
 
 def in_one_thread(config: config_lib.PipelineConfig, forked: int) -> bool:
