@@ -28,6 +28,7 @@ from pipeline.config import ConfigError, PipelineConfig
 from pipeline.contract import naming
 from transforms.inputs import listing
 from transforms.runtime import filesystem
+from transforms.writing import augment
 from transforms.writing import kept_shards
 
 RUN_FILE = 'run.json'           # in the temporary folder
@@ -81,7 +82,8 @@ def write_run_record(config: PipelineConfig) -> None:
   path = naming.join(naming.temp_dir(config.dataset_dir), RUN_FILE)
   with filesystem.create(path) as f:
     f.write(json.dumps({'code': code_digest(config),
-                        'options': kept_shards.run_options(config)},
+                        'options': kept_shards.run_options(config),
+                        'augment_sources': augment.sources(config)},
                        sort_keys=True).encode('utf-8'))
 
 
@@ -171,6 +173,15 @@ def find(config: PipelineConfig, base=None) -> Found:
         'resume', True, f'the stopped run in {out} had other options '
         f'({"; ".join(changed)}): resume it with its own, or rerun with '
         '--overwrite')
+  was, now = record.get('augment_sources') or [], augment.sources(config)
+  if was != now:
+    first = next(a or b for a, b in zip(was + [None], now + [None])
+                 if a != b)
+    raise ConfigError(
+        'resume', True, f'the stopped run in {out} mixed its copies with '
+        f'other noise clips or impulse responses ({first[0]} changed, '
+        'was added or removed): its finished shards would not match the '
+        'rest; rerun with --overwrite')
   records = kept_shards.record_paths(out)
   _check_inputs(config, records, base)
   return Found(records=len(records))

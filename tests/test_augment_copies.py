@@ -80,6 +80,22 @@ def test_bad_copies_are_refused(tmp_path, text, message):
                   sample_rate=RATE)
 
 
+def test_values_keep_every_digit(tmp_path):
+  config = H.make_config(str(tmp_path), str(tmp_path / 'out'),
+                         augment='gain=0.1234567,speed=1.0000001,'
+                         'gain=1.0000001,gain=1.0000002', sample_rate=RATE)
+  assert config.augment == ('gain=0.1234567', 'speed=1.0000001',
+                            'gain=1.0000001', 'gain=1.0000002')
+  assert config.augment_copies[0][0].low == 0.1234567
+
+
+def test_a_manifest_column_of_its_name_is_refused(tmp_path):
+  with pytest.raises(ConfigError, match='--manifest_extra_columns='
+                     '.augmentation.: is the key of what --augment did'):
+    H.make_config(str(tmp_path), str(tmp_path / 'out'), augment='gain=3',
+                  manifest='m.csv', manifest_extra_columns=('augmentation',))
+
+
 def test_speed_needs_the_dataset_rate(tmp_path):
   with pytest.raises(ConfigError, match='speed= needs --sample_rate'):
     H.make_config(str(tmp_path), str(tmp_path / 'out'), augment='speed=0.9')
@@ -284,3 +300,42 @@ def test_beams_sink_writes_the_same_copies(copies, tmp_path):
        str(e['augmentation']), e['signal'].tobytes())
       for split, e in examples)
   assert theirs == ours
+
+
+@pytest.mark.slow
+def test_resume_keeps_copies_only_while_their_clips_are_the_same(
+    copies, tmp_path):
+  """A run killed after a shard was recorded resumes to the bytes of an
+  uninterrupted run; with a noise clip changed meanwhile, its finished
+  shards would mix the old clip with the new: the resume is refused,
+  naming the clip."""
+  import shutil
+  import subprocess
+  import sys
+  from tests.test_resume import digest
+  d, _ = copies
+  for folder in ('in', 'noise', 'rir'):
+    shutil.copytree(d / folder, tmp_path / folder)
+  (tmp_path / 'cwd').mkdir()
+
+  def flags(out):
+    return [f for f in _argv(tmp_path, out, '--max_examples_per_shard', '7')
+            if f != '--runner=FnApiRunner']
+
+  def cli(*args):
+    return subprocess.run([sys.executable, '-m', 'pipeline.run', *args],
+                          cwd=H.ROOT, capture_output=True, text=True,
+                          timeout=600)
+  assert cli(*flags('whole')).returncode == 0
+  for out in ('same', 'changed'):
+    code, _ = H.DrivenRun('shard_recorded', 'kill', *flags(out),
+                          cwd=tmp_path / 'cwd').wait()
+    assert code == -9
+  proc = cli(*flags('same'), '--resume')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert digest(tmp_path / 'same') == digest(tmp_path / 'whole')
+  H.write_wav(str(tmp_path / 'noise' / 'street.wav'),
+              H.noise(8000 * 3, seed=11), rate=8000)
+  proc = cli(*flags('changed'), '--resume')
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert '--noise_dir street.wav changed' in proc.stderr

@@ -30,7 +30,7 @@ BEAM_OPTIONS = {
     '--experiments', '--dry_run', '--job_endpoint', '--environment_type',
     '--flink_master', '--flink_version', '--flink_job_server_jar',
     '--parallelism', '--dask_client_address', '--dask_npartitions',
-    '--dataflow_service_options', '--sdk_container_image',
+    '--dataflow_service_options', '--sdk_container_image', '--prism_location',
 }
 # Shown on purpose as a mistake (the flag that Beam alone would drop).
 MISTYPED = {'--win_lenn'}

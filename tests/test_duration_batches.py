@@ -53,7 +53,8 @@ def test_fewer_lengths_than_buckets_make_fewer_buckets():
   assert list(duration_batches.batches([], 5.0)) == []
 
 
-@pytest.mark.parametrize('value', [0, -1.0, float('nan'), '5', True])
+@pytest.mark.parametrize('value', [0, -1.0, float('nan'), '5', True,
+                                   np.float32(-2)])
 def test_max_duration_must_be_seconds(value):
   with pytest.raises(ValueError, match='max_duration='):
     duration_batches.check_options(value, 10)
@@ -157,6 +158,33 @@ def test_one_of_batch_size_and_max_duration(utterances):
     numpy_reader.numpy_dataset(str(out), max_duration=0)
   with pytest.raises(TypeError, match='max_duration'):
     len(numpy_reader.numpy_dataset(str(out), max_duration=5.0))
+
+
+@pytest.mark.slow
+def test_spawned_workers_get_the_same_batches(utterances):
+  """The dataset pickles into spawned DataLoader workers (macOS's and
+  Windows' default) and gives the batches forked ones give."""
+  torch = pytest.importorskip('torch')
+  from pipeline.readers.torch_dataset import WavbeamIterableDataset
+  out, lengths = utterances
+  found = {}
+  for context in ('fork', 'spawn'):
+    data = WavbeamIterableDataset(str(out), features=['signal',
+                                                      'win_start_idx'],
+                                  shuffle=True, seed=1,
+                                  max_duration=np.float32(MAX_DURATION))
+    assert data.features == ('signal', 'win_start_idx')
+    loader = torch.utils.data.DataLoader(
+        data, batch_size=None, num_workers=2,
+        multiprocessing_context=context)
+    batches = [{k: v.numpy() for k, v in b.items()} for b in loader]
+    found[context] = _check_epoch(batches, lengths)
+  assert found['fork'] == found['spawn']
+  with pytest.raises(ValueError, match='drop_last=True'):
+    WavbeamIterableDataset(str(out), max_duration=5.0, drop_last=True)
+  with pytest.raises(DatasetError, match='drop_remainder=True'):
+    numpy_reader.numpy_dataset(str(out), max_duration=5.0,
+                               drop_remainder=True)
 
 
 @pytest.mark.slow

@@ -242,6 +242,9 @@ def test_lhotse_supervisions_split_by_speaker(tmp_path):
      'needs a split per segment'),
     ({'allow_split_overlap': True}, 'needs --split_unit segment'),
     ({'split_unit': 'turn'}, 'split_unit'),
+    ({'split_unit': 'segment', 'manifest': 'm.csv', 'split_by': 'speaker',
+      'manifest_start_column': 's', 'manifest_end_column': 'e',
+      'silence_from': ('noise/*',)}, 'with --silence_from'),
 ])
 def test_options_are_checked(tmp_path, options, message):
   with pytest.raises(ConfigError, match=message):

@@ -11,6 +11,8 @@ from pipeline.config.fields import MAX_COUNT, opt, split_list
 from pipeline.contract.errors import ConfigError
 
 EFFECTS = ('speed', 'gain', 'noise', 'reverb')
+# What each example records of its copy's effects.
+KEY = 'augmentation'
 # sox's speed factors that Kaldi's and Lhotse's recipes use are 0.9 and
 # 1.1; far outside this range a copy is no longer the same speech.
 SPEED_RANGE = (0.5, 2.0)
@@ -25,11 +27,17 @@ class Effect:
   high: float = 0.0
 
   def text(self) -> str:
+    """As --augment writes it, every digit of its values kept."""
     if self.name == 'reverb':
       return 'reverb'
     if self.low == self.high:
-      return f'{self.name}={self.low:g}'
-    return f'{self.name}={self.low:g}:{self.high:g}'
+      return f'{self.name}={_number(self.low)}'
+    return f'{self.name}={_number(self.low)}:{_number(self.high)}'
+
+
+def _number(value: float) -> str:
+  text = repr(float(value))
+  return text[:-2] if text.endswith('.0') else text
 
 
 Copy = Tuple[Effect, ...]
@@ -92,6 +100,9 @@ class AugmentOptions:
     if 'speed' in used and self.sample_rate is None:
       raise ConfigError('augment', text, 'speed= needs --sample_rate: a '
                         'sped-up copy is resampled to the dataset\'s rate')
+    if copies and KEY in self.manifest_extra_columns:
+      raise ConfigError('manifest_extra_columns', KEY, 'is the key of what '
+                        '--augment did to each example: rename the column')
     if copies and self.silence_from:
       raise ConfigError('augment', text, 'augmented copies of '
                         '--silence_from recordings are not made: leave out '

@@ -253,6 +253,11 @@ class ManifestOptions:
                           'per segment: --split_by, --manifest_split_column '
                           'or SPLIT=FILE manifests (a hash of the path would '
                           'put every segment of a recording in one split)')
+      if self.silence_from:
+        raise ConfigError('split_unit', self.split_unit, 'with '
+                          '--silence_from: a silence recording\'s windows '
+                          'are shared out whole (--silence_windows); leave '
+                          'out one of the two')
     elif self.allow_split_overlap:
       raise ConfigError('allow_split_overlap', True, 'needs --split_unit '
                         'segment (a recording is otherwise in one split)')

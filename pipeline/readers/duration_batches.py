@@ -17,6 +17,7 @@ batch, and a new order of the stream (a new epoch) makes new batches.
 """
 
 import bisect
+import numbers
 from typing import Iterable, Iterator, List, Sequence, Tuple, TypeVar
 
 import numpy as np
@@ -32,7 +33,7 @@ EDGES_ESTIMATE = 2000
 def check_options(max_duration, num_buckets: int) -> None:
   """ValueError naming the argument and its value."""
   if (isinstance(max_duration, bool) or
-      not isinstance(max_duration, (int, float)) or not max_duration > 0):
+      not isinstance(max_duration, numbers.Real) or not max_duration > 0):
     raise ValueError(f'max_duration={max_duration!r}: give the seconds of '
                      'audio a batch may hold, above 0')
   if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or (
@@ -93,25 +94,44 @@ def batches(items: Iterable[Tuple[float, T]], max_duration: float,
       yield batch
 
 
+class ExampleSeconds:
+  """The seconds of audio an example holds, from the key `seconds_of`
+  chose (a class, not a closure, so that a reader holding it pickles into
+  spawned DataLoader workers)."""
+
+  def __init__(self, key, rate: int, hop: int = 0, n_fft: int = 0,
+               fixed: float = 0.0):
+    self.key, self.rate = key, rate
+    self.hop, self.n_fft, self.fixed = hop, n_fft, fixed
+
+  def __call__(self, example) -> float:
+    from pipeline.contract.schema import NUM_FRAMES_KEY, NUM_SAMPLES_KEY
+    if self.key == NUM_SAMPLES_KEY:
+      return int(example[NUM_SAMPLES_KEY]) / self.rate
+    if self.key == NUM_FRAMES_KEY:
+      frames = int(example[NUM_FRAMES_KEY])
+      return (max(frames - 1, 0) * self.hop + self.n_fft) / self.rate
+    return self.fixed
+
+
 def seconds_of(metadata, schema):
-  """(the key an example's duration is read from, or None, and a function
-  of an example giving its seconds): its stored `num_samples`; else the
-  audio its `num_frames` STFT frames span, ((frames - 1) * fft_hop +
-  n_fft) samples, short of its length by less than a hop; else, for
-  windows, the one length of every window. ValueError when a dataset of
-  variable-length examples stores neither."""
+  """(the key an example's duration is read from, or None, and an
+  ExampleSeconds giving an example's seconds): its stored `num_samples`;
+  else the audio its `num_frames` STFT frames span, ((frames - 1) *
+  fft_hop + n_fft) samples, short of its length by less than a hop; else,
+  for windows, the one length of every window. ValueError when a dataset
+  of variable-length examples stores neither."""
   from pipeline.contract.schema import NUM_FRAMES_KEY, NUM_SAMPLES_KEY
   config, rate = metadata['config'], metadata['sample_rate']
   keys = schema.keys()
   if NUM_SAMPLES_KEY in keys:
-    return NUM_SAMPLES_KEY, lambda e: int(e[NUM_SAMPLES_KEY]) / rate
+    return NUM_SAMPLES_KEY, ExampleSeconds(NUM_SAMPLES_KEY, rate)
   if NUM_FRAMES_KEY in keys:
-    hop, n_fft = config['fft_hop'], config['n_fft']
-    return NUM_FRAMES_KEY, lambda e: (
-        max(int(e[NUM_FRAMES_KEY]) - 1, 0) * hop + n_fft) / rate
+    return NUM_FRAMES_KEY, ExampleSeconds(
+        NUM_FRAMES_KEY, rate, config['fft_hop'], config['n_fft'])
   if config.get('example_unit', 'window') == 'window':
-    seconds = config['win_len'] / rate
-    return None, lambda e: seconds
+    return None, ExampleSeconds(None, rate,
+                                fixed=config['win_len'] / rate)
   raise ValueError('max_duration=: the examples store neither num_samples '
                    'nor num_frames to take their durations from (write the '
                    'dataset with the signal feature, or an STFT feature)')

@@ -96,7 +96,8 @@ class NumpyDataset:
     check_sizes(batch_size=batch_size,
                 shuffle_buffer_size=shuffle_buffer_size)
     self.max_duration, self.num_buckets = max_duration, num_buckets
-    self._unasked: Tuple[str, ...] = ()
+    # Keys read for max_duration= alone, not handed out.
+    self.unasked: Tuple[str, ...] = ()
     if max_duration is not None:
       try:
         duration_batches.check_options(max_duration, num_buckets)
@@ -105,6 +106,10 @@ class NumpyDataset:
       if batch_size is not None:
         raise DatasetError(f'batch_size={batch_size!r} and max_duration='
                            f'{max_duration!r}: give one of them')
+      if drop_remainder:
+        raise DatasetError('drop_remainder=True and max_duration=: every '
+                           'batch of max_duration is kept (a bucket left '
+                           'at the end of a pass is a batch)')
       try:
         key, self._seconds = duration_batches.seconds_of(self.metadata,
                                                          self.schema)
@@ -112,7 +117,7 @@ class NumpyDataset:
         raise DatasetError(str(e)) from None
       if key is not None and key not in self.keys:
         # Read for the batching, not handed out.
-        self.keys, self._unasked = (*self.keys, key), (key,)
+        self.keys, self.unasked = (*self.keys, key), (key,)
     self.split = split
     self.variable = variable_keys(self.schema, self.keys)
     self.shards = self.metadata['splits'][split]['shards']
@@ -182,7 +187,7 @@ class NumpyDataset:
     batches; without the keys read for that alone."""
     for e in examples:
       seconds = self._seconds(e)
-      for key in self._unasked:
+      for key in self.unasked:
         e = dict(e)
         del e[key]
       yield seconds, e

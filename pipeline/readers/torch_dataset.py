@@ -82,16 +82,19 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     if batch_size is not None and batch_size < 1:
       raise ValueError(f'batch_size={batch_size!r}: give a positive number '
                        '(or None for single examples)')
-    if batch_size is not None and max_duration is not None:
-      raise ValueError(f'batch_size={batch_size!r} and max_duration='
-                       f'{max_duration!r}: give one of them')
+    if max_duration is not None and (batch_size is not None or drop_last):
+      raise ValueError(f'batch_size={batch_size!r}, drop_last={drop_last!r} '
+                       f'and max_duration={max_duration!r}: batches of '
+                       'max_duration are all kept; give batch_size or '
+                       'max_duration')
     # Opened once here, so a bad folder, split or feature fails at once.
     self._reader = numpy_reader.NumpyDataset(
         output_dir, split, features=features, variant=variant, parts=parts,
         max_duration=max_duration, num_buckets=num_buckets)
     self.max_duration, self.num_buckets = max_duration, num_buckets
     self.output_dir, self.split = self._reader.output_dir, split
-    self.features = self._reader.keys
+    self.features = tuple(k for k in self._reader.keys
+                          if k not in self._reader.unasked)
     # dtype=: the float features as this dtype, else as stored.
     self.dtype = torch_batches.numpy_dtype_name(dtype)
     self._float_keys = batching.float_keys(self._reader.schema,

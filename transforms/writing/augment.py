@@ -31,11 +31,10 @@ import soundfile as sf
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import ConfigError, PipelineConfig
+from pipeline.config.augment import KEY  # noqa: F401  (re-exported)
 from pipeline.contract import naming
 from transforms.inputs import audio
 from transforms.inputs import patterns
-
-KEY = 'augmentation'
 
 
 def gain(x: np.ndarray, db: float) -> np.ndarray:
@@ -82,15 +81,20 @@ def _draw(rng: np.random.Generator, effect) -> float:
   return float(rng.uniform(effect.low, effect.high))
 
 
-@functools.lru_cache(maxsize=8)
-def folder_files(folder: str, formats: Tuple[str, ...]) -> Tuple[str, ...]:
-  """The audio files under a folder (or URI), sorted: what a copy draws
-  from, in an order every worker agrees on."""
+def _listing(folder: str, formats: Tuple[str, ...]) -> list:
+  """FileMetadata of the audio files under a folder (or URI), by path."""
   found = []
   for result in FileSystems.match([naming.join(folder, '**')]):
-    found += [m.path for m in result.metadata_list
+    found += [m for m in result.metadata_list
               if m.path.rsplit('.', 1)[-1].lower() in formats]
-  return tuple(sorted(found))
+  return sorted(found, key=lambda m: m.path)
+
+
+@functools.lru_cache(maxsize=8)
+def folder_files(folder: str, formats: Tuple[str, ...]) -> Tuple[str, ...]:
+  """The audio files under a folder, sorted: what a copy draws from, in
+  an order every worker agrees on."""
+  return tuple(m.path for m in _listing(folder, formats))
 
 
 @functools.lru_cache(maxsize=16)
@@ -101,14 +105,35 @@ def loaded(path: str, rate: int) -> np.ndarray:
     data, own_rate = sf.read(io.BytesIO(f.read()), dtype='float64',
                              always_2d=True)
   mono = data.mean(axis=1)
+  if not np.isfinite(mono).all():
+    raise ConfigError('augment', path, 'holds NaN or Inf samples: it '
+                      'cannot be mixed into an example')
   if own_rate != rate and len(mono):
     n = audio.resampled_length(len(mono), own_rate, rate)
     mono = audio.resample_range(mono, 0, len(mono), own_rate, rate, 0, n)
   return mono
 
 
+def sources(config: PipelineConfig) -> List[List]:
+  """[folder option, path in it, size, modification time] of every noise
+  clip and impulse response a run draws from: what a --resume compares,
+  since a changed clip changes the copies."""
+  found = []
+  for option in ('noise_dir', 'rir_dir'):
+    folder = getattr(config, option)
+    if not folder:
+      continue
+    for meta in _listing(folder, tuple(config.audio_formats)):
+      found.append([f'--{option} {patterns.relative_path(meta.path, folder)}',
+                    meta.size_in_bytes, meta.last_updated_in_seconds])
+  return found
+
+
 def check_folders(config: PipelineConfig) -> None:
-  """ConfigError for a --noise_dir or --rir_dir with no audio file."""
+  """ConfigError for a --noise_dir or --rir_dir with no audio file. A
+  run starts with the folders listed afresh (a process may run several)."""
+  folder_files.cache_clear()
+  loaded.cache_clear()
   for option in ('noise_dir', 'rir_dir'):
     folder = getattr(config, option)
     if folder and not folder_files(folder, tuple(config.audio_formats)):
@@ -135,10 +160,12 @@ def augmented(x: np.ndarray, copy, config: PipelineConfig, rate: int,
   if 'noise' in by_name:
     snr = _draw(rng, by_name['noise'])
     name, noise = _drawn_file(rng, config.noise_dir, config, rate)
-    start = int(rng.integers(len(noise))) if len(noise) else 0
     if len(noise):
+      start = int(rng.integers(len(noise)))
       x = mix_at_snr(x, looped(noise, start, len(x)), snr)
-    done.append(f'noise={snr:.2f}:{name}@{start}')
+      done.append(f'noise={snr:.2f}:{name}@{start}')
+    else:
+      done.append(f'noise={snr:.2f}:{name} (empty: none added)')
   if 'gain' in by_name:
     db = _draw(rng, by_name['gain'])
     x = gain(x, db)
