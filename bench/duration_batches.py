@@ -20,7 +20,8 @@ same 80-band log-mel frames (25 ms windows, 10 ms hop) both ways:
 
 Both in one process, no workers, each epoch after a first that warms the
 page cache; the rounds interleave the two. Reports per reader the padded
-share of a batch's frames (1 - sum of lengths / (count x longest)),
+share of a batch's frames (1 - sum of lengths / (count x longest)), its
+mean over the epochs (each epoch its own seed),
 batches per epoch, and examples/s (median, min-max), with the ratio.
 """
 
@@ -140,14 +141,16 @@ def main(argv=None):
                'lhotse': lambda seed: lhotse_epoch(cuts, args.max_duration,
                                                    seed)}
     times = {name: [] for name in readers}
+    padding = {name: [] for name in readers}
     found = {}
     for name, read in readers.items():  # warms the page cache
       found[name] = read(0)
     for round_ in range(args.repeats):
       for name, read in readers.items():
         started = time.perf_counter()
-        found[name] = read(round_ + 1)
+        found[name] = read(round_ + 1)  # an epoch of its own seed
         times[name].append(time.perf_counter() - started)
+        padding[name].append(padded_fraction(found[name][0]))
     print(f'{len(segments)} segments of 0.5-15 s of a {args.minutes:g}-'
           f'minute recording, 80-band log-mel frames (10 ms), '
           f'max_duration={args.max_duration:g} s, {args.repeats} repeats:')
@@ -155,8 +158,10 @@ def main(argv=None):
     for name in readers:
       lengths, examples = found[name]
       rates[name] = [examples / t for t in times[name]]
+      pads = padding[name]
       print(f'  {name:8s} prepared in {prepared[name]:6.1f} s; padded '
-            f'fraction {padded_fraction(lengths):6.1%}, {len(lengths)} '
+            f'fraction {statistics.mean(pads):6.1%} mean over the epochs '
+            f'({min(pads):.1%}-{max(pads):.1%}), {len(lengths)} '
             f'batches per epoch, {statistics.median(rates[name]):8.0f} '
             f'examples/s ({min(rates[name]):.0f}-{max(rates[name]):.0f})')
     ratios = [w / h for w, h in zip(rates['wavbeam'], rates['lhotse'])]
