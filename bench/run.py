@@ -91,6 +91,10 @@ def writers(corpus, out, win_len=32768, audio_format='wav'):
       'wavbeam_sink_2proc': base + ['--sink', 'write_to_tfrecord',
                                     '--direct_num_workers=2',
                                     '--direct_running_mode=multi_processing'],
+      # Beam's Prism runner (`make prism`): the portable path, on one
+      # machine.
+      'wavbeam_prism': base + ['--runner=PrismRunner', '--prism_location='
+                               + os.path.join(os.path.dirname(PY), 'prism')],
       'baseline': baseline,
       'baseline_2proc': baseline + ['--procs', '2'],
       # The fastest honest peer: the same loop and bytes without
