@@ -12,16 +12,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # (seconds each): left out of the fast loop, `pytest -m "not slow"`, with
 # every test_integration_* module.
 SLOW_MODULES = frozenset({
-    'test_append.py', 'test_array_record.py', 'test_bench_plan_scale.py',
-    'test_examples.py', 'test_forked_workers.py', 'test_manifest.py',
-    'test_metadata_damage.py',
-    'test_package.py', 'test_progress.py', 'test_replay_engines.py',
-    'test_resume.py',
+    'test_append.py', 'test_array_record.py', 'test_bench_baselines.py',
+    'test_bench_plan_scale.py', 'test_console_exit.py', 'test_examples.py',
+    'test_forked_workers.py', 'test_lean_beam.py', 'test_manifest.py',
+    'test_metadata_damage.py', 'test_package.py', 'test_package_api.py',
+    'test_progress.py', 'test_replay_engines.py', 'test_resume.py',
     'test_run.py', 'test_run_api.py', 'test_sink.py',
     'test_speech_commands.py', 'test_split_lists.py', 'test_split_unit.py',
-    'test_splits.py',
-    'test_torch_dataset.py', 'test_unfinished_passes.py', 'test_variants.py',
-    'test_verify.py'})
+    'test_splits.py', 'test_torch_dataset.py', 'test_unfinished_passes.py',
+    'test_variants.py', 'test_verify.py'})
 
 
 def pytest_configure(config):

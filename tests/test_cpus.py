@@ -38,6 +38,7 @@ def test_a_quota_caps_the_affinity_rounded_up(tmp_path):
   assert cpus.usable_cpus(str(tmp_path)) == len(os.sched_getaffinity(0))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, 'sched_setaffinity'),
                     reason='no CPU affinity on this system')
 def test_a_process_pinned_to_one_cpu_runs_one_worker():

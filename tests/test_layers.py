@@ -19,6 +19,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Modules without Beam, whatever they import: what the featurizer may use.
 # (transforms.features: every module of it, the feature plug-ins too.)
@@ -153,6 +155,7 @@ def test_the_writer_never_imports_the_commands():
           (name, module)
 
 
+@pytest.mark.slow
 def test_an_old_path_holds_nothing_but_its_alias():
   for name, target in OLD_PATHS.items():
     tree = ast.parse(open(os.path.join(ROOT, 'pipeline', name + '.py'),
@@ -165,6 +168,7 @@ def test_an_old_path_holds_nothing_but_its_alias():
   assert out.splitlines()[-1] == 'True'
 
 
+@pytest.mark.slow
 def test_the_numpy_modules_import_no_beam():
   """Planning, audio and features math, reading an open file, and the
   records they share, are tested and used without Beam (audio_io's I/O is
@@ -177,6 +181,7 @@ def test_the_numpy_modules_import_no_beam():
   assert _in_fresh_process(code) == '[]'
 
 
+@pytest.mark.slow
 def test_the_featurizer_imports_the_numpy_modules_and_no_beam():
   """Inference code runs the pipeline's own computation without Beam:
   from transforms/, only the modules that import none."""
