@@ -12,13 +12,10 @@ bench.baseline_numpy is the loop a typical user writes.
         [--audio_format wav]
 """
 
-import argparse
 import os
 import struct
-import subprocess
-import sys
 
-from bench.baseline_numpy import list_audio
+from bench.baseline_numpy import run_parts, windowed_files
 
 
 def example_class():
@@ -87,29 +84,13 @@ def framed(record: bytes) -> bytes:
 
 def write_part(input_dir, output_dir, win_len, part, parts, n_fft=512,
                fft_hop=256, audio_format='wav'):
-  import numpy as np
-  import soundfile as sf
   example = example_class()
-  paths = list_audio(input_dir, audio_format)
-  classes = sorted({os.path.basename(os.path.dirname(p)) for p in paths})
-  window = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n_fft) / n_fft)).astype(
-      np.float32)
   os.makedirs(output_dir, exist_ok=True)
   count = 0
   with open(os.path.join(output_dir, f'data-{part}.tfrecord'), 'wb') as w:
-    for index in range(part, len(paths), parts):
-      path = paths[index]
-      x, _ = sf.read(path, dtype='float64')
-      n = len(x) // win_len
-      if n == 0:
-        continue
-      wins = x[:n * win_len].reshape(n, win_len)
-      signal = np.clip(np.rint(wins * 2**31), -2**31, 2**31 - 1).astype(
-          np.int32)
-      frames = np.lib.stride_tricks.sliding_window_view(
-          wins.astype(np.float32), n_fft, axis=-1)[:, ::fft_hop]
-      spec = np.abs(np.fft.rfft(frames * window, axis=-1))
-      label = os.path.basename(os.path.dirname(path))
+    for index, path, label, classes, signal, spec in windowed_files(
+        input_dir, win_len, part, parts, n_fft, fft_hop, audio_format):
+      n = len(signal)
       for i in range(n):
         e = example()
         f = e.features.feature
@@ -127,26 +108,8 @@ def write_part(input_dir, output_dir, win_len, part, parts, n_fft=512,
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('input_dir')
-  parser.add_argument('output_dir')
-  parser.add_argument('--win_len', type=int, default=32768)
-  parser.add_argument('--procs', type=int, default=1)
-  parser.add_argument('--audio_format', default='wav')
-  parser.add_argument('--part', type=int, help=argparse.SUPPRESS)
-  args = parser.parse_args(argv)
-  if args.procs == 1 or args.part is not None:
-    print(write_part(args.input_dir, args.output_dir, args.win_len,
-                     args.part or 0, args.procs,
-                     audio_format=args.audio_format))
-    return
-  children = [subprocess.Popen(
-      [sys.executable, '-m', 'bench.baseline_notf', args.input_dir,
-       args.output_dir, '--win_len', str(args.win_len), '--procs',
-       str(args.procs), '--part', str(k), '--audio_format',
-       args.audio_format]) for k in range(args.procs)]
-  if any(child.wait() for child in children):
-    sys.exit(1)
+  run_parts(argv, 'bench.baseline_notf', write_part,
+            __doc__.split('\n\n')[0])
 
 
 if __name__ == '__main__':

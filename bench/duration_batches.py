@@ -35,6 +35,8 @@ import time
 import numpy as np
 import soundfile as sf
 
+from bench.padding import padded_fraction
+
 RATE = 16000
 HOP = 160
 
@@ -54,15 +56,6 @@ def write_corpus(folder: str, minutes: float, seed: int = 0):
     segments.append((round(t, 3), round(t + length, 3)))
     t += length
   return segments
-
-
-def padded_fraction(batches) -> float:
-  real = padded = 0
-  for lengths in batches:
-    lengths = np.asarray(lengths)
-    real += int(lengths.sum())
-    padded += int(lengths.max()) * len(lengths)
-  return 1 - real / padded
 
 
 def wavbeam_epoch(out: str, max_duration: float, seed: int):

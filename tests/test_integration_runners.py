@@ -179,23 +179,28 @@ def test_portable_runner_on_a_job_service_writes_the_same_dataset(
   real server process on 127.0.0.1), the job submitted by PortableRunner,
   the SDK harness in the submitting process (LOOPBACK)."""
   with job_service() as port:
-    out = corpus / 'portable'
-    portable = ['--runner=PortableRunner', f'--job_endpoint=localhost:{port}',
-                '--environment_type=LOOPBACK']
-    _run_cli(_flags(corpus, out) + portable)
-    sink_out = corpus / 'portable_sink'
-    _run_cli(_flags(corpus, sink_out) + portable +
-             ['--sink', 'write_to_tfrecord'])
-    _run_cli(_segment_flags(corpus, corpus / 'portable_segments') + portable)
+    _assert_the_same_as_local(corpus, local_run, 'portable', [
+        '--runner=PortableRunner', f'--job_endpoint=localhost:{port}',
+        '--environment_type=LOOPBACK'])
+
+
+def _assert_the_same_as_local(corpus, local_run, name, runner_flags):
+  """Windows, segments and Beam's sink with `runner_flags`: every file as
+  the local runner writes it (the sink: the same examples and counts)."""
+  out = corpus / name
+  _run_cli(_flags(corpus, out) + runner_flags)
+  segments = corpus / f'{name}_segments'
+  _run_cli(_segment_flags(corpus, segments) + runner_flags)
+  sink_out = corpus / f'{name}_sink'
+  _run_cli(_flags(corpus, sink_out) + runner_flags +
+           ['--sink', 'write_to_tfrecord'])
   if not os.path.exists(corpus / 'local_segments'):
     _run_cli(_segment_flags(corpus, corpus / 'local_segments'))
-  assert _digests(corpus / 'portable_segments') == _digests(
-      corpus / 'local_segments')
-  assert _metadata(corpus / 'portable_segments') == _metadata(
-      corpus / 'local_segments')
+  assert _digests(segments) == _digests(corpus / 'local_segments')
+  assert _metadata(segments) == _metadata(corpus / 'local_segments')
   assert _digests(out) == _digests(local_run)
   assert _metadata(out) == _metadata(local_run)
-  # The specified shape on the same service: the same examples.
+  # The specified shape on the same runner: the same examples.
   assert _all_records(sink_out) == _all_records(local_run)
   assert _metadata(sink_out)['counts'] == _metadata(local_run)['counts']
 
@@ -233,23 +238,9 @@ def test_prism_runner_writes_the_same_dataset(corpus, local_run):
   writes it, for windows, segments and Beam's sink."""
   prism = ['--runner=PrismRunner', f'--prism_location={_prism_or_skip()}']
   before = _prism_processes()
-  out = corpus / 'prism'
-  _run_cli(_flags(corpus, out) + prism)
-  # The Prism server the job started ends with it.
+  _assert_the_same_as_local(corpus, local_run, 'prism', prism)
+  # The Prism server each job started ended with it.
   assert _prism_processes() == before
-  assert _digests(out) == _digests(local_run)
-  assert _metadata(out) == _metadata(local_run)
-  _run_cli(_segment_flags(corpus, corpus / 'prism_segments') + prism)
-  if not os.path.exists(corpus / 'local_segments'):
-    _run_cli(_segment_flags(corpus, corpus / 'local_segments'))
-  assert _digests(corpus / 'prism_segments') == _digests(
-      corpus / 'local_segments')
-  assert _metadata(corpus / 'prism_segments') == _metadata(
-      corpus / 'local_segments')
-  sink_out = corpus / 'prism_sink'
-  _run_cli(_flags(corpus, sink_out) + prism + ['--sink', 'write_to_tfrecord'])
-  assert _all_records(sink_out) == _all_records(local_run)
-  assert _metadata(sink_out)['counts'] == _metadata(local_run)['counts']
 
 
 SWEEP = {'fine': {'n_fft': 128, 'fft_hop': 32},

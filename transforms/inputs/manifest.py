@@ -357,15 +357,11 @@ def _read(config: PipelineConfig) -> Manifest:
         entries[listed] = Entry(number, split, label)
       else:
         entry = entries.get(listed)
-        if config.split_unit == 'segment':
-          pass  # each segment keeps its own split
-        elif config.split_by:
-          one_per_recording(OPTION, where, firsts, listed, path,
-                            config.split_by, row[config.split_by].strip(),
+        if config.split_unit != 'segment':  # else each keeps its own
+          what, value = ((config.split_by, row[config.split_by].strip())
+                         if config.split_by else ('split', split))
+          one_per_recording(OPTION, where, firsts, listed, path, what, value,
                             number)
-        else:
-          one_per_recording(OPTION, where, firsts, listed, path, 'split',
-                            split, number)
         segment = dataclasses.replace(_segment(config, row, number, where),
                                       label=label)
         if config.split_unit == 'segment':

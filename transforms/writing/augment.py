@@ -192,7 +192,7 @@ def apply(windows: np.ndarray, refs: Sequence[Tuple[tuple, int]], plans,
   done = []
   for i, (key, window) in enumerate(refs):
     row, record = one(windows[i], plans[key], window, config)
-    if row is not windows[i]:
+    if plans[key].copy:  # a recording's own rows stay as read
       if out is None:
         out = windows.copy()
       out[i] = row

@@ -279,15 +279,11 @@ def _read_files(config: PipelineConfig, split: str, refs):
             plan.info.path, 'non-finite samples (NaN or Inf)', 'read',
             frames, split)
         continue
-      if config.augment:
+      if signals and full(signal):
+        yield from batches()
+      if config.augment:  # the length full() reads stays the same
         signal, record = augment.one(signal, plan, window, config)
         done.append(record)
-      if signals and full(signal):
-        # The record just made belongs to the next batch.
-        record = done.pop() if config.augment else None
-        yield from batches()
-        if config.augment:
-          done.append(record)
       rows.append((plan, window))
       signals.append(signal)
   if signals:
