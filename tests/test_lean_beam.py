@@ -57,6 +57,12 @@ def test_the_commands_never_import_dataframe_libraries(argv, tmp_path):
   # importtime lists the hidden attempts too: a real import has parts.
   assert not [name for name in imported
               if name.startswith(('pandas.', 'pyarrow.'))]
+  # Nor what a local run uses nowhere: the cloud and MongoDB clients, and
+  # scipy.fft's package (its kernel is loaded on its own).
+  assert not [name for name in imported if name.startswith((
+      'google.cloud.storage.', 'google.cloud.bigquery.', 'pymongo.',
+      'apache_beam.io.gcp.bigquery_tools', 'apache_beam.io.gcp.gcsio',
+      'scipy.fft.', 'scipy.special.'))]
 
 
 def test_a_program_importing_wavbeam_keeps_beam_whole():
@@ -123,16 +129,25 @@ def test_a_local_run_imports_beam_without_cloud_service_clients():
       cli.load('run', ['--input_dir', 'in', '--output_dir', 'out'])
       print(sorted(n for n in lean_beam.CLOUD_SERVICE_LIBRARIES
                    if sys.modules.get(n) is not None))
-      # Cloud Storage stays: a manifest may list gs:// recordings.
+      # Cloud Storage comes when a path names it, as a manifest's
+      # recordings may.
       from apache_beam.io.filesystems import FileSystems
-      print(type(FileSystems.get_filesystem('gs://bucket/a.wav')).__name__)
+      print('google.cloud.storage' in sys.modules,
+            type(FileSystems.get_filesystem('/tmp/a.wav')).__name__)
+      print(type(FileSystems.get_filesystem('gs://bucket/a.wav')).__name__,
+            'google.cloud.storage' in sys.modules)
       # And every hidden library is importable afterwards.
       import google.cloud.bigquery
+      import pymongo
+      from apache_beam.io.gcp import bigquery
       from apache_beam.runners.dataflow import dataflow_runner
       print(google.cloud.bigquery.Client.__name__,
-            dataflow_runner.DataflowRunner.__name__)
+            dataflow_runner.DataflowRunner.__name__,
+            bigquery.WriteToBigQuery.__name__, pymongo.MongoClient.__name__)
       """)
-  assert out.splitlines() == ['[]', 'GCSFileSystem', 'Client DataflowRunner']
+  assert out.splitlines() == [
+      '[]', 'False LocalFileSystem', 'GCSFileSystem True',
+      'Client DataflowRunner WriteToBigQuery MongoClient']
 
 
 @pytest.mark.parametrize('argv', [

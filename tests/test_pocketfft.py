@@ -1,0 +1,72 @@
+"""pocketfft: scipy.fft's rfft and DCT-II from its kernel alone, equal to
+scipy.fft's own functions bit for bit, and the same through scipy.fft
+where the kernel is not found."""
+
+import numpy as np
+import pytest
+import scipy.fft
+
+from transforms.features import functions
+from transforms.features import pocketfft
+
+
+def _inputs():
+  rng = np.random.default_rng(7)
+  for dtype in (np.float32, np.float64):
+    x = rng.standard_normal((5, 31, 400)).astype(dtype)
+    yield x  # contiguous
+    yield x[:, ::3, 1:]  # strided, odd length
+    yield x.astype(x.dtype.newbyteorder('>'))  # big-endian
+    yield np.zeros((2, 512), dtype)  # silence
+
+
+def _check_equal_to_scipy():
+  for x in _inputs():
+    for ours, theirs in (
+        (pocketfft.rfft(x), scipy.fft.rfft(x, axis=-1)),
+        (pocketfft.rfft(x, axis=1), scipy.fft.rfft(x, axis=1)),
+        (pocketfft.dct(x), scipy.fft.dct(x, type=2, axis=-1))):
+      assert ours.dtype == theirs.dtype
+      assert ours.shape == theirs.shape
+      np.testing.assert_array_equal(ours, theirs)
+
+
+def test_the_kernel_is_loaded_on_its_own_and_equals_scipy_fft():
+  assert pocketfft.uses_kernel()
+  _check_equal_to_scipy()
+
+
+def test_without_the_kernel_scipy_fft_computes_the_same(monkeypatch):
+  monkeypatch.setattr(pocketfft, '_kernel', None)
+  monkeypatch.setattr(pocketfft, '_scipy', None)
+  monkeypatch.setattr(pocketfft, '_load_kernel', lambda: None)
+  assert not pocketfft.uses_kernel()
+  _check_equal_to_scipy()
+
+
+def test_the_feature_functions_equal_scipy_fft():
+  rng = np.random.default_rng(3)
+  windows = rng.uniform(-1, 1, (3, 4000)).astype(np.float32)
+  window = functions.window_function('hann', 512)
+  frames = functions.windowed_frames(windows, 512, 128, window)
+  np.testing.assert_array_equal(
+      functions.stft_magnitude(windows, 512, 128, window),
+      np.abs(scipy.fft.rfft(frames, axis=-1)))
+  np.testing.assert_array_equal(functions.fft_magnitude(windows),
+                                np.abs(scipy.fft.rfft(windows, axis=-1)))
+  log_mel = rng.standard_normal((3, 20, 40)).astype(np.float32)
+  expected = (scipy.fft.dct(log_mel.astype(np.float64), type=2, axis=-1)
+              [..., :13] / np.sqrt(80.0)).astype(np.float32)
+  np.testing.assert_array_equal(functions.mfcc(log_mel, 13), expected)
+
+
+@pytest.mark.parametrize('kernel', [True, False])
+@pytest.mark.parametrize('dtype', [np.int16, np.complex64, np.float16])
+def test_other_dtypes_are_refused(dtype, kernel, monkeypatch):
+  if not kernel:
+    monkeypatch.setattr(pocketfft, '_kernel', None)
+    monkeypatch.setattr(pocketfft, '_scipy', None)
+    monkeypatch.setattr(pocketfft, '_load_kernel', lambda: None)
+  for transform in (pocketfft.rfft, pocketfft.dct):
+    with pytest.raises(TypeError, match='float32 or float64'):
+      transform(np.zeros((2, 8), dtype))
