@@ -36,7 +36,7 @@ CLOUD_SERVICE_LIBRARIES = (
     'google.cloud.language', 'google.cloud.videointelligence',
     'google.cloud.vision', 'google.cloud.dlp',
     'google.cloud.recommendationengine',
-    # Beam logs that MongoDB's bson is missing (silenced: _quiet_loggers).
+    # Beam logs that MongoDB's bson is missing (HIDDEN_LIBRARY_LOGGERS).
     'pymongo', 'bson',
     # Its import is the first of a block that also imports Pub/Sub and the
     # cross-language I/O, skipped as a whole.
@@ -98,8 +98,8 @@ def import_beam(argv: Sequence[str] = ()):
                if name not in sys.modules]
   for name in hidden:
     sys.modules[name] = None  # `import name` raises ImportError
-  quieted = [logging.getLogger(name) for name in HIDDEN_LIBRARY_LOGGERS
-             if hidden]
+  quieted = ([logging.getLogger(name) for name in HIDDEN_LIBRARY_LOGGERS]
+             if hidden else [])
   was_disabled = [logger.disabled for logger in quieted]
   for logger in quieted:
     logger.disabled = True
