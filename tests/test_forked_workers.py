@@ -116,6 +116,29 @@ def test_calls_keep_every_process_busy_and_keep_their_order():
   assert 'failed: call 1 failed [0]' in out
 
 
+def test_calls_held_for_the_bundle_end_start_largest_first():
+  """largest_first holds each call to the bundle's end (finish), then
+  starts the largest first, ties in the order given: in one process they
+  run in that order, and their results come back in it."""
+  out = _in_fresh_process('''
+      import time
+      def note(size, name):
+        return name, time.monotonic()
+      import __main__
+      __main__.note = note
+      from transforms.runtime import forked_workers as L
+      with L.started(1):
+        calls = L.Calls(L.current())
+        for size, name in ((1, 'a'), (5, 'b'), (3, 'c'), (5, 'd'), (2, 'e')):
+          calls.largest_first(size, lambda r: [r], note, size, name)
+        emitted = list(calls.finish())
+        print(''.join(name for name, _ in emitted),
+              [t for _, t in emitted] == sorted(t for _, t in emitted))
+        assert not list(calls.finish())  # nothing held twice
+      ''')
+  assert out.split() == ['bdcea', 'True']
+
+
 def test_in_child_runs_elsewhere_and_brings_back_value_or_error():
   """A process forked for the call (a closure will do), or once the
   workers exist, one of them (what pickles), else this process."""

@@ -161,6 +161,7 @@ class Calls:
 
       calls = Calls(executor)                     # in start_bundle
       yield from calls.start(then, fn, *args)     # in process
+      calls.largest_first(size, then, fn, *args)  # or, in process
       yield from calls.finish()                   # in finish_bundle
 
   Each call's result goes through `then` (a function returning what to
@@ -174,6 +175,7 @@ class Calls:
     self._executor = executor
     self._in_flight = in_flight or 2 * max(1, _processes)
     self._pending = collections.deque()
+    self._held = []
 
   def start(self, then: Callable, fn: Callable, *args):
     self._pending.append(
@@ -181,7 +183,19 @@ class Calls:
     while len(self._pending) > self._in_flight:
       yield from self._next()
 
+  def largest_first(self, size: int, then: Callable, fn: Callable, *args):
+    """A call started at the bundle's end (`finish`), where the calls held
+    start largest `size` first (ties in the order given): a few large
+    tasks taken in any order can leave a process idle while another runs
+    the last one (shards of a third and of a sixth of the work on 2
+    processes: up to 4/3 of the time); largest first, the last to start
+    are the smallest."""
+    self._held.append((size, len(self._held), then, fn, args))
+
   def finish(self):
+    held, self._held = sorted(self._held, key=lambda h: (-h[0], h[1])), []
+    for _, _, then, fn, args in held:
+      yield from self.start(then, fn, *args)
     while self._pending:
       yield from self._next()
 

@@ -60,9 +60,11 @@ class WriteShard(forked_workers.CallsInBundles, beam.DoFn):
       yield from _counted(write_shard(self._maker, self.config, self.run_id,
                                       keyed_refs, class_names))
     else:
-      yield from self.calls.start(_counted, _write_shard_there,
-                                   self._state(), self.run_id, keyed_refs,
-                                   class_names)
+      key, refs = keyed_refs
+      refs = list(refs)
+      self.calls.largest_first(len(refs), _counted, _write_shard_there,
+                               self._state(), self.run_id, (key, refs),
+                               class_names)
 
   def _state(self) -> bytes:
     if self._pickled is None:

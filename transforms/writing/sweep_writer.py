@@ -261,9 +261,10 @@ class WriteSegment(forked_workers.CallsInBundles, beam.DoFn):
     else:
       if self._pickled is None:
         self._pickled = pickler.dumps((self.configs, self.extra_features))
-      yield from self.calls.start(_counted, _write_segment_there,
-                                   self._pickled, self.run_ids, split, keys,
-                                   segment_targets, refs, class_names)
+      refs = list(refs)
+      self.calls.largest_first(len(refs), _counted, _write_segment_there,
+                               self._pickled, self.run_ids, split, keys,
+                               segment_targets, refs, class_names)
 
 
 def _counted(items):
