@@ -11,11 +11,11 @@ memory summed over the process tree, and the ratios to `baseline` (the
 plain loop a typical user writes, 1 process, TensorFlow imported) and to
 `baseline_notf_nproc` (the same loop and bytes without TensorFlow, a
 process per usable CPU: the fastest honest peer). Each writer's fixed
-cost is its wall time on a one-file corpus, run beside it every round;
-its rate once running, the corpus's audio over its wall time less that.
-Wall
-time is the whole process (start-up and imports included), as a user
-experiences it; for wavbeam it is split into before the first shard
+cost is its wall time on a one-file corpus, run beside it every round
+(timed alone, without the memory sampling); its rate once running, the
+corpus's audio over its wall time less that. Wall time is the whole
+process (start-up and imports included), as a user experiences it; for
+wavbeam it is split into before the first shard
 (start-up, listing, probing, planning), the shard phase, and after the last
 shard (final step, shutdown), from metadata.json's `shards_written`. Then
 reading speed. Window 32768 (16000 for the 1 s clips), hop = window,
@@ -28,6 +28,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 
@@ -196,6 +197,17 @@ def _measured(command, out, env):
   return started, wall, peak
 
 
+def _timed(command, out, env):
+  """Whole-process wall seconds of `command`, its output thrown away."""
+  shutil.rmtree(out, ignore_errors=True)
+  os.sync()
+  time.sleep(1.0)
+  started = time.perf_counter()
+  subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL,
+                 stderr=subprocess.DEVNULL)
+  return time.perf_counter() - started
+
+
 def bench_writers(corpus_name, repeats, names, env):
   corpus, seconds, windows, win_len = corpus_for(corpus_name)
   one_file = corpus_for('one_file')[0]
@@ -210,9 +222,10 @@ def bench_writers(corpus_name, repeats, names, env):
       meta = metadata(out)
       runs[name].append((wall, peak, dir_bytes(out),
                          phases(meta, started, wall), example_seconds(meta)))
-      # Its fixed cost: the same command on a one-file corpus.
-      fixed[name].append(_measured(writers(one_file, out, win_len)[name],
-                                   out, env)[1])
+      # Its fixed cost: the same command on a one-file corpus, timed
+      # alone (no memory sampling beside it).
+      fixed[name].append(_timed(writers(one_file, out, win_len)[name],
+                                out, env))
   rows = {}
   for name, rs in runs.items():
     wall = statistics.median(r[0] for r in rs)
