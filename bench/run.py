@@ -34,7 +34,7 @@ import time
 
 import soundfile as sf
 
-from bench.procmon import run_measured
+from bench.procmon import as_installed, run_measured
 from pipeline.commands import example_corpus
 from transforms.runtime import cpus
 
@@ -203,8 +203,8 @@ def _timed(command, out, env):
   os.sync()
   time.sleep(1.0)
   started = time.perf_counter()
-  subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL,
-                 stderr=subprocess.DEVNULL)
+  subprocess.run(command, env=as_installed(env), check=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   return time.perf_counter() - started
 
 
