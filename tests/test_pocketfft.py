@@ -2,12 +2,19 @@
 scipy.fft's own functions bit for bit, and the same through scipy.fft
 where the kernel is not found."""
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 import scipy.fft
 
 from transforms.features import functions
 from transforms.features import pocketfft
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _inputs():
@@ -70,3 +77,25 @@ def test_other_dtypes_are_refused(dtype, kernel, monkeypatch):
   for transform in (pocketfft.rfft, pocketfft.dct):
     with pytest.raises(TypeError, match='float32 or float64'):
       transform(np.zeros((2, 8), dtype))
+
+
+def test_scipy_fft_imported_later_uses_the_loaded_kernel():
+  """A process that loads the kernel first (as a command does) and then
+  imports scipy.fft gets one kernel module, and the same values."""
+  code = textwrap.dedent('''
+      import sys
+      import numpy as np
+      from transforms.features import pocketfft
+      x = np.random.default_rng(5).standard_normal((4, 300)).astype('f4')
+      ours = pocketfft.rfft(x)
+      assert 'scipy.fft' not in sys.modules and pocketfft.uses_kernel()
+      import scipy.fft
+      from scipy.fft._pocketfft import basic
+      assert basic.pfft is sys.modules[pocketfft.KERNEL]
+      assert np.array_equal(ours, scipy.fft.rfft(x, axis=-1))
+      print('ok')
+      ''')
+  done = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                        text=True, timeout=120, cwd=ROOT)
+  assert done.returncode == 0, done.stderr
+  assert done.stdout.strip() == 'ok'
