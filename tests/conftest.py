@@ -1,11 +1,15 @@
+import compileall
 import os
 import sys
 import tempfile
 
 import pytest
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Tests import the packages from the checkout, installed or not.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+# The checkout's packages, which the commands the tests start import.
+PACKAGES = ('pipeline', 'transforms', 'bench', 'tests')
 
 
 # Modules whose tests each start whole runs, servers or worker processes
@@ -21,6 +25,16 @@ SLOW_MODULES = frozenset({
     'test_speech_commands.py', 'test_split_lists.py', 'test_split_unit.py',
     'test_splits.py', 'test_torch_dataset.py', 'test_unfinished_passes.py',
     'test_variants.py', 'test_verify.py'})
+
+
+def pytest_sessionstart(session):
+  """Compiles the checkout's modules to bytecode once, as installing a
+  package does: where the environment says not to write bytecode
+  (PYTHONDONTWRITEBYTECODE), each of the hundreds of commands the tests
+  start would otherwise compile every module again (0.1 s each)."""
+  del session
+  for package in PACKAGES:
+    compileall.compile_dir(os.path.join(ROOT, package), quiet=1)
 
 
 def pytest_configure(config):
