@@ -186,12 +186,17 @@ def audio_format_of(name):
   return CORPORA[name][3] if name in CORPORA else 'wav'
 
 
-def _measured(command, out, env):
+def _cleared(out):
+  """Removes `out`, then flushes the previous writer's dirty pages and
+  deletes (this disk is mounted with discard) so they are not billed to
+  the next writer."""
   shutil.rmtree(out, ignore_errors=True)
-  # Flush the previous writer's dirty pages and deletes (this disk is
-  # mounted with discard) so they are not billed to the next writer.
   os.sync()
   time.sleep(1.0)
+
+
+def _measured(command, out, env):
+  _cleared(out)
   started = time.time()
   wall, peak, _ = run_measured(command, env=env)
   return started, wall, peak
@@ -199,9 +204,7 @@ def _measured(command, out, env):
 
 def _timed(command, out, env):
   """Whole-process wall seconds of `command`, its output thrown away."""
-  shutil.rmtree(out, ignore_errors=True)
-  os.sync()
-  time.sleep(1.0)
+  _cleared(out)
   started = time.perf_counter()
   subprocess.run(command, env=as_installed(env), check=True,
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
