@@ -88,3 +88,25 @@ def test_a_costly_feature_caps_the_audio_of_a_shard():
   assert layout.compute_layouts(
       entries, max_shard_frames=1, max_examples_per_shard=10,
       **options)['train'].num_shards == 3
+
+
+def test_window_refs_travel_with_one_copy_of_each_plan():
+  """Beam's default coder sends a block's refs for one shard with its
+  file's plan once, and they arrive sharing one plan object."""
+  from apache_beam.coders import typecoders
+  from transforms.planning import passes
+  info = WavInfo(4, '/in/c/recording.wav', 10**6, 16000, 1, 'PCM_16')
+  plan = plan_lib.FilePlan(info, 'train', 'c', 16000, 10**6, 30,
+                           extras=(('speaker', 'spk-0042'),))
+  keyed = [((('train', 1, 0)), (plan, w, 1000 + w)) for w in range(30)]
+  [(key, refs)] = passes.refs_by_key(keyed)
+  assert key == ('train', 1, 0) and list(refs) == [r for _, r in keyed]
+  coder = typecoders.registry.get_coder(object)
+  one = len(coder.encode([(plan, 0, 1000)]))
+  plain = len(coder.encode(list(refs)))
+  sent = coder.encode(refs)
+  assert plain > 25 * one / 2  # a plain list: a plan per ref
+  assert len(sent) < 3 * one   # one plan, and 30 small tuples
+  back = coder.decode(sent)
+  assert list(back) == list(refs)
+  assert len({id(p) for p, _, _ in back}) == 1

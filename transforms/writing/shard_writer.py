@@ -60,11 +60,11 @@ class WriteShard(forked_workers.CallsInBundles, beam.DoFn):
       yield from _counted(write_shard(self._maker, self.config, self.run_id,
                                       keyed_refs, class_names))
     else:
-      key, refs = keyed_refs
-      refs = list(refs)
-      self.calls.largest_first(len(refs), _counted, _write_shard_there,
-                               self._state(), self.run_id, (key, refs),
-                               class_names)
+      key, ref_lists = keyed_refs
+      ref_lists = list(ref_lists)
+      self.calls.largest_first(sum(map(len, ref_lists)), _counted,
+                               _write_shard_there, self._state(),
+                               self.run_id, (key, ref_lists), class_names)
 
   def _state(self) -> bytes:
     if self._pickled is None:

@@ -17,6 +17,7 @@ writes.
 import bisect
 import contextlib
 import dataclasses
+import itertools
 import time
 import uuid
 from typing import Dict, List, Mapping, Optional, Tuple
@@ -69,14 +70,15 @@ def segment_sizes(bounds: List[int]) -> List[int]:
 def segment_refs(stored, config: PipelineConfig, dataset_rate: int,
                  layouts: SweepLayouts, bounds: Mapping[str, List[int]],
                  group_keys, allowed=None):
-  """(group key of its segment, (plan, window, sort key)) for a
-  StoredBlock's windows. Sort keys do not depend on the variant: any
-  variant's layouts give them."""
+  """(group key of its segment, WindowRefs) for a StoredBlock's windows,
+  one element per segment the block has windows in. Sort keys do not
+  depend on the variant: any variant's layouts give them."""
   some_layouts = next(iter(layouts.values()))
-  for (split, _), ref in planning.stored_block_refs(
-      stored, config, dataset_rate, some_layouts, allowed):
-    segment = bisect.bisect_right(bounds[split], ref[2]) - 1
-    yield group_keys[(split, segment)], ref
+  return planning.refs_by_key(
+      (group_keys[(split, bisect.bisect_right(bounds[split], ref[2]) - 1)],
+       ref)
+      for (split, _), ref in planning.stored_block_refs(
+          stored, config, dataset_rate, some_layouts, allowed))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,13 +152,13 @@ def targets(layouts: SweepLayouts, split: str,
 def write_segment(makers: Mapping[str, ExampleMaker],
                   run_ids: Mapping[str, Optional[str]], split: str,
                   keys: Tuple[int, int], segment_targets: List[Target],
-                  refs, class_names) -> list:
-  """Reads a segment's windows once; for each variant writes its shard
-  (a whole one) or piece. Returns (variant, item) pairs: a Rejection per
-  window that could not be used, then ShardStats and ExampleStats, or a
-  Piece carrying its ExampleStats."""
+                  ref_lists, class_names) -> list:
+  """Reads a segment's windows (lists of refs, one per block) once; for
+  each variant writes its shard (a whole one) or piece. Returns (variant,
+  item) pairs: a Rejection per window that could not be used, then
+  ShardStats and ExampleStats, or a Piece carrying its ExampleStats."""
   started_ms = int(time.time() * 1000)
-  refs = shard_order(refs)
+  refs = shard_order(itertools.chain.from_iterable(ref_lists))
   # A resumed sweep keeps what a variant's record says was finished
   # (kept_shards), and writes the rest.
   earlier, records, todo = {}, {}, []
@@ -233,8 +235,8 @@ def _write_targets(makers, run_ids, split, keys, segment_targets, refs,
 
 
 class WriteSegment(forked_workers.CallsInBundles, beam.DoFn):
-  """((split, segment, salt), window refs) -> (variant, item): each
-  variant's shard or piece of the segment (write_segment)."""
+  """((split, segment, salt), lists of window refs) -> (variant, item):
+  each variant's shard or piece of the segment (write_segment)."""
 
   def __init__(self, configs: Mapping[str, PipelineConfig],
                extra_features=None,
@@ -249,22 +251,23 @@ class WriteSegment(forked_workers.CallsInBundles, beam.DoFn):
     self._pickled = None
 
   def process(self, keyed_refs, bounds, layouts, class_names):
-    (split, segment, _), refs = keyed_refs
+    (split, segment, _), ref_lists = keyed_refs
     keys = (bounds[split][segment], bounds[split][segment + 1])
     segment_targets = targets(layouts, split, keys)
     if self.calls is None:
       if self._makers is None:
         self._makers = _makers_for(self.configs, self.extra_features)
       yield from _counted(write_segment(self._makers, self.run_ids, split,
-                                        keys, segment_targets, refs,
+                                        keys, segment_targets, ref_lists,
                                         class_names))
     else:
       if self._pickled is None:
         self._pickled = pickler.dumps((self.configs, self.extra_features))
-      refs = list(refs)
-      self.calls.largest_first(len(refs), _counted, _write_segment_there,
-                               self._pickled, self.run_ids, split, keys,
-                               segment_targets, refs, class_names)
+      ref_lists = list(ref_lists)
+      self.calls.largest_first(sum(map(len, ref_lists)), _counted,
+                               _write_segment_there, self._pickled,
+                               self.run_ids, split, keys, segment_targets,
+                               ref_lists, class_names)
 
 
 def _counted(items):
