@@ -1,11 +1,12 @@
-"""The real FFT and the DCT-II of scipy.fft, from its pocketfft kernel
+"""The real FFT and the DCT-II of scipy.fft, from its compiled kernel
 loaded without the scipy.fft package.
 
 Why: `import scipy.fft` took 0.13 s of a command's 1.0 s: its array-API
 layer copies every numpy attribute, which imports numpy.f2py and
 numpy.testing, and its log-FFT part imports scipy.special. The kernel
-(scipy/fft/_pocketfft/pypocketfft, a compiled module) is what computes
-both transforms; `rfft` and `dct` call it with the arguments scipy.fft's
+(scipy/fft/_pocketfft/pypocketfft, a compiled module; from scipy 1.18 on,
+scipy/fft/_duccfft/pyduccfft, with the same calls) is what computes both
+transforms; `rfft` and `dct` call it with the arguments scipy.fft's
 own functions pass for the calls wavbeam makes (the default "backward"
 norm, one thread), so the values are scipy.fft's bit for bit (tested
 against scipy.fft itself, at the scipy that requirements.txt pins).
@@ -21,7 +22,8 @@ import sys
 
 import numpy as np
 
-KERNEL = 'scipy.fft._pocketfft.pypocketfft'
+# Where scipy keeps the kernel: scipy up to 1.17, and from 1.18 on.
+KERNELS = ('scipy.fft._pocketfft.pypocketfft', 'scipy.fft._duccfft.pyduccfft')
 _BACKWARD = 0  # the kernel's normalisation code for norm="backward"
 _ONE_THREAD = 1
 
@@ -78,26 +80,34 @@ def _load():
 def _load_kernel():
   """The kernel module, registered under its own name (so that a later
   `import scipy.fft` uses this one), or None where it is not found."""
-  if KERNEL in sys.modules:
-    return sys.modules[KERNEL]
   scipy_spec = importlib.util.find_spec('scipy')
   if scipy_spec is None or not scipy_spec.submodule_search_locations:
     return None
-  folder = os.path.join(scipy_spec.submodule_search_locations[0], 'fft',
-                        '_pocketfft')
+  for name in KERNELS:
+    module = sys.modules.get(name) or _kernel_at(
+        name, scipy_spec.submodule_search_locations[0])
+    if module is not None:
+      return module
+  return None
+
+
+def _kernel_at(name: str, scipy_folder: str):
+  """The kernel `name` (scipy.fft._folder.module) loaded from its file
+  under scipy_folder, or None."""
+  folder, module_name = name.split('.')[2:]
   for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-    path = os.path.join(folder, KERNEL.rsplit('.', 1)[1] + suffix)
+    path = os.path.join(scipy_folder, 'fft', folder, module_name + suffix)
     if os.path.isfile(path):
       break
   else:
     return None
   try:
-    spec = importlib.util.spec_from_file_location(KERNEL, path)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
   except ImportError:
     return None
-  if not all(hasattr(module, name) for name in ('r2c', 'dct')):
+  if not all(hasattr(module, attr) for attr in ('r2c', 'dct')):
     return None
-  sys.modules[KERNEL] = module
+  sys.modules[name] = module
   return module
