@@ -1,4 +1,7 @@
-"""Run a command; report wall time and peak RSS summed over its process tree."""
+"""Run a command; report wall time and peak memory summed over its process
+tree: resident (RSS, which counts a page shared by forked workers once per
+worker) and, where the kernel reports it, proportional (PSS, each shared
+page split among its sharers: what the tree costs the machine)."""
 
 import os
 import subprocess
@@ -16,7 +19,8 @@ def as_installed(env=None) -> dict:
   return env
 
 
-def _tree_rss(root: int) -> int:
+def _tree(root: int) -> dict:
+  """{pid: RSS bytes} of `root` and its descendants."""
   children = {}
   rss = {}
   for pid in os.listdir('/proc'):
@@ -29,16 +33,37 @@ def _tree_rss(root: int) -> int:
       rss[int(pid)] = int(fields[21]) * os.sysconf('SC_PAGE_SIZE')
     except (OSError, IndexError, ValueError):
       continue
-  total, stack = 0, [root]
+  tree, stack = {}, [root]
   while stack:
     pid = stack.pop()
-    total += rss.get(pid, 0)
+    if pid in rss:
+      tree[pid] = rss[pid]
     stack.extend(children.get(pid, []))
-  return total
+  return tree
 
 
-def run_measured(cmd, env=None, cwd=None, also=()):
-  """-> (wall seconds, peak summed RSS bytes, stdout).
+def _pss(pid: int):
+  """PSS bytes of one process, or None where the kernel does not say."""
+  for name in ('smaps_rollup', 'smaps'):
+    try:
+      with open(f'/proc/{pid}/{name}') as f:
+        kb = [int(line.split()[1]) for line in f if line.startswith('Pss:')]
+    except (OSError, IndexError, ValueError):
+      continue
+    if kb:
+      return sum(kb) * 1024
+  return None
+
+
+# Reading a process's PSS walks its page tables: sampled less often than
+# RSS, so that the measuring does not take a core from what it measures.
+PSS_EVERY_S = 0.25
+
+
+def run_measured(cmd, env=None, cwd=None, also=(), pss=False):
+  """-> (wall seconds, peak summed RSS bytes, stdout), and with `pss` the
+  peak summed PSS bytes after them (None where no process's PSS could be
+  read).
 
   `also`: more process ids (e.g. a Dask cluster's) whose trees count too.
   """
@@ -46,11 +71,21 @@ def run_measured(cmd, env=None, cwd=None, also=()):
   proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           env=as_installed(env), cwd=cwd, text=True)
   peak = [0]
+  peak_pss = [None]
   done = threading.Event()
 
   def poll():
+    next_pss = 0.0
     while not done.is_set():
-      peak[0] = max(peak[0], sum(_tree_rss(p) for p in (proc.pid, *also)))
+      tree = {}
+      for root in (proc.pid, *also):
+        tree.update(_tree(root))
+      peak[0] = max(peak[0], sum(tree.values()))
+      if pss and time.perf_counter() >= next_pss:
+        next_pss = time.perf_counter() + PSS_EVERY_S
+        known = [b for b in map(_pss, tree) if b is not None]
+        if known:
+          peak_pss[0] = max(peak_pss[0] or 0, sum(known))
       done.wait(0.05)
 
   t = threading.Thread(target=poll, daemon=True)
@@ -61,4 +96,6 @@ def run_measured(cmd, env=None, cwd=None, also=()):
   t.join()
   if proc.returncode != 0:
     raise RuntimeError(f'{cmd} failed ({proc.returncode}):\n{err[-3000:]}')
+  if pss:
+    return wall, peak[0], out, peak_pss[0]
   return wall, peak[0], out

@@ -6,9 +6,9 @@ clips of 3 s; 20,000 clips of 1 s). Then runs every writer as its own
 process, interleaved (each round runs every writer once), `--repeats`
 times (default 5), and reports medians with their spread (min-max over the
 rounds): audio-seconds per wall second (of the corpus, and of the audio
-the examples hold), windows/s, MB/s written, peak
-memory summed over the process tree, and the ratios to `baseline` (the
-plain loop a typical user writes, 1 process, TensorFlow imported) and to
+the examples hold), windows/s, MB/s written, peak memory summed over the
+process tree (RSS and PSS), and the ratios to `baseline` (the plain loop
+a typical user writes, 1 process, TensorFlow imported) and to
 `baseline_notf_nproc` (the same loop and bytes without TensorFlow, a
 process per usable CPU: the fastest honest peer). Each writer's fixed
 cost is its wall time on a one-file corpus, run beside it every round
@@ -110,8 +110,12 @@ def corpus_for(name):
   """(path, audio seconds, windows, window length) of a bench corpus; a
   number alone is hours of long files."""
   if name not in CORPORA:
-    name = f'{float(name):g}h'
-  total, clip, win_len, audio_format = CORPORA[name]
+    hours = float(name)
+    name = f'{hours:g}h'
+    total, clip, win_len, audio_format = CORPORA.get(
+        name, (hours * 3600, None, 32768, 'wav'))
+  else:
+    total, clip, win_len, audio_format = CORPORA[name]
   path = os.path.join(ROOT, f'corpus_{name}')
   if not os.path.isdir(path):
     if clip is None:
@@ -198,8 +202,8 @@ def _cleared(out):
 def _measured(command, out, env):
   _cleared(out)
   started = time.time()
-  wall, peak, _ = run_measured(command, env=env)
-  return started, wall, peak
+  wall, peak, _, pss = run_measured(command, env=env, pss=True)
+  return started, wall, peak, pss
 
 
 def _timed(command, out, env):
@@ -220,11 +224,12 @@ def bench_writers(corpus_name, repeats, names, env):
   fixed = {n: [] for n in names}
   for _ in range(repeats):
     for name in names:  # interleaved: machine noise hits every contender
-      started, wall, peak = _measured(
+      started, wall, peak, pss = _measured(
           writers(corpus, out, win_len, audio_format)[name], out, env)
       meta = metadata(out)
       runs[name].append((wall, peak, dir_bytes(out),
-                         phases(meta, started, wall), example_seconds(meta)))
+                         phases(meta, started, wall), example_seconds(meta),
+                         pss))
       # Its fixed cost: the same command on a one-file corpus, timed
       # alone (no memory sampling beside it).
       fixed[name].append(_timed(writers(one_file, out, win_len)[name],
@@ -238,6 +243,8 @@ def bench_writers(corpus_name, repeats, names, env):
                   'mb_per_s': statistics.median(r[2] for r in rs) / wall / 1e6,
                   'peak_mb': statistics.median(r[1] for r in rs) / 1e6,
                   'peak_spread': spread(r[1] / 1e6 for r in rs),
+                  'pss_spread': (spread(r[5] / 1e6 for r in rs)
+                                 if all(r[5] for r in rs) else None),
                   'walls': [round(r[0], 2) for r in rs]}
     if all(r[3] for r in rs):
       rows[name]['phases'] = [spread(r[3][i] for r in rs) for i in range(3)]
@@ -283,7 +290,8 @@ def to_markdown(results, reading):
     lines.append('| writer | wall s, median (min-max) | audio-s/s | '
                  'fixed cost s (one file) | audio-s/s once running | '
                  'audio-s/s in examples | windows/s | MB/s written | '
-                 'peak MB (all processes) | vs TF loop, per round | '
+                 'peak MB (all processes): RSS; PSS | '
+                 'vs TF loop, per round | '
                  'vs TF-free loop in N processes, per round | '
                  'before shards / shards / after, s | runs |')
     lines.append('|---|---|---|---|---|---|---|---|---|---|---|---|---|')
@@ -302,7 +310,8 @@ def to_markdown(results, reading):
           f"{w['audio_s_per_s']:.0f} | {cell(w['fixed_spread'])} | "
           f"{steady} | {in_examples} | "
           f"{w['windows_per_s']:.0f} | "
-          f"{w['mb_per_s']:.0f} | {cell(w['peak_spread'], 0)} | "
+          f"{w['mb_per_s']:.0f} | {cell(w['peak_spread'], 0)}; "
+          f"{cell(w['pss_spread'], 0) if w.get('pss_spread') else '-'} | "
           f"{ratios[0]} | {ratios[1]} | {split} | {w['walls']} |")
   if reading:
     lines.append('\n### Reading (batch 64, all features, page cache)\n')
