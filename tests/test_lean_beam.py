@@ -150,6 +150,23 @@ def test_a_local_run_imports_beam_without_cloud_service_clients():
       'Client DataflowRunner WriteToBigQuery MongoClient']
 
 
+def test_a_local_write_to_tfrecord_graph_leaves_pub_sub_out():
+  """Beam's generic Write looks for a Pub/Sub sink in its Pub/Sub module,
+  which a local run imported without the client."""
+  out = _python("""
+      import sys
+      from pipeline.commands import cli
+      cli.load('run', ['--input_dir', 'in', '--output_dir', 'out'])
+      import apache_beam as beam
+      p = beam.Pipeline()
+      _ = p | beam.Create([b'x']) | beam.io.WriteToTFRecord('/tmp/x')
+      print('google.cloud.pubsub' in sys.modules)
+      from google.cloud import pubsub
+      print(pubsub.PublisherClient.__name__)
+      """)
+  assert out.splitlines() == ['False', 'PublisherClient']
+
+
 @pytest.mark.parametrize('argv', [
     ['--input_dir', 'gs://bucket/in', '--output_dir', 'out'],
     ['--input_dir', 'in', '--output_dir', 's3://bucket/out'],
