@@ -71,3 +71,24 @@ def test_a_cut_file_is_named():
 
 def test_index_text_is_offset_and_length_per_record():
   assert tfrecord.index_text([16, 20, 17]) == '0 16\n16 20\n36 17\n'
+
+
+def test_record_sizes_walk_the_headers_alone():
+  data, sizes = _framed(RECORDS)
+  assert tfrecord.record_sizes(io.BytesIO(data), len(data), 'x') == sizes
+  assert tfrecord.record_sizes(io.BytesIO(b''), 0, 'x') == []
+  # The data is not read: a flipped data byte goes unseen, as documented.
+  flipped = bytearray(data)
+  third = sizes[0] + sizes[1]
+  flipped[third + 12 + 1] ^= 1  # inside the third record's data
+  assert tfrecord.record_sizes(io.BytesIO(bytes(flipped)), len(data),
+                               'x') == sizes
+  # A length whose CRC does not match, or a file cut inside a record, or
+  # inside a header, is an error naming the record.
+  bad = bytearray(data)
+  bad[third + 2] ^= 1  # the third record's length
+  with pytest.raises(tfrecord.CorruptRecord, match='record 2 .*length CRC'):
+    tfrecord.record_sizes(io.BytesIO(bytes(bad)), len(bad), 'x')
+  for cut in (len(data) - 1, len(data) - sizes[-1] + 5):
+    with pytest.raises(tfrecord.CorruptRecord, match='record 3 .*ends inside'):
+      tfrecord.record_sizes(io.BytesIO(data[:cut]), cut, 'x')
