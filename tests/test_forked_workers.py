@@ -197,17 +197,9 @@ def test_only_a_default_local_threaded_run_gets_them(tmp_path, extra,
   assert run_lib.forked_workers_for(config, beam_args) == expected
 
 
-@pytest.mark.parametrize('extra, forked, expected', [
-    ([], 2, True),
-    ([], 0, False),
-    (['--sink', 'write_to_tfrecord'], 2, False),
-])
-def test_beam_runs_in_one_thread_only_beside_forked_shard_work(
-    tmp_path, extra, forked, expected):
-  config, _ = config_lib.parse_known_args(
-      ['--input_dir', str(tmp_path), '--output_dir', str(tmp_path / 'o'),
-       *extra])
-  assert run_lib.in_one_thread(config, forked) is expected
+@pytest.mark.parametrize('forked, expected', [(2, True), (0, False)])
+def test_beam_runs_in_one_thread_beside_forked_workers(forked, expected):
+  assert run_lib.in_one_thread(forked) is expected
 
 
 def test_remote_or_in_memory_folders_get_none(tmp_path, monkeypatch):

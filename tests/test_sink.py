@@ -7,11 +7,13 @@ import io
 import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
 from pipeline import config as config_lib
 from tests import helpers as H
+from pipeline import replay
 from pipeline.contract import tfrecord
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -80,6 +82,47 @@ def test_same_examples_as_the_default_writer(corpus, both):
       for name in ('count', 'min', 'max'):
         assert stats[name] == own['splits'][split]['statistics'][key][name]
   assert not os.path.exists(corpus / 'sink' / '.wavbeam-incomplete')
+
+
+def test_the_command_encodes_in_a_thread_per_forked_worker(corpus, both):
+  """The command runs Beam in one thread beside its forked workers, and a
+  thread per worker encodes the units (3 here, whatever this machine's
+  CPUs): the same examples as the default writer, every unit counted."""
+  out = corpus / 'sink_command'
+  code = textwrap.dedent('''
+      import runpy, sys, threading
+      from transforms.runtime import cpus
+      from transforms.writing import sink
+      cpus.usable_cpus = lambda *a, **k: 3
+      encoded = sink.EncodeExamples._encoded
+      def noted(self, *args):
+        print('encoded in', threading.current_thread().name, file=sys.stderr)
+        return encoded(self, *args)
+      sink.EncodeExamples._encoded = noted
+      sys.argv[0] = 'pipeline.run'
+      runpy.run_module('pipeline.run', run_name='__main__')
+      ''')
+  done = subprocess.run(
+      [sys.executable, '-c', code, '--input_dir', str(corpus / 'in'),
+       '--output_dir', str(out), '--win_len', '1024', '--hop_len', '768',
+       '--pad', '--splits', SPLITS, '--n_fft', '256', '--fft_hop', '128',
+       '--features', 'signal,spectrogram,log_mel',
+       '--max_examples_per_shard', '7', '--sink', 'write_to_tfrecord',
+       '--quiet'], capture_output=True, text=True, timeout=300, cwd=ROOT,
+      env={**os.environ, 'PYTHONPATH': ROOT})
+  assert done.returncode == 0, done.stderr[-3000:]
+  threads = {line.split()[-1] for line in done.stderr.splitlines()
+             if line.startswith('encoded in')}
+  assert len(threads) > 1 and all(t.startswith('encode') for t in threads)
+  own, _ = both
+  meta = replay.load_metadata(str(out))
+  assert meta['counts'] == own['counts']
+  for split in own['splits']:
+    mine, _ = _records(corpus / 'own', own, split)
+    theirs, lengths = _records(out, meta, split)
+    assert collections.Counter(theirs) == collections.Counter(mine), split
+    assert [s['num_examples'] for s in meta['splits'][split]['shards']] == (
+        lengths)
 
 
 def test_verify_and_tfds_read_it_with_exact_shard_lengths(corpus, both):

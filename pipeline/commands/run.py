@@ -400,7 +400,7 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
   --append part (`base`), or a sweep's every variant (`variant_configs`)."""
   options = pipeline_options(beam_args)
   direct = options.view_as(DirectOptions)
-  if in_one_thread(config, forked):
+  if in_one_thread(forked):
     direct.direct_running_mode, direct.direct_num_workers = 'in_memory', 1
   if (not forked and direct.direct_running_mode == 'multi_threading' and
       not any(a.startswith('--direct_running_mode') for a in beam_args) and
@@ -467,14 +467,14 @@ def _stop_prism() -> None:
     server.stop()
 
 
-def in_one_thread(config: config_lib.PipelineConfig, forked: int) -> bool:
+def in_one_thread(forked: int) -> bool:
   """Whether a local run with `forked` forked workers runs Beam in-process
   in one thread: they do the per-file and shard work, and the DoFns keep
   them all busy from one thread (forked_workers.Calls), without the gRPC
   of a threaded runner (0.1-0.2 s less before the first stage, half the
-  cost per stage). Not with --sink write_to_tfrecord, which encodes in
-  the bundle threads and keeps one per core."""
-  return forked > 0 and config.sink == 'shards'
+  cost per stage). With --sink write_to_tfrecord, which encodes in this
+  process, a thread per forked worker encodes (sink.EncodeExamples)."""
+  return forked > 0
 
 
 def forked_workers_for(config: config_lib.PipelineConfig,

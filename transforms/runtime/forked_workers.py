@@ -133,6 +133,11 @@ def current() -> Optional[concurrent.futures.ProcessPoolExecutor]:
   return _executor
 
 
+def processes() -> int:
+  """How many forked workers are running (0: none)."""
+  return _processes
+
+
 def call(executor: concurrent.futures.ProcessPoolExecutor,
          fn: Callable, *args):
   """fn(*args) in one of the processes, its error raised here."""
