@@ -84,9 +84,10 @@ class EncodeExamples(beam.DoFn):
     self._threads = None
 
   def start_bundle(self):
-    count = forked_workers.processes()
+    self._thread_count = forked_workers.processes()
     self._threads = (concurrent.futures.ThreadPoolExecutor(
-        count, thread_name_prefix='encode') if count > 1 else None)
+        self._thread_count, thread_name_prefix='encode')
+                     if self._thread_count > 1 else None)
     self._pending = collections.deque()
 
   def process(self, unit, class_names):
@@ -96,7 +97,7 @@ class EncodeExamples(beam.DoFn):
     self._pending.append(self._threads.submit(self._encoded, unit,
                                               class_names))
     # Two units a thread: each has the next at hand.
-    while len(self._pending) > 2 * self._threads._max_workers:
+    while len(self._pending) > 2 * self._thread_count:
       yield from self._counted(self._next())
 
   def finish_bundle(self):
