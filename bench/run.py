@@ -112,10 +112,8 @@ def corpus_for(name):
   if name not in CORPORA:
     hours = float(name)
     name = f'{hours:g}h'
-    total, clip, win_len, audio_format = CORPORA.get(
-        name, (hours * 3600, None, 32768, 'wav'))
-  else:
-    total, clip, win_len, audio_format = CORPORA[name]
+  total, clip, win_len, audio_format = (
+      CORPORA.get(name) or (hours * 3600, None, 32768, 'wav'))
   path = os.path.join(ROOT, f'corpus_{name}')
   if not os.path.isdir(path):
     if clip is None:

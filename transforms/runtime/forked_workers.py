@@ -169,6 +169,7 @@ class Calls:
       calls.largest_first(size, then, fn, *args)  # or, in process
       yield from calls.finish()                   # in finish_bundle
 
+  A pool of threads will do as `executor` too (the sink's encoding).
   Each call's result goes through `then` (a function returning what to
   emit) in the order the calls started; `start` emits the oldest calls'
   once more than `in_flight` are pending (two a process: each has the

@@ -3,7 +3,6 @@ WriteToTFRecord, then each shard it wrote counted. EncodeExamples yields
 examples, ExampleStats and Rejections on its main output, as distinct
 types (graph.SplitByType parts them)."""
 
-import collections
 import concurrent.futures
 import threading
 import time
@@ -77,68 +76,56 @@ class EncodeExamples(beam.DoFn):
 
   def setup(self):
     allocator.keep_freed_memory()
-    self._names = sorted(self.variant_configs or {'': self.config})
+    self._configs = dict(sorted(
+        (self.variant_configs or {'': self.config}).items()))
     self._local = threading.local()  # each thread's ExampleMakers
     self._examples = counters.counter(counters.EXAMPLES_WRITTEN)
     self._windows_rejected = counters.counter(counters.WINDOWS_REJECTED)
-    self._threads = None
+    self._threads = self._calls = None
 
   def start_bundle(self):
-    self._thread_count = forked_workers.processes()
-    self._threads = (concurrent.futures.ThreadPoolExecutor(
-        self._thread_count, thread_name_prefix='encode')
-                     if self._thread_count > 1 else None)
-    self._pending = collections.deque()
+    count = forked_workers.processes()
+    if count > 1:
+      self._threads = concurrent.futures.ThreadPoolExecutor(
+          count, thread_name_prefix='encode')
+      self._calls = forked_workers.Calls(self._threads)
 
   def process(self, unit, class_names):
-    if self._threads is None:
+    if self._calls is None:
       yield from self._counted(self._encoded(unit, class_names))
-      return
-    self._pending.append(self._threads.submit(self._encoded, unit,
-                                              class_names))
-    # Two units a thread: each has the next at hand.
-    while len(self._pending) > 2 * self._thread_count:
-      yield from self._counted(self._next())
+    else:
+      yield from self._calls.start(self._counted, self._encoded, unit,
+                                   class_names)
 
   def finish_bundle(self):
-    if self._threads is None:
+    if self._calls is None:
       return
     try:
-      while self._pending:
-        for item in self._counted(self._next()):
-          yield GlobalWindows.windowed_value(item)
+      for item in self._calls.finish():
+        yield GlobalWindows.windowed_value(item)
     finally:
       self._stop_threads()
 
   def teardown(self):
     self._stop_threads()
 
-  def _next(self) -> list:
-    try:
-      return self._pending.popleft().result()
-    except BaseException:
-      self._stop_threads()
-      raise
-
   def _stop_threads(self):
     if self._threads is not None:
       self._threads.shutdown(wait=False, cancel_futures=True)
-      self._threads = None
-      self._pending.clear()
+      self._threads = self._calls = None
 
   def _encoded(self, unit, class_names) -> list:
     makers = getattr(self._local, 'makers', None)
     if makers is None:
       makers = self._local.makers = {
-          name: ExampleMaker((self.variant_configs or {'': self.config})[name],
-                             self.extra_features)
-          for name in self._names}
+          name: ExampleMaker(config, self.extra_features)
+          for name, config in self._configs.items()}
     return list(encode_unit(makers, self.config,
                             self.variant_configs is not None, unit,
                             class_names))
 
   def _counted(self, items):
-    first = self._names[0]
+    first = next(iter(self._configs))
     for item in items:
       name, found = (item if self.variant_configs is not None
                      else (first, item))
