@@ -362,8 +362,8 @@ class DrivenRun:
   released). Its output goes to a file (a pipe would also wait for any
   process the run left behind)."""
 
-  def __init__(self, step, action, *args, cwd):
-    env = dict(os.environ, PYTHONPATH=ROOT)
+  def __init__(self, step, action, *args, cwd, env=None):
+    env = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
     self._log = cwd / f'{step}-{action}.log'
     with open(self._log, 'w') as log:
       # SIGINT as a terminal gives it: a test run in the background

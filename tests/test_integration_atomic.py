@@ -137,6 +137,19 @@ def test_sigkill_at_any_point_then_rerun(corpus, tmp_path):
   assert all(outcomes[step] == 'incomplete' for step in STEPS_KILLED_AT)
 
 
+def test_a_killed_run_leaves_nothing_in_the_temporary_folder(corpus,
+                                                            tmp_path):
+  """Beam's Pipeline() makes a folder there that only its run() removes:
+  a run killed before its end must not leave it behind."""
+  temp = tmp_path / 'tmp'
+  temp.mkdir()
+  code, log = H.DrivenRun('prepared', 'kill', '--input_dir', str(corpus),
+                          '--output_dir', str(tmp_path / 'out'), *FLAGS,
+                          cwd=tmp_path, env={'TMPDIR': str(temp)}).wait()
+  assert code == -signal.SIGKILL, log[-2000:]
+  assert os.listdir(temp) == []
+
+
 def _limits(file_size=None):
   """For the child: no root bypass of permissions; files capped in size."""
   def apply():

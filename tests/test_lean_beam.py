@@ -150,11 +150,14 @@ def test_a_local_run_imports_beam_without_cloud_service_clients():
       'Client DataflowRunner WriteToBigQuery MongoClient']
 
 
-def test_a_local_write_to_tfrecord_graph_leaves_pub_sub_out():
+def test_a_local_write_to_tfrecord_graph_leaves_pub_sub_out(tmp_path):
   """Beam's generic Write looks for a Pub/Sub sink in its Pub/Sub module,
   which a local run imported without the client."""
-  out = _python("""
-      import sys
+  # The graph is built, not run: Beam's temporary folder, which only a
+  # run removes, goes in the test's own.
+  out = _python(f"""
+      import sys, tempfile
+      tempfile.tempdir = {str(tmp_path)!r}
       from pipeline.commands import cli
       cli.load('run', ['--input_dir', 'in', '--output_dir', 'out'])
       import apache_beam as beam

@@ -413,21 +413,20 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
     raise config_lib.ConfigError(
         'runner', options.view_as(StandardOptions).runner,
         f'{e} (see docs/runners.md)') from e
+  # Beam's Pipeline() made a beam-pipeline-temp* folder in the temporary
+  # folder for cross-language transforms' artifacts, which this graph has
+  # none of. Only its run() removes it: a job that fails before its run,
+  # or is killed, would leave it behind.
+  shutil.rmtree(p.local_tempdir, ignore_errors=True)
   outputs = variant_configs or {None: config}
   run_ids = {name: run_marker.new_run_id() for name in outputs}
-  try:
-    if variant_configs:
-      build_sweep_pipeline(p, config, variant_configs, extra_features,
-                           run_ids, base)
-    else:
-      build_pipeline(p, config, extra_features, run_ids[None], base)
-    kept = sum(output_folder.prepare(output, run_ids[name], base)
-               for name, output in outputs.items())
-  except BaseException:
-    # Beam's Pipeline() made a /tmp/beam-pipeline-temp* folder that only
-    # its run() removes.
-    shutil.rmtree(p.local_tempdir, ignore_errors=True)
-    raise
+  if variant_configs:
+    build_sweep_pipeline(p, config, variant_configs, extra_features,
+                         run_ids, base)
+  else:
+    build_pipeline(p, config, extra_features, run_ids[None], base)
+  kept = sum(output_folder.prepare(output, run_ids[name], base)
+             for name, output in outputs.items())
   local = options.view_as(StandardOptions).runner == LOCAL_RUNNER
   shown = next(iter(outputs.values())).dataset_dir
   with contextlib.ExitStack() as running:
