@@ -32,9 +32,14 @@ $(TEST_STAMP): $(STAMP) requirements-test.txt requirements-torch.txt \
 demo: $(STAMP)
 	$(BIN)/python -m pipeline.demo
 
+# Two pytest workers, each given whole modules (--dist loadfile), so that a
+# module's fixtures (its corpora, its runs) are made once: most of a test's
+# time is a command's process starting on one core, and two overlap.
+PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile
+
 test: $(TEST_STAMP) prism
 	$(BIN)/ruff check --quiet .
-	$(BIN)/python -m pytest -q tests
+	$(PYTEST) tests
 
 prism: $(STAMP)
 	@if [ -x $(PRISM) ]; then :; \
@@ -49,7 +54,7 @@ prism: $(STAMP)
 # a commit.
 test-fast: $(TEST_STAMP)
 	$(BIN)/ruff check --quiet .
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(PYTEST) -m "not slow" tests
 
 bench: $(TEST_STAMP)
 	$(BIN)/python -m bench.run
