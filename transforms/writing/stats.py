@@ -65,7 +65,9 @@ class Moments:
     mean = float(deviations.mean())
     deviations -= mean
     # einsum, not np.dot: numpy's own loop. BLAS would wake its thread pool,
-    # whose spinning threads compete with the pipeline's worker threads.
+    # whose spinning threads compete with the pipeline's worker threads,
+    # and its dot splits the sum by thread: the last bits of metadata.json
+    # would follow the thread count.
     m2 = float(np.einsum('i,i->', deviations, deviations))
     return cls(int(values.size), mean, m2, low, high)
 
