@@ -130,9 +130,9 @@ def reference_features(windows, config, rate):
   mag = F.stft_magnitude(w32, config.n_fft, config.fft_hop, win)
   out['spectrogram'] = (np.log(mag + np.float32(F.LOG_OFFSET))
                         if config.spectrogram_scale == 'log' else mag)
-  out['log_mel'] = np.log(
-      mag @ F.mel_filterbank(config.n_mels, config.n_fft, rate, config.fmin,
-                             config.fmax) + np.float32(F.LOG_OFFSET))
+  out['log_mel'] = np.log(F.mel_spectrogram(
+      mag, F.mel_filterbank(config.n_mels, config.n_fft, rate, config.fmin,
+                            config.fmax)) + np.float32(F.LOG_OFFSET))
   # The functions themselves are checked against TensorFlow and scipy
   # (tests/test_features.py); here, that the run feeds them the right
   # inputs and options.

@@ -106,6 +106,60 @@ def test_mel_band_limits_equal_tensorflows(fmin, fmax):
   np.testing.assert_allclose(ours, theirs, rtol=0, atol=6e-8)
 
 
+@pytest.mark.parametrize('n_mels,n_fft,rate,fmin,fmax', [
+    (64, 512, 16000, 0.0, None), (128, 512, 16000, 0.0, None),
+    (80, 400, 16000, 20.0, 7600.0), (40, 2048, 44100, 0.0, None),
+    (1, 256, 8000, 0.0, None), (17, 512, 16000, 300.0, 3000.0),
+    # more bands than the low bins can separate: some cover no bin
+    (128, 256, 16000, 0.0, None)])
+@pytest.mark.parametrize('power', [1, 2])
+def test_mel_spectrogram_is_the_product_with_the_filterbank(
+    n_mels, n_fft, rate, fmin, fmax, power):
+  """Only the products of zero weights are skipped: each band is its
+  bins' weighted sum to float32's rounding of that sum, and a band that
+  covers no bin is exactly 0."""
+  bank = features.mel_filterbank(n_mels, n_fft, rate, fmin, fmax)
+  magnitude = np.abs(np.random.default_rng(n_mels).standard_normal(
+      (3, 9, n_fft // 2 + 1))).astype(np.float32) ** power * 50
+  ours = features.mel_spectrogram(magnitude, bank)
+  exact = magnitude.astype(np.float64) @ bank.astype(np.float64)
+  assert ours.dtype == np.float32 and ours.shape == exact.shape
+  # float32 sums of at most n_fft // 2 + 1 non-negative terms
+  bound = (n_fft // 2 + 1) * np.finfo(np.float32).eps * exact
+  assert np.all(np.abs(ours - exact) <= bound)
+  empty = ~bank.any(axis=0)
+  assert (ours[..., empty] == 0).all()
+  assert not (ours[..., ~empty] == 0).any()
+
+
+def test_mel_band_groups_cover_every_weight():
+  bank = features.mel_filterbank(128, 512, 16000)
+  groups = features.mel_band_groups(bank)
+  assert [g[:2] for g in groups] == [(i, min(i + 16, 128))
+                                     for i in range(0, 128, 16)]
+  for first, end, lo, hi in groups:
+    outside = np.delete(bank[:, first:end], np.s_[lo:hi], axis=0)
+    assert not outside.any() and bank[lo, first:end].any()
+    assert bank[hi - 1, first:end].any()
+  # the high bands are wide, the low ones narrow: most bins are skipped
+  assert sum((hi - lo) * (end - first) for first, end, lo, hi in groups
+             ) < bank.size / 4
+
+
+def test_a_window_s_mel_bands_do_not_depend_on_its_batch():
+  """The run computes a few windows at a time, the featurizer one
+  recording: a window's values must be the same bits in any batch."""
+  bank = features.mel_filterbank(64, 512, 16000)
+  magnitude = np.abs(np.random.default_rng(7).standard_normal(
+      (32, 127, 257))).astype(np.float32)
+  whole = features.mel_spectrogram(magnitude, bank)
+  for size in (1, 3, 4, 7, 32):
+    for start in range(0, 32 - size + 1, 5):
+      part = features.mel_spectrogram(magnitude[start:start + size], bank)
+      assert np.array_equal(part.view(np.uint32),
+                            whole[start:start + size].view(np.uint32))
+
+
 def _log_mel(seed=3, n=4, win_len=4096, n_fft=512, hop=256, n_mels=40,
              rate=16000):
   windows = np.random.default_rng(seed).uniform(

@@ -26,12 +26,21 @@ def filterbank(config, sample_rate: int) -> np.ndarray:
                           sample_rate, value(config, 'fmin'), fmax)
 
 
+def _key(batch) -> tuple:
+  return ('filterbank', batch.sample_rate) + tuple(
+      batch.option(n) for n in ('n_mels', 'n_fft', 'fmin', 'fmax'))
+
+
 def _filterbank(batch) -> np.ndarray:
   """filterbank, built once per worker."""
-  key = ('filterbank', batch.sample_rate) + tuple(
-      batch.option(n) for n in ('n_mels', 'n_fft', 'fmin', 'fmax'))
-  return batch.constant(key, lambda: filterbank(batch.config,
-                                                batch.sample_rate))
+  return batch.constant(_key(batch), lambda: filterbank(batch.config,
+                                                        batch.sample_rate))
+
+
+def _band_groups(batch):
+  """F.mel_band_groups of the filterbank, found once per worker."""
+  return batch.constant(_key(batch) + ('groups',),
+                        lambda: F.mel_band_groups(_filterbank(batch)))
 
 
 @registry.register
@@ -67,7 +76,8 @@ class LogMel(registry.Feature):
     weighed = stft.magnitude(batch)
     if batch.option('mel_power') == 2:
       weighed = np.square(weighed)
-    return F.log_compress(F.mel_spectrogram(weighed, _filterbank(batch)))
+    return F.log_compress(F.mel_spectrogram(weighed, _filterbank(batch),
+                                            _band_groups(batch)))
 
   def compute_tf(self, batch):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
