@@ -708,9 +708,11 @@ def _silent_arrays(config: PipelineConfig, extra_features, frames: int):
 def _silent_features(config: PipelineConfig, extra_features, lengths):
   """{length: the features of a silent example of that many samples}."""
   extractor = FeatureExtractor(config, extra_features)
-  # Sizes and dtypes do not depend on the rate; --fmax must fit under its
-  # Nyquist frequency (the dataset's own rate is checked when known).
-  rate = config.sample_rate or max(16000, int(2 * (config.fmax or 0)) + 2)
+  # Sizes and dtypes do not depend on the rate; --fmin and --fmax must fit
+  # under its Nyquist frequency (the dataset's own rate is checked when
+  # known).
+  rate = config.sample_rate or max(
+      16000, int(2 * max(config.fmax or 0, config.fmin)) + 2)
   return {n: as_stored(extractor.compute(np.zeros((1, n)), rate),
                        config.feature_dtype) for n in lengths}
 

@@ -225,6 +225,23 @@ def prepare(config: PipelineConfig, run_id: str, base=None) -> int:
   return 0
 
 
+def discard(config: PipelineConfig, run_id: str) -> bool:
+  """Removes what run `run_id` wrote in its output folder, once it has
+  failed on an option that only the data showed wrong (an --exclude that
+  matches nothing, an --fmax above the corpus's Nyquist frequency): no
+  rerun can keep any of it, as --resume needs the same options, and left
+  there it would refuse the corrected command. Whatever the folder held
+  before was removed by prepare (--overwrite) or was nothing. The marker
+  goes last: until then the folder still reads as an unfinished run.
+  False, touching nothing, when the folder is no longer this run's."""
+  if run_marker.read_marker(config.dataset_dir) != run_id:
+    return False
+  temp = run_marker.temp_dir(config.dataset_dir)
+  filesystem.delete([p for p in dataset_files(config) if p != temp])
+  filesystem.delete([temp])
+  return True
+
+
 def _reopen(config: PipelineConfig, run_id: str, base) -> int:
   """prepare for --resume: the stopped run checked (resume.find), its
   shards a stopped final step published moved back, and what that step

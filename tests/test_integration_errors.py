@@ -34,6 +34,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     (['--direct_num_workers=-3'], '--direct_num_workers=-3: must be in'),
     (['--splits', 'train=0.3000001,test=0.7'],
      "--splits='train=0.3000001,test=0.7': fractions must sum to 1"),
+    (['--features', 'log_mel', '--sample_rate', '16000', '--fmin', '8000'],
+     '--fmin=8000.0: must be below half of --sample_rate=16000'),
 ])
 def test_invalid_options_name_option_and_value(tmp_path, flags, message):
   argv = ['--input_dir', str(tmp_path), '--output_dir', str(tmp_path / 'o')]
@@ -78,6 +80,40 @@ def test_cli_reports_errors_and_documents_every_option():
   for block in blocks:
     assert block.count('(default:') <= 1, block
   assert '(default: None)' not in proc.stdout
+
+
+@pytest.mark.parametrize('wrong, right', [
+    # above the corpus's Nyquist frequency: its mel bands would be empty
+    (['--features', 'log_mel', '--fmin', '8000'],
+     ['--features', 'log_mel', '--fmin', '7000']),
+    (['--features', 'log_mel', '--fmax', '9000'],
+     ['--features', 'log_mel', '--fmax', '8000']),
+    (['--exclude', 'nothing/*'], ['--exclude', 'b/*']),
+])
+def test_an_option_the_data_shows_wrong_keeps_nothing(tmp_path, wrong,
+                                                      right):
+  """Found only once the files are seen: one line naming the option and
+  its value, exit 2 as for any bad option, and nothing of the run left, so
+  that the corrected command runs without --overwrite."""
+  for label in ('a', 'b'):
+    H.write_wav(str(tmp_path / 'in' / label / 'x.wav'), H.noise(8192))
+  out = tmp_path / 'out'
+  out.mkdir()  # made beforehand: it stays, as it was
+  args = [sys.executable, '-m', 'pipeline.run', '--input_dir',
+          str(tmp_path / 'in'), '--output_dir', str(out), '--win_len',
+          '4096', '--quiet']
+  proc = subprocess.run(args + wrong, capture_output=True, text=True,
+                        cwd=ROOT, timeout=300)
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  lines = proc.stderr.splitlines()
+  assert lines[0].startswith(f'error: --{wrong[-2][2:]}='), lines
+  assert lines[1:] == [f'nothing of this run is kept in {out}; fix the '
+                       'option, then rerun']
+  assert os.listdir(out) == []
+  proc = subprocess.run(args + right, capture_output=True, text=True,
+                        cwd=ROOT, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert (out / 'metadata.json').exists()
 
 
 def test_reader_imports_without_beam():

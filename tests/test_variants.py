@@ -505,12 +505,13 @@ def test_repeated_json_keys_and_impossible_frequencies(tmp_path):
   proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
               str(tmp_path / 'out'), '--variants', str(tmp_path / 'v.json'),
               '--win_len', '4096')
-  assert proc.returncode == 1
+  assert proc.returncode == 2
   assert proc.stderr.splitlines() == [
       f"error: --fmax=9000.0: exceeds half the sample rate of the dataset in "
       f"{tmp_path / 'out' / 'a'} (16000 Hz); lower it, or give --sample_rate",
-      f"{tmp_path / 'out'} holds no complete sweep (no variants.json); rerun "
-      'with --overwrite'], proc.stderr[-3000:]
+      f"nothing of this run is kept in {tmp_path / 'out'}; fix the option, "
+      'then rerun'], proc.stderr[-3000:]
+  assert not (tmp_path / 'out').exists()
 
 
 def test_overwrite_replaces_the_whole_sweep(tmp_path):

@@ -286,8 +286,16 @@ def _run_variants(config, beam_args, extra_features, show_progress):
     with contextlib.ExitStack() as locks:
       for variant in variant_configs.values():
         locks.enter_context(_locked(variant))
-      result = _run_config(config, beam_args, extra_features, show_progress,
-                           forked, variant_configs=variant_configs)
+      try:
+        result = _run_config(config, beam_args, extra_features,
+                             show_progress, forked,
+                             variant_configs=variant_configs)
+      except Exception as e:
+        # _run_config discarded the variants' folders: the sweep's own
+        # goes too, leaving nothing of this sweep.
+        if console.option_error(e) and FileSystems.exists(shared):
+          filesystem.delete([shared])
+        raise
     finalize.write_text(index, variants_lib.index_text(variant_configs))
     if FileSystems.exists(shared):
       filesystem.delete([shared])
@@ -427,6 +435,20 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
     build_pipeline(p, config, extra_features, run_ids[None], base)
   kept = sum(output_folder.prepare(output, run_ids[name], base)
              for name, output in outputs.items())
+  try:
+    return _run_prepared(p, options, config, outputs, run_ids, kept,
+                         show_progress)
+  except Exception as e:
+    if console.option_error(e) and not (config.resume or config.append):
+      for name, output in outputs.items():
+        output_folder.discard(output, run_ids[name])
+    raise
+
+
+def _run_prepared(p, options, config, outputs, run_ids, kept,
+                  show_progress):
+  """Runs the built job on its prepared output folder(s), each marked
+  live while it runs (run_marker.Heartbeat)."""
   local = options.view_as(StandardOptions).runner == LOCAL_RUNNER
   shown = next(iter(outputs.values())).dataset_dir
   with contextlib.ExitStack() as running:
@@ -559,6 +581,20 @@ def _left_behind(config, advice: bool = True) -> str:
               'shards, or --overwrite to start again' if advice else ''))
 
 
+def _after_option_error(config) -> str:
+  """What a run that failed on an option found wrong once the data was
+  seen leaves (_run_config discards what it wrote), said for its user."""
+  if config.append:
+    return _left_behind(config)
+  if config.resume:  # the stopped run had the same options: none can end it
+    return (f'{config.dataset_dir} holds the stopped run\'s files, which '
+            'no run with these options can finish; fix the option, then '
+            'rerun with --overwrite')
+  where = config.output_dir if config.variants else config.dataset_dir
+  return (f'nothing of this run is kept in {where}; fix the option, then '
+          'rerun')
+
+
 def _run(config, beam_args, show_progress: bool, start: float) -> int:
   try:
     outcome = run_config(config, beam_args, show_progress=show_progress)
@@ -573,8 +609,9 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
       raise KeyboardInterrupt from e  # main says it in one line
     option = console.option_error(e)
     if option:  # an option found wrong once the data was seen: one line
-      print(f'error: {option}\n{_left_behind(config)}', file=sys.stderr)
-      return 1
+      print(f'error: {option}\n{_after_option_error(config)}',
+            file=sys.stderr)
+      return 2
     if console.disk_full(e):  # one line: the traceback would say nothing more
       space = console.free_space(config.output_dir)
       print(f'error: the disk holding {config.output_dir} is full'

@@ -123,3 +123,6 @@ class FeatureOptions:
       if self.sample_rate is not None and self.fmax > self.sample_rate / 2:
         raise ConfigError('fmax', self.fmax, 'must not exceed half of '
                           f'--sample_rate={self.sample_rate}')
+    if self.sample_rate is not None and self.fmin >= self.sample_rate / 2:
+      raise ConfigError('fmin', self.fmin, 'must be below half of '
+                        f'--sample_rate={self.sample_rate}')

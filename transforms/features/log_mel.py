@@ -14,14 +14,19 @@ from transforms.features import stft
 
 def filterbank(config, sample_rate: int) -> np.ndarray:
   """The (n_fft // 2 + 1, n_mels) filterbank of `config` at `sample_rate`;
-  ConfigError when --fmax exceeds half the rate, which only the data tells
-  when --sample_rate is not given."""
+  ConfigError when --fmax exceeds half the rate, or --fmin is not below
+  it, which only the data tells when --sample_rate is not given."""
   value = registry.option_value
   fmax = value(config, 'fmax')
   if fmax is not None and fmax > sample_rate / 2:
     raise ConfigError('fmax', fmax, f'exceeds half the sample rate of the '
                       f'dataset in {config.dataset_dir} ({sample_rate} Hz); '
                       'lower it, or give --sample_rate')
+  fmin = value(config, 'fmin')
+  if fmin >= sample_rate / 2:
+    raise ConfigError('fmin', fmin, f'is not below half the sample rate of '
+                      f'the dataset in {config.dataset_dir} ({sample_rate} '
+                      'Hz): its mel bands would hold no frequency; lower it')
   return F.mel_filterbank(value(config, 'n_mels'), value(config, 'n_fft'),
                           sample_rate, value(config, 'fmin'), fmax)
 
