@@ -63,10 +63,12 @@ def read(path: str) -> Dict[str, Dict[str, object]]:
   except (OSError, IOError) as e:
     raise ConfigError(OPTION, path, f'cannot be read ({e})') from e
   try:
+    # utf-8-sig: an editor's byte-order mark is not part of the text.
     if path.lower().endswith('.toml'):
-      parsed = tomllib.loads(data.decode('utf-8'))
+      parsed = tomllib.loads(data.decode('utf-8-sig'))
     elif path.lower().endswith('.json'):
-      parsed = json.loads(data, object_pairs_hook=_no_repeats)
+      parsed = json.loads(data.decode('utf-8-sig'),
+                          object_pairs_hook=_no_repeats)
     else:
       raise ConfigError(OPTION, path, 'name a .json or .toml file (the '
                         'format is taken from the extension)')

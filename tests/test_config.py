@@ -83,6 +83,9 @@ def test_a_label_map_inline_or_from_a_json_file(tmp_path):
   path.write_text(json.dumps({'yes': 'yes', 'no': 'no', 'cat': 'animal',
                               '*': '_unknown_'}))
   assert _parsed('--label_map', str(path)).label_map == inline.label_map
+  # An editor's byte-order mark is not part of the text.
+  path.write_bytes(b'\xef\xbb\xbf' + path.read_bytes())
+  assert _parsed('--label_map', str(path)).label_map == inline.label_map
   # The map itself is the option (--append compares it), not the file.
   assert inline.to_json()['label_map'][1] == ['cat', 'animal']
   for text, message in (

@@ -209,6 +209,20 @@ def test_rows_in_every_format(tmp_path):
   assert found.entries['/abs/b.wav'].extras == (('n', -4),)
 
 
+@pytest.mark.parametrize('digits', ['３', '٣', '3\u0663'])
+def test_a_column_of_other_digits_stays_text(tmp_path, digits):
+  """int() reads '３' (full width) and '٣' (Arabic-Indic) as 3: stored as
+  numbers, a speaker '３' and a speaker '3', which the splits tell apart,
+  would read back as one."""
+  text = f'path,spk\na.wav,3\nb.wav,{digits}\n'
+  found = manifest_lib.read(_config(tmp_path, text,
+                                    manifest_extra_columns='spk'))
+  assert found.extra_types == {'spk': 'string'}
+  root = str(tmp_path / 'in')
+  assert [found.entries[f'{root}/{n}'].extras for n in ('a.wav', 'b.wav')
+          ] == [(('spk', '3'),), (('spk', digits),)]
+
+
 @pytest.mark.parametrize('text,name,kw,message', [
     ('path,fold\na.wav,1\nb.wav\n', 'm.csv', {}, 'line 3 has 1 cells'),
     ('path\na.wav\n./a.wav\n', 'm.csv', {}, 'listed twice: .* line 2 and '
@@ -225,6 +239,13 @@ def test_rows_in_every_format(tmp_path):
     ('path,split\na.wav,dev set\n', 'm.csv',
      {'manifest_split_column': 'split'}, "split name 'dev set'"),
     ('path\n', 'm.txt', {}, 'name a .csv, .tsv or .jsonl'),
+    # json and csv would keep one of the two: which is not what was meant
+    ('path,label,label\na.wav,x,y\n', 'm.csv', {},
+     r"header names the columns \['label'\] twice"),
+    ('path\tn\tn\na.wav\t1\t2\n', 'm.tsv', {},
+     r"header names the columns \['n'\] twice"),
+    ('{"path": "a.wav", "label": "x", "label": "y"}\n', 'm.jsonl', {},
+     r"line 1 is not JSON \(the keys \['label'\] are given twice\)"),
 ])
 def test_a_malformed_manifest_names_the_line(tmp_path, text, name, kw,
                                              message):

@@ -120,3 +120,16 @@ def test_listed_files_missing_from_the_corpus_are_counted_and_reported(
   assert all(f'listed in {lists} line' in r['reason'] and
              'no such file under input_dir' in r['reason'] for r in rejects)
   assert '2 files rejected' in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_name(speech_commands,
+                                                         tmp_path):
+  """Windows editors start a UTF-8 file with one: read as text, the first
+  listed file would be a name no file has, and go to train."""
+  from transforms.inputs import split_lists
+  root, names, _, _ = speech_commands
+  listed = tmp_path / 'bom.txt'
+  listed.write_bytes(b'\xef\xbb\xbf' + f'{names[0]}\n{names[1]}\n'.encode())
+  found = split_lists._read(str(root), (('test', str(listed)),))
+  assert sorted(found) == sorted(names[:2])
+  assert {split for split, _, _ in found.values()} == {'test'}

@@ -185,6 +185,22 @@ def _run_cli(argv):
                         cwd=root, capture_output=True, text=True)
 
 
+@pytest.mark.parametrize('files, config, why', [
+    (0, {}, 'no file was assigned to it (too few files for --splits, or '
+     'all of its files rejected)'),
+    (1, {'num_elems': 5}, '--num_elems=5 took its examples from other files '
+     'than its 1 file'),
+    (3, {'silence_windows': 'drop'}, 'its 3 files gave no example'),
+])
+def test_an_empty_split_s_warning_says_why(files, config, why):
+  from pipeline.commands import console
+  meta = {'counts': {'examples': 4}, 'config': config, 'splits': {
+      'test': {'num_examples': 0, 'num_files': files},
+      'train': {'num_examples': 4, 'num_files': 2}}}
+  assert console.empty_warnings('out', meta) == [
+      f"wavbeam: WARNING: split 'test' is EMPTY: {why}"]
+
+
 def test_an_empty_split_reads_as_an_empty_dataset_and_is_announced(tmp_path):
   H.write_wav(str(tmp_path / 'in' / 'a' / 'only.wav'), H.noise(2048))
   proc = _run_cli(['--input_dir', str(tmp_path / 'in'), '--output_dir',

@@ -82,6 +82,14 @@ def _config(path) -> PipelineConfig:
   return PipelineConfig(input_dir='in', output_dir='out', variants=str(path))
 
 
+@pytest.mark.parametrize('name, text', [
+    ('v.json', '{"a": {"n_fft": 256}}'), ('v.toml', '[a]\nn_fft = 256\n')])
+def test_a_byte_order_mark_is_not_part_of_the_file(tmp_path, name, text):
+  path = tmp_path / name
+  path.write_bytes(b'\xef\xbb\xbf' + text.encode())
+  assert variants.read(str(path)) == {'a': {'n_fft': 256}}
+
+
 def test_every_variant_option_is_in_the_table():
   assert set(WRONG) == variants.FEATURE_OPTIONS
 

@@ -71,10 +71,22 @@ def empty_warnings(output_dir: str, meta) -> list:
             f'{output_dir} ({counts["files_rejected"]} of '
             f'{counts["files_seen"]} files rejected; reasons in '
             f'{output_dir}/rejects.jsonl)']
-  return [f'wavbeam: WARNING: split {name!r} is EMPTY: no file was assigned '
-          'to it (too few files for --splits, or all of its files rejected)'
+  return [f'wavbeam: WARNING: split {name!r} is EMPTY: '
+          f'{_why_empty(entry, meta)}'
           for name, entry in sorted(meta['splits'].items())
           if entry['num_examples'] == 0]
+
+
+def _why_empty(split: dict, meta) -> str:
+  files = split.get('num_files', 0)
+  if not files:
+    return ('no file was assigned to it (too few files for --splits, or all '
+            'of its files rejected)')
+  cap = meta.get('config', {}).get('num_elems')
+  if cap:
+    return (f'--num_elems={cap} took its examples from other files than its '
+            f'{plural(files, "file")}')
+  return f'its {plural(files, "file")} gave no example'
 
 
 # The largest finite float16, and where rounding to it ends (a value

@@ -227,7 +227,7 @@ def _read_label_map(path: str) -> Tuple[Tuple[str, str], ...]:
   from apache_beam.io.filesystems import FileSystems
   try:
     with FileSystems.open(path) as f:
-      data = f.read().decode('utf-8')
+      data = f.read().decode('utf-8-sig')  # a byte-order mark is no text
   except (OSError, IOError, UnicodeDecodeError) as e:
     raise ConfigError('label_map', path, f'cannot be read ({e})') from e
   try:

@@ -33,7 +33,7 @@ FIELDS = ('id', 'recording_id', 'text', 'speaker', 'language', 'gender')
 def _lines(option: str, location: str):
   try:
     with FileSystems.open(location) as f:  # .gz is decompressed
-      text = f.read().decode('utf-8')
+      text = f.read().decode('utf-8-sig')
   except (OSError, IOError, UnicodeDecodeError, EOFError) as e:
     raise ConfigError(option, location, f'cannot read it ({e})') from e
   try:

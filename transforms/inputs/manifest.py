@@ -41,7 +41,9 @@ from transforms.inputs import patterns
 OPTION = 'manifest'
 INT64 = 'int64'
 STRING = 'string'
-_INT = re.compile(r'-?\d{1,19}')
+# ASCII digits only: int() takes others too ('３', '٣'), which would store
+# two values the splits tell apart as one number.
+_INT = re.compile(r'-?[0-9]{1,19}')
 
 
 def seconds_to_frames(seconds: float, rate: int) -> int:
@@ -190,6 +192,10 @@ def parse_rows(text: str, kind: str,
     if header is None:
       raise ConfigError(OPTION, where, 'is empty (a header row is needed)')
     header = [h.strip() for h in header]
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+      raise ConfigError(OPTION, where, f'its header names the columns '
+                        f'{twice} twice: which one is meant is not known')
     for row in reader:
       number = reader.line_num
       if not row or row == ['']:

@@ -33,7 +33,7 @@ def _read(input_dir: str, lists: Tuple[Tuple[str, str], ...]
     location = list_location(input_dir, path)
     try:
       with FileSystems.open(location) as f:
-        lines = f.read().decode('utf-8').splitlines()
+        lines = f.read().decode('utf-8-sig').splitlines()
     except (OSError, IOError, UnicodeDecodeError) as e:
       raise ConfigError('split_lists', text,
                         f'cannot read {location} ({e})') from e
