@@ -261,3 +261,17 @@ def test_a_damaged_file_is_named_in_the_error(dataset, tmp_path,
   source = ArrayRecordSource(str(damaged), 'train')
   with pytest.raises(DatasetError, match=os.path.basename(path)):
     source.__getitems__(list(range(len(source))))
+
+
+def test_every_reader_takes_a_pathlib_path(dataset):
+  import pathlib
+  from pipeline.readers.metadata import load_metadata
+  from pipeline.readers.torch_dataset import WavbeamIterableDataset
+  folder = pathlib.Path(dataset)
+  count = load_metadata(dataset)['splits']['train']['num_examples']
+  assert load_metadata(folder)['splits']['train']['num_examples'] == count
+  assert len(list(numpy_reader.numpy_dataset(folder, 'train'))) == count
+  assert len(ArrayRecordSource(folder, 'train')) == count
+  assert len(WavbeamMapDataset(folder, 'train')) == count
+  assert len(list(WavbeamIterableDataset(folder, 'train'))) == count
+  assert sum(1 for _ in replay.replay_dataset(folder, 'train')) == count

@@ -137,3 +137,50 @@ def test_shards_are_checked_before_reading(dataset, tmp_path, capsys,
   for argv in ([copy], [copy, '--show', '2']):
     code, _, err = _main(capsys, *argv)
     assert code == 1 and str(shard) in err, err
+
+
+@pytest.fixture(scope='module')
+def gzip_bfloat16(tmp_path_factory):
+  """--compression gzip and --feature_dtype bfloat16: shards named
+  .tfrecord that are gzip, and arrays matplotlib cannot take."""
+  d = tmp_path_factory.mktemp('inspect_gzip')
+  for i in range(3):
+    H.write_wav(str(d / f'in/a/{i}.wav'), H.noise(4096, seed=i))
+  config = H.make_config(d / 'in', d / 'out', win_len=2048,
+                         features=('signal', 'spectrogram', 'log_mel'),
+                         compression='gzip', feature_dtype='bfloat16')
+  meta = H.run_pipeline(config)
+  return d / 'out', meta
+
+
+def test_a_gzip_shard_is_read_as_gzip_whatever_its_name(gzip_bfloat16,
+                                                        capsys):
+  out, meta = gzip_bfloat16
+  shard = meta['splits']['train']['shards'][0]
+  code, text, err = _main(capsys, out / shard['file'], '--show', 1)
+  assert code == 0, err
+  assert f'{shard["num_examples"]} records (CRCs checked)' in text
+
+
+def test_a_damaged_gzip_shard_is_one_line_naming_it(gzip_bfloat16, capsys,
+                                                    tmp_path):
+  import shutil
+  out, meta = gzip_bfloat16
+  copy = tmp_path / 'copy'
+  shutil.copytree(out, copy)
+  shard = copy / meta['splits']['train']['shards'][0]['file']
+  data = bytearray(shard.read_bytes())
+  data[-6] ^= 0x01  # gzip's CRC of the data, in its trailer
+  shard.write_bytes(bytes(data))
+  code, _, err = _main(capsys, copy, '--show', 2)
+  assert code == 1 and err.startswith(f'error: shard {shard}: '), err
+  assert len(err.strip().splitlines()) == 1
+
+
+def test_plot_of_a_bfloat16_dataset(gzip_bfloat16, capsys, tmp_path):
+  out, _ = gzip_bfloat16
+  png = tmp_path / 'figure.png'
+  code, text, err = _main(capsys, out, '--plot', png, '--n', 2)
+  assert code == 0 and f'wrote {png}' in text, err
+  image = np.asarray(Image.open(png).convert('RGB'))
+  assert len(np.unique(image.reshape(-1, 3), axis=0)) > 500

@@ -387,3 +387,21 @@ def test_the_reader_that_ends_a_shard_checks_it_ends_there(dataset,
   assert len(list(reader.read_records(shard, 0, n - 1))) == n - 1
   with pytest.raises(numpy_reader.DatasetError, match='holds more records'):
     list(reader.read_records(shard, n - 1, n))
+
+
+@pytest.mark.parametrize('where', ['deflate stream', 'gzip trailer'])
+def test_a_damaged_gzip_shard_is_a_dataset_error_naming_it(tmp_path, where):
+  """zlib's error inside the stream, gzip's CRC check at its end: both
+  DatasetErrors that name the shard, as a damaged plain shard's are."""
+  for i in range(2):
+    H.write_wav(str(tmp_path / 'in' / 'a' / f'{i}.wav'), H.noise(8192, seed=i))
+  config = H.make_config(tmp_path / 'in', tmp_path / 'out', win_len=2048,
+                         compression='gzip')
+  meta = H.run_pipeline(config)
+  shard = tmp_path / 'out' / meta['splits']['train']['shards'][0]['file']
+  data = bytearray(shard.read_bytes())
+  data[20 if where == 'deflate stream' else -6] ^= 0x40
+  shard.write_bytes(bytes(data))
+  with pytest.raises(numpy_reader.DatasetError,
+                     match=f'^shard {shard}: .*pipeline.verify'):
+    list(numpy_reader.numpy_dataset(str(tmp_path / 'out'), 'train'))

@@ -141,6 +141,22 @@ def test_batches_made_in_the_dataset(dataset, workers):
     WavbeamIterableDataset(dataset, 'train', batch_size=0)
 
 
+@pytest.mark.parametrize('arguments, message', [
+    ({'batch_size': 2.5}, 'batch_size=2.5: give a positive integer'),
+    ({'batch_size': '4'}, "batch_size='4': give a positive integer"),
+    ({'shuffle': True, 'shuffle_buffer_size': 0},
+     'shuffle_buffer_size=0: give a positive integer'),
+    ({'shuffle': True, 'seed': None}, 'seed=None: give an integer'),
+    ({'shuffle': True, 'seed': -1}, 'seed=-1: give an integer'),
+    ({'rank': '0', 'world_size': 2}, "rank='0', world_size=2: give both"),
+    ({'rank': 2, 'world_size': 2}, 'rank=2, world_size=2: give both'),
+])
+def test_bad_arguments_are_refused_when_built(dataset, arguments, message):
+  """Not at the first batch, in a DataLoader's worker process."""
+  with pytest.raises(ValueError, match=message):
+    WavbeamIterableDataset(dataset, 'train', **arguments)
+
+
 @pytest.mark.parametrize('workers', [0, 2])
 @pytest.mark.parametrize('shuffle', [False, True])
 def test_batches_read_a_chunk_at_a_time_are_the_examples_batched(

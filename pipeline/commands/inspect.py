@@ -14,6 +14,7 @@ import argparse
 import collections
 import os
 import sys
+import zlib
 from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
@@ -91,12 +92,16 @@ def elements(output_dir: str, metadata: Dict, split: str,
   left = n
   for shard in entry['shards']:
     path = naming.join(output_dir, shard['file'])
-    with FileSystems.open(path, compression_type=compression) as f:
-      for _, data in tfrecord.read_records(f, path):
-        if left <= 0:
-          return
-        yield example_codec.decode_example(data, schema)
-        left -= 1
+    try:
+      with FileSystems.open(path, compression_type=compression) as f:
+        for _, data in tfrecord.read_records(f, path):
+          if left <= 0:
+            return
+          yield example_codec.decode_example(data, schema)
+          left -= 1
+    except (OSError, EOFError, zlib.error) as e:  # gzip's own checks
+      raise InspectError(f'shard {path}: {e} (python -m pipeline.verify '
+                         'checks every shard)') from e
 
 
 def _number(x) -> str:
@@ -206,7 +211,7 @@ def raw_text(path: str, n: int = 3) -> Tuple[str, int]:
   """Any TFRecord file of tf.train.Examples: (its record count and the
   features of the first n, how many of those n are no Example)."""
   compression = filesystem.beam_compression(
-      'gzip' if path.endswith('.gz') else 'none')
+      'gzip' if _gzip_compressed(path) else 'none')
   lines, count, bad = [], 0, 0
   with FileSystems.open(path, compression_type=compression) as f:
     for _, data in tfrecord.read_records(f, path):
@@ -221,6 +226,19 @@ def raw_text(path: str, n: int = 3) -> Tuple[str, int]:
           lines.append(f'  {key}: {kind}, {values} value(s), {size} bytes')
       count += 1
   return '\n'.join([f'{path}: {count} records (CRCs checked)'] + lines), bad
+
+
+def _gzip_compressed(path: str) -> bool:
+  """Whether a record file is gzip (--compression gzip shards keep the
+  .tfrecord name): it starts with gzip's magic and method, and not with
+  a record header whose length CRC holds (a length can begin with those
+  bytes too)."""
+  with FileSystems.open(path, compression_type='uncompressed') as f:
+    head = f.read(12)
+  if head[:3] != b'\x1f\x8b\x08':
+    return path.endswith('.gz')
+  return len(head) < 12 or tfrecord.masked_crc(head[:8]) != int.from_bytes(
+      head[8:12], 'little')
 
 
 def sweep_text(output_dir: str, sweep: Dict) -> str:
@@ -281,7 +299,7 @@ def plot_sweep(output_dir: str, sweep: Dict, split: str,
     if not first:
       raise InspectError(f'split {split!r} of variant {name!r} has no '
                          'examples to plot')
-    shown[name] = (entry, first[0])
+    shown[name] = (entry, _plottable(first[0]))
     held[name] = (folder, metadata)
   fewest = min(held, key=lambda name: (
       held[name][1]['splits'][split]['num_examples'], name))
@@ -289,7 +307,7 @@ def plot_sweep(output_dir: str, sweep: Dict, split: str,
   for name, (entry, element) in shown.items():
     if _example_key(element) != example:
       folder, metadata = held[name]
-      found = next((e for e in elements(
+      found = next((_plottable(e) for e in elements(
           folder, metadata, split, metadata['splits'][split]['num_examples'])
                     if _example_key(e) == example), None)
       if found is None:
@@ -330,6 +348,14 @@ def plot_sweep(output_dir: str, sweep: Dict, split: str,
   return out_path
 
 
+def _plottable(element: Dict) -> Dict:
+  """An example with its float16 and bfloat16 arrays (--feature_dtype) as
+  float32, which matplotlib and the log and mel functions take."""
+  return {k: (v.astype(np.float32) if isinstance(v, np.ndarray) and
+              v.dtype.name in ('float16', 'bfloat16') else v)
+          for k, v in element.items()}
+
+
 def _shown(value) -> str:
   if isinstance(value, list):
     return ','.join(str(v) for v in value)
@@ -350,7 +376,7 @@ def plot(output_dir: str, metadata: Dict, split: str, n: int,
   from matplotlib import pyplot as plt
 
   config, rate = metadata['config'], metadata['sample_rate']
-  shown = list(elements(output_dir, metadata, split, n))
+  shown = [_plottable(e) for e in elements(output_dir, metadata, split, n)]
   if not shown:
     raise InspectError(f'split {split!r} has no examples to plot')
   cepstra = _panels(config, shown[0])
@@ -528,7 +554,8 @@ def main(argv=None, prog: str = 'python -m pipeline.inspect_dataset') -> int:
     if not args.show and not args.plot:
       print(summary_text(args.path, metadata))
   except (InspectError, NoFigures, tfrecord.CorruptRecord, OSError,
-          metadata_lib.schema_lib.SchemaError, DatasetError) as e:
+          EOFError, zlib.error, metadata_lib.schema_lib.SchemaError,
+          DatasetError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 1
   return 0

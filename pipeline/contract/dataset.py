@@ -25,7 +25,7 @@ import glob
 import json
 import os
 import stat as stat_lib
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from pipeline.contract import metadata as metadata_lib
 from pipeline.contract import naming
@@ -262,13 +262,15 @@ def _refuse_unfinished_variant(folder: str, fs: FileSystem) -> None:
         '--overwrite')
 
 
-def variant_folder(output_dir: str, variant: Optional[str],
-                   fs: FileSystem = LOCAL) -> str:
+def variant_folder(output_dir: Union[str, os.PathLike],
+                   variant: Optional[str], fs: FileSystem = LOCAL) -> str:
   """The folder of one variant of a sweep (--variants): OUT/<variant>;
-  output_dir itself without a variant. Raises DatasetError for a name that
-  is not a variant's (it could lead outside the sweep), for a sweep whose
+  output_dir itself without a variant (a pathlib.Path as its str: every
+  reader comes here first). Raises DatasetError for a name that is not a
+  variant's (it could lead outside the sweep), for a sweep whose
   variants.json is missing (it did not finish) and for a variant it does
   not list (a folder left by an earlier sweep)."""
+  output_dir = os.fspath(output_dir)
   if variant is None:
     return output_dir
   if not naming.is_variant_name(variant):

@@ -25,6 +25,7 @@ import os
 import types
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import weakref
+import zlib
 
 import numpy as np
 
@@ -310,9 +311,12 @@ class NumpyDataset:
         if stop == shard['num_examples'] and next(records, None):
           raise DatasetError(f'shard {path} holds more records than the '
                              f'{shard["num_examples"]} metadata.json says')
-      except (tfrecord.CorruptRecord, OSError, EOFError) as e:
+      except tfrecord.CorruptRecord as e:  # its message names the shard
         raise DatasetError(f'{e} (run python -m pipeline.verify on the '
                            'dataset)') from e
+      except (OSError, EOFError, zlib.error) as e:  # reading, or gzip's
+        raise DatasetError(f'shard {path}: {e} (run python -m '
+                           'pipeline.verify on the dataset)') from e
     if count != stop:
       raise DatasetError(f'shard {path} holds fewer records than the '
                          f'{shard["num_examples"]} metadata.json says: '

@@ -52,6 +52,7 @@ evens that out), and `len()` is not known before the epoch.
 """
 
 import itertools
+import numbers
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -64,6 +65,7 @@ from pipeline.readers import duration_batches
 from pipeline.readers import numpy_dataset as numpy_reader
 from pipeline.readers import torch_batches
 from pipeline.readers.array_record import ArrayRecordSource
+from pipeline.contract.errors import DatasetError
 
 
 class WavbeamIterableDataset(torch_data.IterableDataset):
@@ -79,9 +81,14 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
                variant: Optional[str] = None, parts=None, dtype=None,
                max_duration: Optional[float] = None, num_buckets: int = 10):
     super().__init__()
-    if batch_size is not None and batch_size < 1:
-      raise ValueError(f'batch_size={batch_size!r}: give a positive number '
-                       '(or None for single examples)')
+    # Checked here, not at the first batch: a DataLoader's worker would
+    # raise it from another process, far from the call.
+    numpy_reader.check_sizes(batch_size=batch_size,
+                             shuffle_buffer_size=shuffle_buffer_size)
+    if (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or
+        seed < 0):
+      raise DatasetError(f'seed={seed!r}: give an integer of at least 0 '
+                         '(every rank and epoch shuffles from it alike)')
     if max_duration is not None and (batch_size is not None or drop_last):
       raise ValueError(f'batch_size={batch_size!r}, drop_last={drop_last!r} '
                        f'and max_duration={max_duration!r}: batches of '
@@ -222,7 +229,8 @@ def _rank_and_size(rank: Optional[int], world_size: Optional[int]):
     if torch.distributed.is_available() and torch.distributed.is_initialized():
       return torch.distributed.get_rank(), torch.distributed.get_world_size()
     return 0, 1
-  if rank is None or world_size is None or not 0 <= rank < world_size:
+  if (not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+             for v in (rank, world_size)) or not 0 <= rank < world_size):
     raise ValueError(f'rank={rank!r}, world_size={world_size!r}: give both, '
                      'with 0 <= rank < world_size (or neither, to take them '
                      'from torch.distributed)')
