@@ -70,19 +70,21 @@ def _listed(sizes: Dict[str, int]) -> str:
 def build_model(shape: Sequence[int], num_classes: int) -> keras.Model:
   """A small convolutional classifier of one example of `shape`: 2-D
   (frames, bins) as an image, averaged over time only (a class is told by
-  where in frequency its energy lies), 1-D (samples) as a sequence."""
+  where in frequency its energy lies), 1-D (samples) as a sequence. A
+  first dimension of -1 (--example_unit file or segment: each example its
+  own length, a batch padded to its longest) is any length."""
+  shape = tuple(None if size < 0 else size for size in shape)
   if len(shape) == 2:
-    frames = (shape[0] - 3) // 2 + 1   # after the strided convolution
-    conv = [keras.layers.Reshape((*shape, 1)),
+    conv = [keras.layers.Reshape((-1, shape[1], 1)),
             keras.layers.Conv2D(8, 3, strides=2, activation='relu'),
-            keras.layers.AveragePooling2D((frames, 1)),
+            keras.layers.Lambda(lambda x: keras.ops.mean(x, axis=1)),
             keras.layers.Flatten()]
   else:
-    conv = [keras.layers.Reshape((shape[0], 1)),
+    conv = [keras.layers.Reshape((-1, 1)),
             keras.layers.Conv1D(8, 9, strides=4, activation='relu'),
             keras.layers.GlobalAveragePooling1D()]
   model = keras.Sequential([
-      keras.Input(shape=tuple(shape)), *conv,
+      keras.Input(shape=shape), *conv,
       keras.layers.Dense(num_classes, activation='softmax'),
   ])
   model.compile(optimizer='adam', loss='sparse_categorical_crossentropy',

@@ -96,6 +96,12 @@ def open_parts(config: PipelineConfig) -> Tuple[str, List[str], List[dict]]:
   except (ValueError, OSError) as e:
     raise ConfigError('append', True, f'cannot read the dataset at {out} '
                       f'({e})') from e
+  if metas[0] is None and FileSystems.exists(
+      naming.join(out, naming.VARIANTS_FILE)):
+    raise ConfigError('append', True, f'{out} holds a sweep of variants '
+                      f'({naming.VARIANTS_FILE}): append to every variant '
+                      'with --variants and the file the sweep was written '
+                      'with')
   if metas[0] is None:
     raise ConfigError('append', True, f'{out} holds no complete dataset '
                       f'(no {naming.METADATA_FILE}) to append to: write it '

@@ -225,6 +225,24 @@ def prepare(config: PipelineConfig, run_id: str, base=None) -> int:
   return 0
 
 
+def remove_dataset(folder: str, dataset_name: str) -> None:
+  """Removes a dataset's files from `folder` (an earlier sweep's variant
+  that an --overwrite of the sweep does not have), then the folder if
+  that leaves it empty: files of the user's own there stay, and a path
+  that is not a folder is no variant's."""
+  local = filesystem.is_local(folder)
+  if local and (os.path.islink(folder) or not os.path.isdir(folder)):
+    return
+  config = PipelineConfig(input_dir=folder, output_dir=folder,
+                          dataset_name=dataset_name)
+  filesystem.delete(dataset_files(config))
+  if local:  # an object store's folder goes with its last file
+    try:
+      os.rmdir(folder)
+    except OSError:  # it holds files of the user's own
+      pass
+
+
 def discard(config: PipelineConfig, run_id: str) -> bool:
   """Removes what run `run_id` wrote in its output folder, once it has
   failed on an option that only the data showed wrong (an --exclude that

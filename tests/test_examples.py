@@ -125,3 +125,21 @@ def test_the_torch_example_learns_the_classes(sweep):
                                             variant='nfft256')
   # Four classes: chance is 0.25.
   assert accuracy > 0.5, accuracy
+
+
+def test_the_keras_example_trains_on_recordings_of_their_own_length(
+    tmp_path):
+  """--example_unit file: each example its own number of frames (the
+  schema's -1), a batch padded to its longest."""
+  from tests import helpers as H
+  for i in range(8):
+    H.write_wav(str(tmp_path / 'in' / ('a', 'b')[i % 2] / f'{i}.wav'),
+                H.noise(3000 + 700 * i, seed=i))
+  proc = _python('-m', 'pipeline.run', '--input_dir', str(tmp_path / 'in'),
+                 '--output_dir', str(tmp_path / 'out'), '--example_unit',
+                 'file', '--features', 'signal,spectrogram', '--splits',
+                 'train=0.5,validation=0.5', '--quiet')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  result = _train_keras().train_and_evaluate(str(tmp_path / 'out'), 1, 4,
+                                             verbose=0)
+  assert result.shape == [-1, 257] and 0 <= result.accuracy <= 1

@@ -3,6 +3,7 @@ dataset equal, shard for shard, to a separate run with its options."""
 
 import json
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -653,3 +654,90 @@ def test_a_sweep_of_no_example_exits_1(tmp_path):
                    f'reasons in {tmp_path / "out" / name}/rejects.jsonl)'
                    for name in ('big', 'small')]
   assert (tmp_path / 'out' / 'variants.json').exists()
+
+
+def test_an_overwrite_removes_only_wavbeam_s_files_of_a_gone_variant(
+    tmp_path):
+  """A folder of the user's at a variant's path: the sweep writes its
+  dataset beside the user's files, and an --overwrite by a sweep without
+  that variant removes the dataset, not the folder with the user's
+  files."""
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(8192))
+  args = ['--input_dir', str(tmp_path / 'in'), '--output_dir',
+          str(tmp_path / 'out'), '--win_len', '2048', '--quiet']
+  (tmp_path / 'out' / 'kept').mkdir(parents=True)
+  (tmp_path / 'out' / 'kept' / 'notes.txt').write_text('mine')
+  (tmp_path / 'v.json').write_text('{"kept": {"n_fft": 256}, "gone": {}}')
+  assert _cli(*args, '--variants', str(tmp_path / 'v.json')).returncode == 0
+  (tmp_path / 'v2.json').write_text('{"other": {}}')
+  proc = _cli(*args, '--variants', str(tmp_path / 'v2.json'), '--overwrite')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert sorted(os.listdir(tmp_path / 'out')) == ['kept', 'other',
+                                                  'variants.json']
+  assert os.listdir(tmp_path / 'out' / 'kept') == ['notes.txt']
+
+
+def test_a_refused_sweep_records_no_variant(tmp_path):
+  """A variant's path taken by a file of the user's: refused before
+  anything runs, and nothing left that would make a later --overwrite
+  take that file for a stopped sweep's variant."""
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(8192))
+  args = ['--input_dir', str(tmp_path / 'in'), '--output_dir',
+          str(tmp_path / 'out'), '--win_len', '2048', '--quiet']
+  (tmp_path / 'out').mkdir()
+  (tmp_path / 'out' / 'taken').write_text('mine')
+  (tmp_path / 'v.json').write_text('{"taken": {}, "b": {}}')
+  proc = _cli(*args, '--variants', str(tmp_path / 'v.json'))
+  assert proc.returncode == 2 and 'taken' in proc.stderr, proc.stderr
+  assert sorted(os.listdir(tmp_path / 'out')) == ['taken']
+  (tmp_path / 'v2.json').write_text('{"b": {}}')
+  proc = _cli(*args, '--variants', str(tmp_path / 'v2.json'), '--overwrite')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert (tmp_path / 'out' / 'taken').read_text() == 'mine'
+
+
+def test_a_sweep_does_not_replace_a_stopped_run_of_one_dataset(tmp_path):
+  """Its finished shards, which --resume would keep, are refused like
+  any earlier run's: replaced only with --overwrite."""
+  for i in range(3):
+    H.write_wav(str(tmp_path / 'in' / 'a' / f'{i}.wav'), H.noise(8192,
+                                                                 seed=i))
+  out = tmp_path / 'out'
+  args = ['--input_dir', str(tmp_path / 'in'), '--output_dir', str(out),
+          '--win_len', '2048']
+  code, log = H.DrivenRun('prepared', 'kill', *args, cwd=tmp_path).wait()
+  assert code == -signal.SIGKILL, log[-2000:]
+  def files():  # the lock's file is no run's data: a lock may remove it
+    return sorted(str(p.relative_to(out)) for p in out.rglob('*')
+                  if p.name != '.wavbeam-lock')
+
+  before = files()
+  assert before
+  (tmp_path / 'v.json').write_text('{"a": {}, "b": {"n_fft": 256}}')
+  proc = _cli(*args, '--quiet', '--variants', str(tmp_path / 'v.json'))
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert 'incomplete earlier run of one dataset' in proc.stderr
+  assert files() == before
+  proc = _cli(*args, '--quiet', '--variants', str(tmp_path / 'v.json'),
+              '--overwrite')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert sorted(os.listdir(out)) == ['a', 'b', 'variants.json']
+
+
+def test_an_append_to_a_sweep_without_its_variants_says_how(sweep):
+  proc = _cli('--input_dir', str(sweep / 'in'), '--output_dir',
+              str(sweep / 'out'), *COMMON, '--append')
+  assert proc.returncode == 2
+  assert (f'{sweep / "out"} holds a sweep of variants (variants.json): '
+          'append to every variant with --variants') in proc.stderr
+
+
+def test_tfds_layout_with_variants_says_what_works_instead(tmp_path):
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(8192))
+  (tmp_path / 'v.json').write_text('{"a": {}}')
+  proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
+              str(tmp_path / 'out'), '--variants', str(tmp_path / 'v.json'),
+              '--tfds_layout')
+  assert proc.returncode == 2
+  assert 'tfds.builder_from_directory loads a variant' in proc.stderr
+  assert not (tmp_path / 'out').exists()

@@ -253,6 +253,39 @@ def test_damaged_metadata_gets_one_clear_error_everywhere(dataset, tmp_path,
     replay.replay_dataset(str(out), 'train')
 
 
+def _swap_shape(meta):
+  spec = meta['schema']['spectrogram']
+  spec['shape'] = spec['shape'][::-1]
+
+
+def _sign(meta):
+  meta['schema']['signal']['dtype'] = 'u' + meta['schema']['signal']['dtype']
+
+
+EDITED = {
+    # Every record keeps its size: only the options tell these apart.
+    'shape transposed': (_swap_shape, 'schema: spectrogram: dtype '
+                         "'float32', shape [129, 7]; the dataset's options "
+                         "give dtype 'float32', shape [7, 129]"),
+    'signed made unsigned': (_sign, "schema: signal: dtype 'uint32'"),
+    'class renamed': (lambda m: m.update(classes=['d']),
+                      "record 0: class 'c' with target 0, where "
+                      "metadata.json's classes give 'd'"),
+}
+
+
+@pytest.mark.parametrize('case', sorted(EDITED))
+def test_an_edit_every_record_still_fits_is_found(dataset, tmp_path, case):
+  """A reader decodes by metadata.json: an edited shape, dtype or class
+  list would give every example wrong values without an error."""
+  update, message = EDITED[case]
+  out, _ = _copy(dataset, tmp_path)
+  _edit_metadata(out, _set(update))
+  proc = _verify(out)
+  assert proc.returncode == 1, (case, proc.stdout, proc.stderr[-2000:])
+  assert message in proc.stderr, (case, proc.stderr[-2000:])
+
+
 def test_windows_in_any_order_differ_only_as_a_multiset():
   """The digest of a split's windows written by Beam's sink (in no global
   order): the same for the same windows in any order, different for other

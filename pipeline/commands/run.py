@@ -254,6 +254,19 @@ def _run_variants(config, beam_args, extra_features, show_progress):
             'output_dir', config.output_dir, f'variant {name!r} already has '
             f'a dataset in {variant.dataset_dir}: pass --overwrite to '
             'replace every variant')
+    shared = naming.temp_dir(config.output_dir)
+    # A run of one dataset stopped here: its finished shards are in the
+    # same temp folder a sweep uses, and --resume (without --variants) can
+    # still finish it.
+    single = [p for p in output_folder.dataset_files(config) if p != shared]
+    if (single or run_marker.read_marker(config.dataset_dir)) and \
+        not config.overwrite:
+      raise config_lib.ConfigError(
+          'output_dir', config.output_dir, 'already holds files of an '
+          f'incomplete earlier run of one dataset (e.g. '
+          f'{(single or [shared])[0]}): pass --overwrite to replace it with '
+          'the sweep, or finish that run with --resume and without '
+          '--variants')
     # The variants of an earlier sweep: a finished one's (variants.json),
     # and those of one that was stopped before it listed them.
     earlier = set(_sweep_index(config)['variants']) if FileSystems.exists(
@@ -268,24 +281,30 @@ def _run_variants(config, beam_args, extra_features, show_progress):
           'to replace it')
     if FileSystems.exists(index):
       FileSystems.delete([index])  # first: a sweep is listed once whole
+    if single:  # --overwrite of a stopped run of one dataset
+      filesystem.delete(single)
     # The earlier sweep is replaced whole: its variants this one does not
-    # have go too (those it has, each variant's run replaces).
-    gone = [naming.join(config.output_dir, name)
-            for name in sorted((earlier | unfinished) - set(variant_configs))]
-    if gone:
-      filesystem.delete([p for p in gone if FileSystems.exists(p) or
-                         os.path.islink(p)])
+    # have go too (those it has, each variant's run replaces), as far as
+    # they are wavbeam's: a file of the user's own there stays.
+    for name in sorted((earlier | unfinished) - set(variant_configs)):
+      output_folder.remove_dataset(naming.join(config.output_dir, name),
+                                   config.dataset_name)
     # The sweep's own temp folder holds what the variants share (the
     # probes, transforms/planning/block_store) and the names of the
     # variants being written, before any of their folders is: an earlier
     # sweep's goes.
-    shared = naming.temp_dir(config.output_dir)
     if FileSystems.exists(shared):
       filesystem.delete([shared])
     variants_lib.write_started(config.output_dir, variant_configs)
     with contextlib.ExitStack() as locks:
-      for variant in variant_configs.values():
-        locks.enter_context(_locked(variant))
+      try:
+        for variant in variant_configs.values():
+          locks.enter_context(_locked(variant))
+      except config_lib.ConfigError:
+        # Refused before anything ran: the names just recorded would make
+        # a later --overwrite take a path of the user's for a variant's.
+        filesystem.delete([shared])
+        raise
       try:
         result = _run_config(config, beam_args, extra_features,
                              show_progress, forked,
@@ -565,7 +584,9 @@ def _left_behind(config, advice: bool = True) -> str:
             'run, or every variant holds the new part')
   if config.variants:
     return (f'{config.output_dir} holds no complete sweep (no '
-            f'{variants_lib.FILE_NAME}); rerun with --overwrite')
+            f'{variants_lib.FILE_NAME})' + (
+                '; rerun with --resume to finish it from its finished '
+                'shards, or --overwrite to start again' if advice else ''))
   if config.append:
     return (f'the dataset in {config.dataset_dir} is as it was before this '
             'run, or holds its complete part')

@@ -7,6 +7,7 @@ first bad file and record, 2 for usage errors.
 """
 
 import argparse
+import dataclasses
 import hashlib
 import sys
 import zlib
@@ -24,7 +25,9 @@ from pipeline.output_folder import resolve as resolve_dataset_dir
 from pipeline.contract.errors import DatasetError, WavbeamError
 from pipeline.contract import array_record_file
 from pipeline.contract import example_codec
+from pipeline.contract import schema as schema_lib
 from pipeline.contract import tfrecord
+from transforms.inputs import labels
 from transforms.runtime import filesystem
 
 
@@ -170,6 +173,8 @@ def _verify_dataset(output_dir: str):
     raise VerifyError(f'{naming.join(output_dir, naming.METADATA_FILE)} not '
                       'found: no dataset, or its run did not finish')
   schema = metadata_lib.schema_of(metadata)
+  checked = _check_feature_specs(output_dir, metadata)
+  classes = metadata.get('classes', [])
   compression = filesystem.beam_compression(metadata['compression'])
   shards = examples = 0
   windows = {}
@@ -188,6 +193,7 @@ def _verify_dataset(output_dir: str):
               element = example_codec.decode_example(data, schema)
             except metadata_lib.schema_lib.SchemaError as e:
               raise VerifyError(f'{path}: record {count}: {e}') from e
+            _check_class(path, count, element, classes)
             windows[split].update(repr((element.get('filepath'),
                                         element.get('win_start_idx')))
                                   .encode('utf-8'))
@@ -212,9 +218,82 @@ def _verify_dataset(output_dir: str):
   return (f'{output_dir}: OK, {plural(examples, "example")} in '
           f'{plural(shards, "shard")}'
           f'{f" of {len(parts)} parts" if parts else ""} match '
-          'metadata.json (CRCs, counts, schema, record indexes'
-          f'{", ArrayRecord copies" if copies else ""})',
+          'metadata.json (CRCs, counts, schema, classes, record indexes'
+          f'{", ArrayRecord copies" if copies else ""}'
+          f'{_as_options_give(checked)})',
           {split: h.hexdigest() for split, h in windows.items()})
+
+
+def _as_options_give(features) -> str:
+  if not features:
+    return ''
+  return (f'; {", ".join(features)}: the dtypes and shapes the dataset\'s '
+          'options give')
+
+
+def _check_class(path: str, number: int, element, classes) -> None:
+  """A record's class name is the one metadata.json's classes give its
+  target (an edited or reordered class list would relabel every
+  example)."""
+  if schema_lib.LABEL_KEY not in element or \
+      schema_lib.CLASS_KEY not in element:
+    return
+  target = int(element[schema_lib.LABEL_KEY])
+  name = element[schema_lib.CLASS_KEY]
+  name = name.decode('utf-8', 'replace') if isinstance(name, bytes) else name
+  expected = ('' if target == labels.NO_LABEL_TARGET else
+              classes[target] if 0 <= target < len(classes) else None)
+  if name != expected:
+    raise VerifyError(
+        f'{path}: record {number}: class {name!r} with target {target}, '
+        f'where metadata.json\'s classes give '
+        f'{"no class" if expected is None else repr(expected)}')
+
+
+def _check_feature_specs(output_dir: str, metadata) -> list:
+  """The features whose dtype and shape in metadata.json's schema are
+  those its options give (a silent example computed with them,
+  as an empty dataset's schema is); VerifyError naming one that differs,
+  which every reader would decode wrongly (an edited shape or dtype keeps
+  each record's size). Features that load a model, come from a module not
+  importable here or from a function of the caller's own are left out."""
+  # pylint: disable=import-outside-toplevel
+  from pipeline import config as config_lib
+  from pipeline.graph import expected_schema
+  from transforms.features import registry
+  try:
+    config = config_lib.PipelineConfig.from_json(metadata['config'])
+    registry.load_modules(config.feature_module)
+  except (config_lib.ConfigError, KeyError, TypeError, ValueError):
+    return []
+  names = tuple(n for n in config.features if n in registry.names() and
+                not registry.get(n).loads_model(None))
+  if not names:
+    return []
+  try:
+    expected = expected_schema(dataclasses.replace(config, features=names))
+  except config_lib.ConfigError:
+    return []
+  recorded = metadata['schema']
+  where = naming.join(output_dir, naming.METADATA_FILE)
+  for name in names:
+    want = expected.to_json().get(name)
+    have = recorded.get(name)
+    if want is None:
+      continue
+    if have is None:
+      raise VerifyError(f'{where}: schema: no entry for the feature '
+                        f'{name!r} its options compute')
+    # Not the encoding: an earlier format stored arrays otherwise, and the
+    # records, decoded, already showed it true.
+    fields = ('dtype', 'shape')
+    if [have.get(f) for f in fields] != [want.get(f) for f in fields]:
+      raise VerifyError(
+          f'{where}: schema: {name}: ' + ', '.join(
+              f'{f} {have.get(f)!r}' for f in fields) + '; the dataset\'s '
+          'options give ' + ', '.join(f'{f} {want.get(f)!r}'
+                                      for f in fields))
+  return list(names)
 
 
 def main(argv=None, prog: str = 'python -m pipeline.verify') -> int:

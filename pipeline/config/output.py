@@ -140,7 +140,10 @@ class OutputOptions:
         if getattr(self, name):
           raise ConfigError(name, True, f'works on one dataset, and '
                             f'--variants={self.variants} writes one per '
-                            'variant: run it on each variant\'s folder')
+                            'variant: tfds.builder_from_directory loads a '
+                            'variant\'s folder as it is, or write the '
+                            'variant alone, with its options and --'
+                            f'{name}')
     if self.num_shards is not None and self.max_examples_per_shard is not None:
       raise ConfigError('num_shards', self.num_shards,
                         'give either --num_shards or --max_examples_per_shard')
