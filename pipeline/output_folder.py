@@ -235,7 +235,9 @@ def remove_dataset(folder: str, dataset_name: str) -> None:
     return
   config = PipelineConfig(input_dir=folder, output_dir=folder,
                           dataset_name=dataset_name)
-  filesystem.delete(dataset_files(config))
+  lock = naming.join(folder, run_marker.LOCK_FILE)
+  filesystem.delete(dataset_files(config) + (
+      [lock] if FileSystems.exists(lock) else []))
   if local:  # an object store's folder goes with its last file
     try:
       os.rmdir(folder)

@@ -4,6 +4,7 @@ element against replay_dataset."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -275,3 +276,24 @@ def test_every_reader_takes_a_pathlib_path(dataset):
   assert len(WavbeamMapDataset(folder, 'train')) == count
   assert len(list(WavbeamIterableDataset(folder, 'train'))) == count
   assert sum(1 for _ in replay.replay_dataset(folder, 'train')) == count
+
+
+def test_an_index_that_is_not_an_integer_is_refused(dataset):
+  """Not rounded (1.7 would give example 1) nor parsed ('2')."""
+  source = ArrayRecordSource(dataset, 'train')
+  assert source[np.int64(1)]['win_start_idx'] == source[1]['win_start_idx']
+  for index in (1.7, '2', slice(0, 2), True):
+    with pytest.raises(TypeError, match=f'index {re.escape(repr(index))}: '
+                       'give an integer'):
+      source[index]
+
+
+@pytest.mark.parametrize('features, message', [
+    ([], 'name at least one feature'),
+    ('signal', "give a list of feature names, e.g. \\['signal'\\]")])
+def test_features_name_at_least_one_feature(dataset, features, message):
+  for reader in (numpy_reader.numpy_dataset, ArrayRecordSource,
+                 replay.replay_dataset):
+    with pytest.raises(DatasetError, match=(
+        f'features={re.escape(repr(features))}: {message}')):
+      reader(dataset, 'train', features=features)

@@ -286,6 +286,18 @@ def test_an_edit_every_record_still_fits_is_found(dataset, tmp_path, case):
   assert message in proc.stderr, (case, proc.stderr[-2000:])
 
 
+def test_a_shard_metadata_json_does_not_list_is_named(dataset, tmp_path):
+  """A copy named as a shard: readers go by the list, but a glob over the
+  shards (TFX's file_pattern) would read its examples twice."""
+  out, shards = _copy(dataset, tmp_path)
+  extra = out / shards[0]['file'].replace('-of-', '9-of-')
+  shutil.copy(out / shards[0]['file'], extra)
+  proc = _verify(out)
+  assert proc.returncode == 1
+  assert f'{extra}: named as a shard of the dataset, and metadata.json ' \
+      'does not list it' in proc.stderr, proc.stderr[-2000:]
+
+
 def test_windows_in_any_order_differ_only_as_a_multiset():
   """The digest of a split's windows written by Beam's sink (in no global
   order): the same for the same windows in any order, different for other

@@ -303,7 +303,10 @@ def _run_variants(config, beam_args, extra_features, show_progress):
       except config_lib.ConfigError:
         # Refused before anything ran: the names just recorded would make
         # a later --overwrite take a path of the user's for a variant's.
+        # A stopped sweep's own record goes back as it was.
         filesystem.delete([shared])
+        if unfinished:
+          variants_lib.write_started(config.output_dir, unfinished)
         raise
       try:
         result = _run_config(config, beam_args, extra_features,
@@ -312,7 +315,7 @@ def _run_variants(config, beam_args, extra_features, show_progress):
       except Exception as e:
         # _run_config discarded the variants' folders: the sweep's own
         # goes too, leaving nothing of this sweep.
-        if console.option_error(e) and FileSystems.exists(shared):
+        if getattr(e, _DISCARDED, False) and FileSystems.exists(shared):
           filesystem.delete([shared])
         raise
     finalize.write_text(index, variants_lib.index_text(variant_configs))
@@ -461,7 +464,13 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
     if console.option_error(e) and not (config.resume or config.append):
       for name, output in outputs.items():
         output_folder.discard(output, run_ids[name])
+      setattr(e, _DISCARDED, True)
     raise
+
+
+# Set on the error of a job whose output _run_config discarded (an option
+# the data showed wrong), unlike a refusal before it ran.
+_DISCARDED = 'wavbeam_output_discarded'
 
 
 def _run_prepared(p, options, config, outputs, run_ids, kept,

@@ -9,6 +9,7 @@ first bad file and record, 2 for usage errors.
 import argparse
 import dataclasses
 import hashlib
+import re
 import sys
 import zlib
 
@@ -178,11 +179,13 @@ def _verify_dataset(output_dir: str):
   compression = filesystem.beam_compression(metadata['compression'])
   shards = examples = 0
   windows = {}
+  listed = set()
   for split, entry in sorted(metadata['splits'].items()):
     windows[split] = _Windows(_ordered(metadata))
     copies = entry.get(naming.ARRAY_RECORD) or [None] * len(entry['shards'])
     for shard, copy in zip(entry['shards'], copies):
       path = _listed_file(output_dir, shard, 'shard')
+      listed.add(path)
       count, sizes, digests = 0, [], []
       with FileSystems.open(path, compression_type=compression) as f:
         try:
@@ -213,6 +216,7 @@ def _verify_dataset(output_dir: str):
         _check_array_record(output_dir, copy, path, digests)
       shards += 1
       examples += count
+  _check_no_unlisted_shard(output_dir, listed)
   copies = metadata_lib.has_array_record(metadata)
   parts = metadata.get('parts', [])
   return (f'{output_dir}: OK, {plural(examples, "example")} in '
@@ -222,6 +226,33 @@ def _verify_dataset(output_dir: str):
           f'{", ArrayRecord copies" if copies else ""}'
           f'{_as_options_give(checked)})',
           {split: h.hexdigest() for split, h in windows.items()})
+
+
+def _check_no_unlisted_shard(output_dir: str, listed) -> None:
+  """VerifyError for a file named as a shard of the dataset, beside its
+  listed shards, that metadata.json does not list (a copy, a shard of an
+  earlier run): readers go by the list, but a glob over the shards (TFX's
+  file_pattern, a hand-written TFRecordDataset) would read it too."""
+  # Each listed shard's name less its numbers: its split's, in its folder.
+  patterns = sorted({naming.escape_pattern(re.sub(
+      r'-\d{5,}-of-\d{5,}$', '', path)) + '-*-of-*' for path in listed})
+  found = [m.path for r in FileSystems.match(patterns)
+           for m in r.metadata_list] if patterns else []
+  extra = sorted(p for p in naming.within(output_dir, found)
+                 if p not in listed and _is_shard_name(p))
+  if extra:
+    raise VerifyError(f'{extra[0]}: named as a shard of the dataset, and '
+                      f'metadata.json does not list it ({len(extra)} such '
+                      'file(s)); a glob over the shards would read it: '
+                      'remove it')
+
+
+def _is_shard_name(path: str) -> bool:
+  try:
+    naming.shard_numbers(path)
+  except ValueError:
+    return False
+  return True
 
 
 def _as_options_give(features) -> str:
@@ -264,7 +295,9 @@ def _check_feature_specs(output_dir: str, metadata) -> list:
   try:
     config = config_lib.PipelineConfig.from_json(metadata['config'])
     registry.load_modules(config.feature_module)
-  except (config_lib.ConfigError, KeyError, TypeError, ValueError):
+  except Exception:  # pylint: disable=broad-except
+    # Options that no longer make a config (a damaged or edited entry):
+    # nothing to compare with; metadata.json's own checks speak of them.
     return []
   names = tuple(n for n in config.features if n in registry.names() and
                 not registry.get(n).loads_model(None))

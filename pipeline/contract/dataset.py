@@ -160,7 +160,13 @@ def feature_keys(dataset_dir: str, specs: Dict,
                  features: Optional[Sequence[str]]) -> List[str]:
   """The features to read: `features`, or all of `specs` (the schema's);
   DatasetError for one the schema has not."""
+  if isinstance(features, str):  # 'signal' would be read as 6 names
+    raise DatasetError(f'features={features!r}: give a list of feature '
+                       f'names, e.g. [{features!r}]')
   keys = list(features) if features is not None else sorted(specs)
+  if not keys:
+    raise DatasetError(f'features={features!r}: name at least one feature '
+                       f'(or None for all of {sorted(specs)})')
   unknown = [k for k in keys if k not in specs]
   if unknown:
     raise DatasetError(f'unknown feature {unknown} in {dataset_dir}; it has '

@@ -28,6 +28,7 @@ error, not wrong data), and decoded against the schema.
 """
 
 import bisect
+import numbers
 from typing import Dict, List, Optional, Sequence
 
 from pipeline.contract import dataset as dataset_lib
@@ -74,6 +75,9 @@ class ArrayRecordSource:
     """Several examples (one read per file touched), in the order asked."""
     located: Dict[int, List] = {}
     for position, index in enumerate(indices):
+      if not isinstance(index, numbers.Integral) or isinstance(index, bool):
+        raise TypeError(f'index {index!r}: give an integer (the example\'s '
+                        'position in the split)')
       index = int(index)
       if index < 0:
         index += len(self)
