@@ -15,7 +15,8 @@ def alias(name: str, target: str) -> None:
   if name == '__main__':
     from pipeline.commands import startup  # only commands run this way
     startup.prepare_process()
-    runpy.run_module(target, run_name='__main__', alter_sys=True)
+    startup.interrupted_in_one_line(lambda: runpy.run_module(
+        target, run_name='__main__', alter_sys=True))
   else:
     sys.modules[name] = importlib.import_module(target)
 

@@ -89,3 +89,48 @@ def test_a_wrapped_ctrl_c_is_known():
   looped.__context__ = ValueError('b')
   looped.__context__.__context__ = looped
   assert not console.interrupted(looped)
+
+
+def test_a_ctrl_c_while_importing_is_one_line_and_130(tmp_path):
+  """A command's modules take a second to import: a Ctrl-C then is not
+  a traceback of the import it stopped."""
+  done = _python("""
+      import os, signal, time
+      from pipeline.commands import startup
+      def command():
+        os.kill(os.getpid(), signal.SIGINT)  # raised at the next line
+        time.sleep(30)
+      startup.interrupted_in_one_line(command)
+      """, tmp_path)
+  assert (done.returncode, done.stderr) == (130, '\nwavbeam: interrupted\n')
+
+
+def test_a_ctrl_c_ends_the_process_from_the_signal_handler(tmp_path):
+  """Wherever the main thread is: here holding logging's lock, which a
+  KeyboardInterrupt swallowed by a library would leave held."""
+  done = _python("""
+      import logging, os, signal, threading
+      from pipeline.commands import console
+      console.exit_at_interrupt(lambda: 'stopped; the folder is as a kill '
+                                'leaves it\\n')
+      logging._lock.acquire()  # as Beam's set-up held it
+      threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+      threading.Event().wait(30)
+      """, tmp_path)
+  assert done.returncode == 130
+  assert done.stderr == 'stopped; the folder is as a kill leaves it\n'
+
+
+def test_a_ctrl_c_ignored_at_start_stays_ignored(tmp_path):
+  """A job started in the background (SIGINT ignored) is not stopped by
+  a Ctrl-C meant for the terminal's foreground."""
+  done = _python("""
+      import os, signal, time
+      signal.signal(signal.SIGINT, signal.SIG_IGN)
+      from pipeline.commands import console
+      console.exit_at_interrupt(lambda: 'stopped\\n')
+      os.kill(os.getpid(), signal.SIGINT)
+      time.sleep(0.2)
+      print('still running')
+      """, tmp_path)
+  assert (done.returncode, done.stdout) == (0, 'still running\n')

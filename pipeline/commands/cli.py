@@ -64,6 +64,10 @@ def command() -> None:
   its own way: for run, only after main."""
   from pipeline.commands import startup  # pylint: disable=import-outside-toplevel
   startup.prepare_process()
+  startup.interrupted_in_one_line(_command)
+
+
+def _command() -> None:
   argv = sys.argv[1:]
   if not argv or argv[0] != 'run':
     from pipeline.commands import console  # pylint: disable=import-outside-toplevel

@@ -307,6 +307,11 @@ class StderrRelay:
           reader_open = False
     os.close(self._read)
 
+  def real_stderr(self) -> int:
+    """The descriptor of the stderr this relays to (2 when it relays
+    nothing)."""
+    return 2 if self._thread is None else self._real
+
   def close(self):
     """Puts descriptor 2 back and passes on what is still in the pipe."""
     if self._thread is None:
@@ -318,6 +323,29 @@ class StderrRelay:
     os.dup2(self._real, 2)  # the pipe's last writer here is gone: EOF
     self._thread.join(timeout=5)
     self._thread = None
+
+
+def exit_at_interrupt(message, stderr: int = 2) -> None:
+  """Makes Ctrl-C (SIGINT) end this process at once, exit 130, after
+  writing message() to descriptor `stderr`, from the signal handler
+  itself. A KeyboardInterrupt instead arrives at whatever line runs then:
+  one that Beam's set-up caught while it held logging's lock left the
+  next bundle waiting on that lock forever. Every step of a run is made
+  to survive such an end, as a kill. A SIGINT the process was started
+  ignoring (a job in the background) stays ignored. message() must not
+  wait on any lock: it runs wherever the main thread stopped."""
+  if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    return
+
+  def interrupted(signum, frame):
+    del signum, frame
+    try:
+      os.write(stderr, message().encode('utf-8', 'replace'))
+    except OSError:
+      pass
+    os._exit(130)
+
+  signal.signal(signal.SIGINT, interrupted)
 
 
 class _OwnLines(logging.Handler):

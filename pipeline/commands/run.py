@@ -571,6 +571,9 @@ def main(argv=None, prog: str = 'python -m pipeline.run') -> int:
     # Forked before the relay's thread exists: see forked_workers.
     with forked_workers.started(forked_workers_for(config, beam_args)):
       relay = console.StderrRelay()
+      console.exit_at_interrupt(
+          lambda: f'\nwavbeam: interrupted; {_left_behind(config, local=True)}'
+          '\n', relay.real_stderr())
       try:
         return _run(config, beam_args, not flags.quiet, start)
       finally:
@@ -585,9 +588,12 @@ def main(argv=None, prog: str = 'python -m pipeline.run') -> int:
     os._exit(130)
 
 
-def _left_behind(config, advice: bool = True) -> str:
+def _left_behind(config, advice: bool = True, local: bool = False) -> str:
   """What a run that stopped early leaves, said for its user; with
-  `advice`, how to finish it."""
+  `advice`, how to finish it. `local`: asked from a signal handler, where
+  only a local look for metadata.json is safe (Beam's file systems may
+  wait on a lock the interrupted line holds): elsewhere it is taken as
+  incomplete."""
   if config.variants and config.append:
     return (f'the sweep in {config.output_dir} is as it was before this '
             'run, or every variant holds the new part')
@@ -600,7 +606,9 @@ def _left_behind(config, advice: bool = True) -> str:
     return (f'the dataset in {config.dataset_dir} is as it was before this '
             'run, or holds its complete part')
   try:
-    complete = read_metadata(config.dataset_dir) is not None
+    complete = (os.path.isfile(os.path.join(config.dataset_dir,
+                                            METADATA_FILE))
+                if local else read_metadata(config.dataset_dir) is not None)
   except Exception:  # pylint: disable=broad-except
     complete = False
   if complete:  # the interrupt came after the last step

@@ -34,6 +34,18 @@ def reopen_closed_standard_streams() -> None:
       setattr(sys, name, open(fd, mode, closefd=False))
 
 
+def interrupted_in_one_line(run) -> None:
+  """run(), a command's whole process; a Ctrl-C that reaches here (while
+  its modules are imported: a run says more once it has begun) is one
+  line and exit 130, not a traceback of whatever import it stopped."""
+  try:
+    run()
+  except KeyboardInterrupt:
+    sys.stderr.write('\nwavbeam: interrupted\n')
+    sys.stderr.flush()
+    os._exit(130)
+
+
 class _BeamImportWarnings:
   """A logging filter for the warning Beam logs when it is imported without
   its [gcp] extra ('apitools not found, and bigquery client libraries are
