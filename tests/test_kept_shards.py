@@ -171,3 +171,24 @@ def test_a_link_in_place_of_a_shard_is_not_kept(config, tmp_path):
   os.symlink(elsewhere, items[1].path)
   assert 'symbolic link' in kept_shards.damage(config, items[1])
   assert kept_shards.kept(config, path, 'd1') is None
+
+
+def test_a_kept_piece_starts_its_shard_in_this_run(config):
+  """A sweep's piece recorded by the stopped run: the shard this run
+  assembles from it spans this run's time, not the time it sat stopped
+  (the summary's rate, metadata.json's first_started)."""
+  import dataclasses
+  import time
+  from transforms.writing import sweep_writer
+  with sweep_writer.PieceFile(config, None, 'train', 0, (0, 2), (0, 4),
+                              started_ms=1000) as out:
+    out.write(b'a' * 10)
+    out.write(b'b' * 20)
+  piece = dataclasses.replace(out.piece, stats=ExampleStats(
+      split='train', shard=0, num_examples=2, example_bytes=30))
+  assert piece.started_ms == 1000
+  path = kept_shards.record_path(config.dataset_dir, 'train', 0, 0)
+  kept_shards.write_record(config.dataset_dir, path, 'd1', [], [piece])
+  now = int(time.time() * 1000)
+  back = kept_shards.kept(config, path, 'd1')
+  assert back[0].path == piece.path and back[0].started_ms >= now

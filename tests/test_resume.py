@@ -2,6 +2,7 @@
 bytes of an uninterrupted run; what it keeps is checked; what changed
 since is refused."""
 
+import datetime
 import hashlib
 import json
 import os
@@ -296,9 +297,15 @@ def test_a_sweep_resumes_every_variant(corpus, tmp_path, step):
                for p in kept_shards.record_paths(str(out / v)))
   refused = _run(corpus, out, *sweep)
   assert refused.returncode == 2
+  began = datetime.datetime.now(datetime.timezone.utc)
   resumed = _run(corpus, out, '--resume', *sweep)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert digest(out) == digest(clean)
+  for variant in ('small', 'big'):  # the stopped run's time is not this run's
+    written = json.loads((out / variant / 'metadata.json').read_text())[
+        'shards_written']
+    assert datetime.datetime.fromisoformat(written['first_started']) >= \
+        began.replace(microsecond=began.microsecond // 1000 * 1000)
   again = _run(corpus, out, '--resume', *sweep)
   assert again.returncode == 0, again.stderr[-2000:]
   assert 'holds a complete sweep: nothing to resume' in again.stderr

@@ -168,6 +168,9 @@ def kept(config: PipelineConfig, path: str, digest: str) -> Optional[list]:
             'a piece of a shard of the earlier run is damaged (%s); it is '
             'written again', problem)
         return None
+      # Its shard is assembled by this run, which spent no time on the
+      # piece: the shard's span starts no earlier than this run.
+      item = dataclasses.replace(item, started_ms=now)
     if isinstance(item, ShardStats):
       problem = damage(config, item)
       if problem:
