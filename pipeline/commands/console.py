@@ -325,20 +325,23 @@ class StderrRelay:
     self._thread = None
 
 
-def exit_at_interrupt(message, stderr: int = 2) -> None:
+def exit_at_interrupt(message, stderr: int = 2, before_exit=None) -> None:
   """Makes Ctrl-C (SIGINT) end this process at once, exit 130, after
   writing message() to descriptor `stderr`, from the signal handler
   itself. A KeyboardInterrupt instead arrives at whatever line runs then:
   one that Beam's set-up caught while it held logging's lock left the
   next bundle waiting on that lock forever. Every step of a run is made
   to survive such an end, as a kill. A SIGINT the process was started
-  ignoring (a job in the background) stays ignored. message() must not
-  wait on any lock: it runs wherever the main thread stopped."""
+  ignoring (a job in the background) stays ignored. message() and
+  before_exit() must not wait on any lock: they run wherever the main
+  thread stopped."""
   if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
     return
 
   def interrupted(signum, frame):
     del signum, frame
+    if before_exit is not None:
+      before_exit()
     try:
       os.write(stderr, message().encode('utf-8', 'replace'))
     except OSError:

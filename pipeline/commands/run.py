@@ -573,7 +573,7 @@ def main(argv=None, prog: str = 'python -m pipeline.run') -> int:
       relay = console.StderrRelay()
       console.exit_at_interrupt(
           lambda: f'\nwavbeam: interrupted; {_left_behind(config, local=True)}'
-          '\n', relay.real_stderr())
+          '\n', relay.real_stderr(), forked_workers.kill_now)
       try:
         return _run(config, beam_args, not flags.quiet, start)
       finally:
