@@ -233,11 +233,18 @@ def remove_dataset(folder: str, dataset_name: str) -> None:
   local = filesystem.is_local(folder)
   if local and (os.path.islink(folder) or not os.path.isdir(folder)):
     return
-  config = PipelineConfig(input_dir=folder, output_dir=folder,
-                          dataset_name=dataset_name)
+  names = {dataset_name}
+  try:  # the name it was written with, which the new sweep may not use
+    names.add(read_metadata(folder)['config']['dataset_name'])
+  except Exception:  # pylint: disable=broad-except  (none, or damaged)
+    pass
+  found = set()
+  for name in sorted(names):
+    found.update(dataset_files(PipelineConfig(
+        input_dir=folder, output_dir=folder, dataset_name=name)))
   lock = naming.join(folder, run_marker.LOCK_FILE)
-  filesystem.delete(dataset_files(config) + (
-      [lock] if FileSystems.exists(lock) else []))
+  filesystem.delete(sorted(found) + ([lock] if FileSystems.exists(lock)
+                                     else []))
   if local:  # an object store's folder goes with its last file
     try:
       os.rmdir(folder)

@@ -1,6 +1,7 @@
 """console: a command's process ends with its code and its output, and
 waits for what it started; a Ctrl-C the runner wrapped is known."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -119,6 +120,36 @@ def test_a_ctrl_c_ends_the_process_from_the_signal_handler(tmp_path):
       """, tmp_path)
   assert done.returncode == 130
   assert done.stderr == 'stopped; the folder is as a kill leaves it\n'
+
+
+def test_what_was_printed_before_a_ctrl_c_is_kept(tmp_path):
+  done = subprocess.run([sys.executable, '-c', textwrap.dedent("""
+      import os, signal, time
+      from pipeline.commands import startup
+      def command():
+        print('first lines of a report')  # buffered: stdout is a pipe
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)
+      startup.interrupted_in_one_line(command)
+      """)], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                        env={k: v for k, v in os.environ.items()
+                             if k != 'PYTHONUNBUFFERED'})
+  assert done.returncode == 130
+  assert done.stdout == 'first lines of a report\n'
+
+
+def test_the_run_command_puts_the_ctrl_c_handler_back(tmp_path):
+  """For whoever calls it in-process (a test, a notebook): a later Ctrl-C
+  is theirs again, not a stale 'wavbeam: interrupted'."""
+  done = _python(f"""
+      import signal
+      from pipeline.commands import run
+      code = run.main(['--input_dir', {str(tmp_path / 'missing')!r},
+                       '--output_dir', {str(tmp_path / 'out')!r}])
+      print(code, signal.getsignal(signal.SIGINT) is
+            signal.default_int_handler)
+      """, tmp_path)
+  assert done.stdout.split() == ['2', 'True'], done.stderr[-2000:]
 
 
 def test_a_ctrl_c_ignored_at_start_stays_ignored(tmp_path):

@@ -68,6 +68,9 @@ V1_DOCKER = ('12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n'
     # mount: the mount's own files are the process's
     (V2_SCOPE, {'cpu.max': '200000 100000'}, 2.0),
     ('0::/../../escape\n', {'cpu.max': '300000 100000'}, 3.0),
+    # a cgroup beside the namespace's: not the folder of that name here
+    ('0::/../x\n', {'cpu.max': '300000 100000',
+                    'x/cpu.max': '100000 100000'}, 3.0),
     # cgroup v1, a container in the host's tree
     (V1_DOCKER, {'cpu/docker/abc/cpu.cfs_quota_us': '150000',
                  'cpu/docker/abc/cpu.cfs_period_us': '100000',

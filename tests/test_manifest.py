@@ -209,6 +209,15 @@ def test_rows_in_every_format(tmp_path):
   assert found.entries['/abs/b.wav'].extras == (('n', -4),)
 
 
+def test_blank_header_cells_name_no_column(tmp_path):
+  """A spreadsheet's empty columns: two blank names are no repeated
+  column."""
+  text = 'path,label,,\na.wav,x,,\n'
+  found = manifest_lib.read(_config(tmp_path, text,
+                                    manifest_label_column='label'))
+  assert [e.label for e in found.entries.values()] == ['x']
+
+
 @pytest.mark.parametrize('digits', ['３', '٣', '3\u0663'])
 def test_a_column_of_other_digits_stays_text(tmp_path, digits):
   """int() reads '３' (full width) and '٣' (Arabic-Indic) as 3: stored as
@@ -240,7 +249,7 @@ def test_a_column_of_other_digits_stays_text(tmp_path, digits):
      {'manifest_split_column': 'split'}, "split name 'dev set'"),
     ('path\n', 'm.txt', {}, 'name a .csv, .tsv or .jsonl'),
     # json and csv would keep one of the two: which is not what was meant
-    ('path,label,label\na.wav,x,y\n', 'm.csv', {},
+    ('path,label,label,,\na.wav,x,y,,\n', 'm.csv', {},
      r"header names the columns \['label'\] twice"),
     ('path\tn\tn\na.wav\t1\t2\n', 'm.tsv', {},
      r"header names the columns \['n'\] twice"),

@@ -741,3 +741,43 @@ def test_tfds_layout_with_variants_says_what_works_instead(tmp_path):
   assert proc.returncode == 2
   assert 'tfds.builder_from_directory loads a variant' in proc.stderr
   assert not (tmp_path / 'out').exists()
+
+
+def test_an_overwrite_with_another_dataset_name_removes_a_gone_variant(
+    tmp_path):
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(8192))
+  args = ['--input_dir', str(tmp_path / 'in'), '--output_dir',
+          str(tmp_path / 'out'), '--win_len', '2048', '--quiet']
+  (tmp_path / 'v.json').write_text('{"kept": {}, "gone": {"n_fft": 256}}')
+  proc = _cli(*args, '--variants', str(tmp_path / 'v.json'),
+              '--dataset_name', 'first')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  (tmp_path / 'v2.json').write_text('{"kept": {}}')
+  proc = _cli(*args, '--variants', str(tmp_path / 'v2.json'),
+              '--dataset_name', 'second', '--overwrite')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert sorted(os.listdir(tmp_path / 'out')) == ['kept', 'variants.json']
+
+
+def test_a_sweep_refused_by_a_variant_s_folder_keeps_the_stopped_one(
+    tmp_path):
+  """A rerun without --overwrite naming one variant more, refused where
+  the stopped sweep's first variant holds its files: the stopped sweep
+  still resumes with its own variants."""
+  for i in range(3):
+    H.write_wav(str(tmp_path / 'in' / 'a' / f'{i}.wav'),
+                H.noise(8192, seed=i))
+  args = ['--input_dir', str(tmp_path / 'in'), '--output_dir',
+          str(tmp_path / 'out'), '--win_len', '2048']
+  (tmp_path / 'v.json').write_text('{"a": {}, "b": {"n_fft": 256}}')
+  code, log = H.DrivenRun('prepared', 'kill', *args, '--variants',
+                          str(tmp_path / 'v.json'), cwd=tmp_path).wait()
+  assert code == -signal.SIGKILL, log[-2000:]
+  (tmp_path / 'more.json').write_text(
+      '{"a": {}, "b": {"n_fft": 256}, "c": {"n_fft": 1024}}')
+  proc = _cli(*args, '--quiet', '--variants', str(tmp_path / 'more.json'))
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  proc = _cli(*args, '--quiet', '--resume', '--variants',
+              str(tmp_path / 'v.json'))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert sorted(os.listdir(tmp_path / 'out')) == ['a', 'b', 'variants.json']

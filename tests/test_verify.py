@@ -321,3 +321,17 @@ def test_windows_in_any_order_differ_only_as_a_multiset():
   assert digest(keys, True) != digest(keys[::-1], True)
   assert digest(keys, True) == digest(list(keys), True)
 
+
+
+def test_a_dataset_at_another_rate_verifies(tmp_path):
+  """kaldi_fbank's frames are in milliseconds: its shape follows the
+  rate, which the options check takes from the data, as the run did."""
+  for i in range(2):
+    H.write_wav(str(tmp_path / 'in' / 'a' / f'{i}.wav'),
+                H.noise(16000, seed=i), rate=8000)
+  H.run_pipeline(H.make_config(tmp_path / 'in', tmp_path / 'out',
+                               win_len=8000,
+                               features=('kaldi_fbank', 'log_mel')))
+  proc = _verify(tmp_path / 'out')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert 'kaldi_fbank, log_mel: the dtypes and shapes' in proc.stdout

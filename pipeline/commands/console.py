@@ -325,7 +325,7 @@ class StderrRelay:
     self._thread = None
 
 
-def exit_at_interrupt(message, stderr: int = 2, before_exit=None) -> None:
+def exit_at_interrupt(message, stderr: int = 2, before_exit=None):
   """Makes Ctrl-C (SIGINT) end this process at once, exit 130, after
   writing message() to descriptor `stderr`, from the signal handler
   itself. A KeyboardInterrupt instead arrives at whatever line runs then:
@@ -334,9 +334,11 @@ def exit_at_interrupt(message, stderr: int = 2, before_exit=None) -> None:
   to survive such an end, as a kill. A SIGINT the process was started
   ignoring (a job in the background) stays ignored. message() and
   before_exit() must not wait on any lock: they run wherever the main
-  thread stopped."""
-  if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-    return
+  thread stopped. Returns what puts the earlier handler back, for a
+  caller that goes on after the command (a test, a notebook)."""
+  previous = signal.getsignal(signal.SIGINT)
+  if previous is not signal.default_int_handler:
+    return lambda: None
 
   def interrupted(signum, frame):
     del signum, frame
@@ -349,6 +351,7 @@ def exit_at_interrupt(message, stderr: int = 2, before_exit=None) -> None:
     os._exit(130)
 
   signal.signal(signal.SIGINT, interrupted)
+  return lambda: signal.signal(signal.SIGINT, previous)
 
 
 class _OwnLines(logging.Handler):

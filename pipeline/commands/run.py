@@ -313,10 +313,16 @@ def _run_variants(config, beam_args, extra_features, show_progress):
                              show_progress, forked,
                              variant_configs=variant_configs)
       except Exception as e:
-        # _run_config discarded the variants' folders: the sweep's own
-        # goes too, leaving nothing of this sweep.
-        if getattr(e, _DISCARDED, False) and FileSystems.exists(shared):
+        if getattr(e, _DISCARDED, False):
+          # _run_config discarded the variants' folders: the sweep's own
+          # goes too, leaving nothing of this sweep.
           filesystem.delete([shared])
+        elif isinstance(e, config_lib.ConfigError):
+          # Refused before its job ran (a variant's folder holds an
+          # earlier run): the record is put back as it was.
+          filesystem.delete([shared])
+          if unfinished:
+            variants_lib.write_started(config.output_dir, unfinished)
         raise
     finalize.write_text(index, variants_lib.index_text(variant_configs))
     if FileSystems.exists(shared):
@@ -462,6 +468,8 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
                          show_progress)
   except Exception as e:
     if console.option_error(e) and not (config.resume or config.append):
+      # A shard task still running would write into the folder again.
+      forked_workers.kill_now()
       for name, output in outputs.items():
         output_folder.discard(output, run_ids[name])
       setattr(e, _DISCARDED, True)
@@ -571,12 +579,13 @@ def main(argv=None, prog: str = 'python -m pipeline.run') -> int:
     # Forked before the relay's thread exists: see forked_workers.
     with forked_workers.started(forked_workers_for(config, beam_args)):
       relay = console.StderrRelay()
-      console.exit_at_interrupt(
+      restore = console.exit_at_interrupt(
           lambda: f'\nwavbeam: interrupted; {_left_behind(config, local=True)}'
           '\n', relay.real_stderr(), forked_workers.kill_now)
       try:
         return _run(config, beam_args, not flags.quiet, start)
       finally:
+        restore()
         relay.close()
   except KeyboardInterrupt:
     # The forked workers are gone (started kills them on the way out).

@@ -41,6 +41,11 @@ def interrupted_in_one_line(run) -> None:
   try:
     run()
   except KeyboardInterrupt:
+    for stream in (sys.stdout, sys.stderr):  # what was printed stays
+      try:
+        stream.flush()
+      except (OSError, ValueError):
+        pass
     sys.stderr.write('\nwavbeam: interrupted\n')
     sys.stderr.flush()
     os._exit(130)

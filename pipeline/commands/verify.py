@@ -294,6 +294,9 @@ def _check_feature_specs(output_dir: str, metadata) -> list:
   from transforms.features import registry
   try:
     config = config_lib.PipelineConfig.from_json(metadata['config'])
+    if config.sample_rate is None:  # the rate the data gave the run
+      config = dataclasses.replace(config,
+                                   sample_rate=metadata['sample_rate'])
     registry.load_modules(config.feature_module)
   except Exception:  # pylint: disable=broad-except
     # Options that no longer make a config (a damaged or edited entry):

@@ -192,7 +192,8 @@ def parse_rows(text: str, kind: str,
     if header is None:
       raise ConfigError(OPTION, where, 'is empty (a header row is needed)')
     header = [h.strip() for h in header]
-    twice = sorted({h for h in header if header.count(h) > 1})
+    # Blank cells (a spreadsheet's empty columns) name no column to read.
+    twice = sorted({h for h in header if h and header.count(h) > 1})
     if twice:
       raise ConfigError(OPTION, where, f'its header names the columns '
                         f'{twice} twice: which one is meant is not known')

@@ -68,9 +68,10 @@ def _up_from(mount: str, path: Optional[str]) -> List[str]:
   there: inside a cgroup namespace the mount is the process's own
   cgroup, and /proc/self/cgroup shows '/' (or, for a v1 mount, the
   host's path)."""
-  parts = [p for p in (path or '').split('/') if p and p not in ('.', '..')]
+  parts = [p for p in (path or '').split('/') if p and p != '.']
   folder = os.path.join(mount, *parts)
-  if not parts or not os.path.isdir(folder):
+  # '..': a cgroup outside the namespace's, not under this mount.
+  if not parts or '..' in parts or not os.path.isdir(folder):
     return [mount]
   return [os.path.join(mount, *parts[:n]) for n in range(len(parts), -1, -1)]
 
