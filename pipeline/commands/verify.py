@@ -9,7 +9,6 @@ first bad file and record, 2 for usage errors.
 import argparse
 import dataclasses
 import hashlib
-import re
 import sys
 import zlib
 
@@ -234,25 +233,17 @@ def _check_no_unlisted_shard(output_dir: str, listed) -> None:
   earlier run): readers go by the list, but a glob over the shards (TFX's
   file_pattern, a hand-written TFRecordDataset) would read it too."""
   # Each listed shard's name less its numbers: its split's, in its folder.
-  patterns = sorted({naming.escape_pattern(re.sub(
-      r'-\d{5,}-of-\d{5,}$', '', path)) + '-*-of-*' for path in listed})
+  patterns = sorted({naming.escape_pattern(naming.shard_stem(path)) +
+                     '-*-of-*' for path in listed})
   found = [m.path for r in FileSystems.match(patterns)
            for m in r.metadata_list] if patterns else []
   extra = sorted(p for p in naming.within(output_dir, found)
-                 if p not in listed and _is_shard_name(p))
+                 if p not in listed and naming.shard_stem(p) is not None)
   if extra:
     raise VerifyError(f'{extra[0]}: named as a shard of the dataset, and '
                       f'metadata.json does not list it ({len(extra)} such '
                       'file(s)); a glob over the shards would read it: '
                       'remove it')
-
-
-def _is_shard_name(path: str) -> bool:
-  try:
-    naming.shard_numbers(path)
-  except ValueError:
-    return False
-  return True
 
 
 def _as_options_give(features) -> str:

@@ -84,9 +84,19 @@ def old_index_name(shard_file: str) -> str:
 SHARD_NAME_TEMPLATE = '-SSSSS-of-NNNNN'
 
 
+_SHARD_NUMBERS = re.compile(r'-(\d{5,})-of-(\d{5,})$')
+
+
+def shard_stem(path: str):
+  """A shard's name (or path) less its -SSSSS-of-NNNNN: its split's
+  prefix; None for a name that is not a shard's."""
+  stem, found = _SHARD_NUMBERS.subn('', path)
+  return stem if found else None
+
+
 def shard_numbers(path: str):
   """(shard, num_shards) from a shard's name (...-00002-of-00005)."""
-  match = re.search(r'-(\d{5,})-of-(\d{5,})$', path)
+  match = _SHARD_NUMBERS.search(path)
   if match is None:
     raise ValueError(f'{path}: not a shard name (...-SSSSS-of-NNNNN)')
   return int(match.group(1)), int(match.group(2))
