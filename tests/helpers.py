@@ -227,6 +227,7 @@ def to_format_1(src: str, dst: str) -> None:
             element[key] = np.ascontiguousarray(element[key]).view(np.uint8)
           tfrecord.write_record(f, encode_example(element))
       shard['num_bytes'] = os.path.getsize(os.path.join(dst, shard['file']))
+      shard.pop('records_crc32c')  # version 1 recorded no digest
     entry['num_bytes'] = sum(s['num_bytes'] for s in entry['shards'])
   for key in arrays:
     meta['schema'][key]['encoding'] = schema_lib.RAW_BYTES

@@ -460,6 +460,9 @@ def _check_dataset(out, config, expect, recordings, array_record,
   out = str(out)
   assert 'OK' in verify.verify(out)
   meta = numpy_reader.load_metadata(out)
+  # Every writer records its shards' digests, which verify compared.
+  assert all('records_crc32c' in shard for e in meta['splits'].values()
+             for shard in e['shards'])
   assert meta['counts']['files_ok'] == expect.recordings(recordings)
   expected = {split: e['num_examples'] for split, e in meta['splits'].items()}
   assert sum(expected.values()) == meta['counts']['examples'] == \

@@ -77,6 +77,20 @@ def test_another_digest_or_a_damaged_file_is_not_kept(config):
   assert kept_shards.kept(config, path, 'd1') is None
 
 
+def test_other_records_of_the_same_sizes_are_not_kept(config):
+  """A shard file replaced by records of the same sizes, CRCs right (what
+  another attempt could leave under the name): its digest tells."""
+  items = _shard(config, [b'x' * 50, b'y' * 70])
+  path = kept_shards.record_path(config.dataset_dir, 'train', 3)
+  kept_shards.write_record(config.dataset_dir, path, 'd1', [], items)
+  with open(items[1].path, 'wb') as f:
+    for data in (b'x' * 50, b'z' * 70):
+      tfrecord.write_record(f, data)
+  assert kept_shards.damage(config, items[1]) == (
+      f'{items[1].path}: not the records that were written')
+  assert kept_shards.kept(config, path, 'd1') is None
+
+
 def tfrecord_record(data: bytes) -> bytes:
   import io
   f = io.BytesIO()

@@ -92,3 +92,27 @@ def test_record_sizes_walk_the_headers_alone():
   for cut in (len(data) - 1, len(data) - sizes[-1] + 5):
     with pytest.raises(tfrecord.CorruptRecord, match='record 3 .*ends inside'):
       tfrecord.record_sizes(io.BytesIO(data[:cut]), cut, 'x')
+
+
+def test_the_records_digest_is_the_same_however_it_is_computed(tmp_path):
+  """As written, from the stored CRCs (the data unread) and from the data
+  read back: one value, and another for other records of the same sizes."""
+  path = tmp_path / 'shard'
+  records = [b'a' * 5, b'', b'bc' * 300]
+  written = tfrecord.RecordsDigest()
+  with open(path, 'wb') as f:
+    sizes = [tfrecord.write_record(f, r, written) for r in records]
+  stored, read = tfrecord.RecordsDigest(), tfrecord.RecordsDigest()
+  with open(path, 'rb') as f:
+    stored.add_stored(f, sizes, str(path))
+    f.seek(0)
+    for _, data in tfrecord.read_records(f):
+      read.add_record(data)
+  assert written.value == stored.value == read.value != 0
+  other = tfrecord.RecordsDigest()
+  for r in [b'a' * 5, b'', b'cb' * 300]:
+    other.add_record(r)
+  assert other.value != written.value
+  with open(path, 'rb') as f:
+    with pytest.raises(tfrecord.CorruptRecord, match='record 3 at byte'):
+      tfrecord.RecordsDigest().add_stored(f, sizes + [20], str(path))

@@ -55,6 +55,26 @@ def test_a_flipped_byte_names_file_and_record(dataset, tmp_path):
   assert 'data CRC mismatch' in proc.stderr
 
 
+def test_a_shard_of_other_records_of_the_same_sizes_is_found(dataset,
+                                                             tmp_path):
+  """Another dataset's shard of the same options copied over one of
+  these: sizes, counts, CRCs, schema, classes and index all agree; the
+  digest of its records does not."""
+  from pipeline.contract import tfrecord
+  out, shards = _copy(dataset, tmp_path)
+  path = out / shards[0]['file']
+  with open(path, 'rb') as f:
+    records = [bytearray(data) for _, data in tfrecord.read_records(f)]
+  records[2][len(records[2]) // 2] ^= 0x01  # inside an array's bytes
+  with open(path, 'wb') as f:
+    for data in records:
+      tfrecord.write_record(f, bytes(data))
+  assert os.path.getsize(path) == shards[0]['num_bytes']
+  proc = _verify(out)
+  assert proc.returncode == 1, proc.stdout
+  assert f'{path}: not the records that were written there' in proc.stderr
+
+
 def test_a_truncated_shard_and_a_deleted_shard(dataset, tmp_path):
   out, shards = _copy(dataset, tmp_path)
   path = out / shards[0]['file']
@@ -211,6 +231,10 @@ DAMAGED = {
         _set(lambda m: m['splits']['train']['shards'][0].update(
             num_bytes=str(m['splits']['train']['shards'][0]['num_bytes']))),
         "splits.train.shards[0].num_bytes: expected an integer, got '"),
+    'digest as a string': (
+        _set(lambda m: m['splits']['train']['shards'][1].update(
+            records_crc32c='12')),
+        "splits.train.shards[1].records_crc32c: expected an integer, got '"),
     'absurd shape': (
         _set(lambda m: m['schema']['signal'].update(shape=[10 ** 12])),
         'a shape is wrong'),

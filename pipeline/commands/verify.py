@@ -186,10 +186,12 @@ def _verify_dataset(output_dir: str):
       path = _listed_file(output_dir, shard, 'shard')
       listed.add(path)
       count, sizes, digests = 0, [], []
+      records = tfrecord.RecordsDigest()
       with FileSystems.open(path, compression_type=compression) as f:
         try:
           for _, data in tfrecord.read_records(f, path, check_crc=True):
             sizes.append(len(data) + 16)
+            records.add_record(data)
             digests.append(hashlib.sha256(data).digest())
             try:
               element = example_codec.decode_example(data, schema)
@@ -210,6 +212,11 @@ def _verify_dataset(output_dir: str):
       if count != shard['num_examples']:
         raise VerifyError(f'{path}: {count} records, metadata.json says '
                           f'{shard["num_examples"]}')
+      if shard.get('records_crc32c', records.value) != records.value:
+        raise VerifyError(f'{path}: not the records that were written there '
+                          '(their CRCs differ from those metadata.json lists'
+                          '): a shard of another dataset, or of another '
+                          'run, under this name')
       _check_index(output_dir, path, sizes)
       if copy is not None:
         _check_array_record(output_dir, copy, path, digests)

@@ -290,6 +290,8 @@ class _Checker:
                   f'name this dataset uses ({expected!r})')
       self.get(shard, 'num_examples', int, f'{where}.num_examples')
       self.get(shard, 'num_bytes', int, f'{where}.num_bytes')
+      if 'records_crc32c' in shard:  # optional: without it, sizes and CRCs
+        self.get(shard, 'records_crc32c', int, f'{where}.records_crc32c')
     if naming.ARRAY_RECORD in entry:  # --array_record's copies
       copies = self.get(entry, naming.ARRAY_RECORD, list,
                         f'{at}.{naming.ARRAY_RECORD}')

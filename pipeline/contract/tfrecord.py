@@ -22,13 +22,48 @@ def masked_crc(data) -> int:
   return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
-def write_record(f: BinaryIO, data: bytes) -> int:
-  """Writes one record; returns the bytes written (data + 16 of framing)."""
+def write_record(f: BinaryIO, data: bytes,
+                 digest: Optional['RecordsDigest'] = None) -> int:
+  """Writes one record, added to `digest` if given; returns the bytes
+  written (data + 16 of framing)."""
   length = struct.pack('<Q', len(data))
   f.write(length + struct.pack('<I', masked_crc(length)))
   f.write(data)
-  f.write(struct.pack('<I', masked_crc(data)))
+  data_crc = masked_crc(data)
+  f.write(struct.pack('<I', data_crc))
+  if digest is not None:
+    digest.add(data_crc)
   return len(data) + 16
+
+
+class RecordsDigest:
+  """What tells a shard's records from other records of the same sizes:
+  CRC32C over the masked data CRCs its framing stores, 4 bytes each as
+  stored, in record order. Writers and checkers compute every record's
+  CRC anyway, so the digest costs no pass over the data."""
+
+  def __init__(self):
+    self.value = 0
+
+  def add(self, data_crc: int) -> None:
+    self.value = crc32c.crc32c(_FOOTER.pack(data_crc), self.value)
+
+  def add_record(self, data) -> None:
+    self.add(masked_crc(data))
+
+  def add_stored(self, f: BinaryIO, record_sizes, where: str = '') -> None:
+    """Adds the records of an uncompressed file of these framed sizes, from
+    the CRC stored after each one's data: a seek and a 4-byte read per
+    record, the data left unread (and its CRC unchecked)."""
+    offset = 0
+    for index, size in enumerate(record_sizes):
+      f.seek(offset + size - 4)
+      footer = f.read(4)
+      if len(footer) < 4:
+        raise CorruptRecord(f'{where}: record {index} at byte {offset}: '
+                            'file ends inside the record')
+      self.add(_FOOTER.unpack(footer)[0])
+      offset += size
 
 
 def index_text(record_sizes) -> str:

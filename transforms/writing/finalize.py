@@ -148,7 +148,9 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
         renames.append((s.index_path,
                         naming.join(out, naming.index_name(final))))
       entries.append({'file': final, 'num_examples': s.num_examples,
-                      'num_bytes': s.num_bytes})
+                      'num_bytes': s.num_bytes,
+                      **({'records_crc32c': s.records_crc32c}
+                         if s.records_crc32c >= 0 else {})})
       if config.array_record:
         copy = naming.shard_name(config.dataset_name, name, s.shard,
                                  len(shards), naming.ARRAY_RECORD)

@@ -187,8 +187,8 @@ def kept(config: PipelineConfig, path: str, digest: str) -> Optional[list]:
 
 def damage(config: PipelineConfig, stats: ShardStats) -> Optional[str]:
   """What is wrong with a recorded shard's files, or None when each holds
-  what was written: its size, every record's CRCs and count, the index,
-  the ArrayRecord copy's size and CRC32C."""
+  what was written: its size, every record's CRCs, their digest and
+  count, the index, the ArrayRecord copy's size and CRC32C."""
   path = stats.path
   for name in (path, stats.index_path, stats.array_record_path):
     if name and filesystem.is_local(name) and os.path.islink(name):
@@ -196,13 +196,16 @@ def damage(config: PipelineConfig, stats: ShardStats) -> Optional[str]:
   try:
     if filesystem.metadata(path).size_in_bytes != stats.num_bytes:
       return f'{path}: not {stats.num_bytes} bytes'
-    sizes = []
+    sizes, records = [], tfrecord.RecordsDigest()
     with FileSystems.open(path, compression_type=filesystem.beam_compression(
         config.compression)) as f:
       for _, data in tfrecord.read_records(f, path, check_crc=True):
         sizes.append(len(data) + 16)
+        records.add_record(data)
     if len(sizes) != stats.num_examples:
       return f'{path}: {len(sizes)} records, not {stats.num_examples}'
+    if stats.records_crc32c not in (-1, records.value):
+      return f'{path}: not the records that were written'
     if stats.index_path:
       with FileSystems.open(stats.index_path) as f:
         if f.read().decode('ascii') != tfrecord.index_text(sizes):

@@ -156,6 +156,7 @@ class ShardFile:
     self.run_id = run_id
     self.split, self.shard, self.started_ms = split, shard, started_ms
     self.sizes = []
+    self.digest = tfrecord.RecordsDigest()
     self.stats = None
     # A fresh name per attempt: two attempts at one shard (retries, or
     # DaskRunner recomputing a branch) never write into the same file.
@@ -179,7 +180,8 @@ class ShardFile:
     return self
 
   def write(self, record: bytes) -> None:
-    self.sizes.append(tfrecord.write_record(self._file, record))
+    self.sizes.append(tfrecord.write_record(self._file, record,
+                                            self.digest))
     if self._copy is not None:
       self._copy.write(record)
 
@@ -196,6 +198,7 @@ class ShardFile:
           if done == 0:
             raise OSError(f'{path}: ended {left} bytes early')
           left -= done
+        self.digest.add_stored(f, record_sizes, path)
       self.sizes.extend(record_sizes)
       return
     with FileSystems.open(path, compression_type='uncompressed') as f:
@@ -213,7 +216,8 @@ class ShardFile:
     written = ShardStats(self.split, self.shard, path, len(self.sizes),
                          filesystem.metadata(path).size_in_bytes,
                          self.started_ms, int(time.time() * 1000),
-                         index_path=index)
+                         index_path=index,
+                         records_crc32c=self.digest.value)
     if self._copy is not None:
       written = dataclasses.replace(
           written, array_record_path=self._copy.path,

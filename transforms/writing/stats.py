@@ -35,6 +35,8 @@ class ShardStats:
   array_record_path: str = ''
   array_record_bytes: int = 0
   array_record_crc32c: int = -1  # array_record_file.fingerprint
+  # tfrecord.RecordsDigest of its records (-1: not known).
+  records_crc32c: int = -1
   # Written by an earlier attempt of the run and kept (--resume).
   kept: bool = False
 
