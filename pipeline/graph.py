@@ -653,7 +653,8 @@ def _silent_example(config: PipelineConfig, extra_features=None,
                                frames or config.win_len))
   lengths = {}
   if config.variable_length:
-    length_values, lengths = length_columns(arrays, config)
+    length_values, lengths = length_columns(arrays, config,
+                                            frames or config.win_len)
     arrays.update(length_values)
   columns = {schema_lib.CLASS_KEY: ['x' * 16], 'filepath': ['x' * 120],
              'index': [0], 'num_classes': [0], schema_lib.LABEL_KEY: [0],
@@ -690,9 +691,8 @@ def _silent_arrays(config: PipelineConfig, extra_features, frames: int):
     return _silent_features(config, extra_features, [frames])[frames]
   key = (config, id(extra_features))
   if key not in _SILENT_OF_MODELS:
-    lengths = ([config.n_fft + h * config.fft_hop
-                for h in (1,) + _SIZE_HOPS] if config.variable_length
-               else [config.win_len])
+    lengths = ([silent_length(config, h) for h in (1,) + _SIZE_HOPS]
+               if config.variable_length else [config.win_len])
     lengths = sorted(set(lengths + [frames]))
     _SILENT_OF_MODELS[key] = (extra_features, in_child(
         _silent_features, config, extra_features, lengths))
@@ -705,14 +705,29 @@ def _silent_arrays(config: PipelineConfig, extra_features, frames: int):
   return found[frames]
 
 
+def silent_rate(config: PipelineConfig) -> int:
+  """The rate silent examples are computed at: --sample_rate, else one
+  every feature's options fit (sizes and dtypes do not depend on it;
+  the dataset's own rate is checked once known)."""
+  return config.sample_rate or max(
+      16000, int(2 * max(config.fmax or 0, config.fmin)) + 2,
+      registry.lowest_rate(config))
+
+
+def silent_length(config: PipelineConfig, hops: int = 1) -> int:
+  """--example_unit file: the samples of a silent recording `hops` STFT
+  hops past one frame, and long enough for every feature."""
+  return max(config.n_fft, registry.min_samples(
+      config, silent_rate(config)).samples) + hops * config.fft_hop
+
+
 def _silent_features(config: PipelineConfig, extra_features, lengths):
   """{length: the features of a silent example of that many samples}."""
   extractor = FeatureExtractor(config, extra_features)
   # Sizes and dtypes do not depend on the rate; --fmin and --fmax must fit
   # under its Nyquist frequency (the dataset's own rate is checked when
   # known).
-  rate = config.sample_rate or max(
-      16000, int(2 * max(config.fmax or 0, config.fmin)) + 2)
+  rate = silent_rate(config)
   return {n: as_stored(extractor.compute(np.zeros((1, n)), rate),
                        config.feature_dtype) for n in lengths}
 
@@ -731,7 +746,7 @@ def estimate_example_size(config: PipelineConfig,
 
   if not config.variable_length:
     return layout_lib.ExampleSize(size())
-  short, long = (config.n_fft + h * config.fft_hop for h in _SIZE_HOPS)
+  short, long = (silent_length(config, h) for h in _SIZE_HOPS)
   per_frame = (size(long) - size(short)) / (long - short)
   return layout_lib.ExampleSize(
       max(0, round(size(short) - per_frame * short)), per_frame)
@@ -740,8 +755,7 @@ def estimate_example_size(config: PipelineConfig,
 def expected_schema(config: PipelineConfig, extra_features=None):
   """The schema examples will have: what an empty dataset records, so that
   its readers still know every feature's dtype and shape."""
-  frames = (config.n_fft + config.fft_hop if config.variable_length
-            else None)
+  frames = silent_length(config) if config.variable_length else None
   columns, lengths = _silent_example(config, extra_features, frames)
   return example_codec.batch_schema(columns).with_lengths(lengths)
 

@@ -89,6 +89,8 @@ def test_cli_reports_errors_and_documents_every_option():
     (['--features', 'log_mel', '--fmax', '9000'],
      ['--features', 'log_mel', '--fmax', '8000']),
     (['--exclude', 'nothing/*'], ['--exclude', 'b/*']),
+    (['--features', 'kaldi_fbank', '--kaldi_high_freq', '9000'],
+     ['--features', 'kaldi_fbank', '--kaldi_high_freq', '7000']),
 ])
 def test_an_option_the_data_shows_wrong_keeps_nothing(tmp_path, wrong,
                                                       right):

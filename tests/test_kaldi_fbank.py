@@ -1,6 +1,9 @@
 """kaldi_fbank against its reference, torchaudio.compliance.kaldi.fbank:
 the function over Kaldi's options, and the values a run stores."""
 
+import json
+import os
+
 import numpy as np
 import pytest
 import soundfile as sf
@@ -105,3 +108,106 @@ def test_a_run_stores_what_the_reference_computes(tmp_path, unit):
     assert_close(example['kaldi_fbank'], expected)
     seen += 1
   assert seen == (9 if unit == 'window' else 4)
+
+
+@pytest.mark.parametrize('options,named', [
+    ({'kaldi_low_freq': 4500.0}, 'kaldi_low_freq'),
+    ({'kaldi_high_freq': 6000.0}, 'kaldi_high_freq'),
+    ({'kaldi_frame_shift': 0.05}, 'kaldi_frame_shift'),
+    ({'kaldi_frame_length': 0.1}, 'kaldi_frame_length'),
+    ({'kaldi_num_mel_bins': 128}, 'kaldi_num_mel_bins'),
+    ({'kaldi_round_to_power_of_two': 'false',
+      'kaldi_frame_length': 25.125}, 'kaldi_round_to_power_of_two'),
+    ({'win_len': 150}, 'win_len'),
+])
+def test_what_does_not_fit_a_rate_names_its_option(tmp_path, options, named):
+  """At 8 kHz (Nyquist 4 kHz, frames of 200 samples): each option that
+  does not fit is named, as Kaldi refuses it (128 bins leave some without
+  an FFT bin; an odd frame gives an odd FFT size)."""
+  options = {'win_len': 4000, **options}
+  with pytest.raises(ConfigError) as e:
+    H.make_config(tmp_path, tmp_path / 'out', features=('kaldi_fbank',),
+                  sample_rate=8000, **options)
+  assert str(e.value).startswith(f'--{named}='), str(e.value)
+
+
+def test_a_frame_is_what_torchaudio_needs_with_mirrored_edges_too():
+  """torchaudio's fbank refuses a signal shorter than one frame, whether or
+  not it mirrors the ends; from one frame on, the values are its own."""
+  config = H.make_config('.', 'out', features=('kaldi_fbank',),
+                         kaldi_snip_edges='false')
+  need = K.KaldiFbank().min_samples(config, 44100)
+  assert need.samples == 1102
+  assert need.why == 'one kaldi_fbank frame needs 1102 (--kaldi_frame_length=25 ms)'
+  signal = np.random.default_rng(0).standard_normal(1103) * 0.1
+  with pytest.raises(AssertionError):
+    _reference(signal[:1101], 44100, snip_edges=False)
+  for n in (1102, 1103):
+    assert_close(K.kaldi_fbank(signal[None, :n], 44100, snip_edges=False)[0],
+                 _reference(signal[:n], 44100, snip_edges=False))
+
+
+@pytest.mark.slow
+def test_recordings_shorter_than_a_frame_are_rejected_and_the_rest_kept(
+    tmp_path):
+  """--example_unit file with kaldi_fbank alone: a recording shorter than a
+  Kaldi frame is a rejection with its reason, not the end of the run; every
+  example still has num_samples; the featurizer of the dataset computes
+  what was stored."""
+  from pipeline.featurizer import FeaturizerError, featurizer
+  lengths = {'short150': 150, 'short399': 399, 'long1': 12000,
+             'long2': 9001}
+  for name, n in lengths.items():
+    H.write_wav(str(tmp_path / 'in' / 'c' / f'{name}.wav'),
+                H.noise(n, seed=n))
+  config = H.make_config(tmp_path / 'in', tmp_path / 'out',
+                         features=('kaldi_fbank',), example_unit='file',
+                         splits='train=1.0')
+  meta = H.run_pipeline(config)
+  assert meta['counts']['files_rejected'] == 2
+  rejects = [json.loads(line) for line in
+             open(tmp_path / 'out' / 'rejects.jsonl')]
+  assert sorted((os.path.basename(r['path']), r['reason']) for r in rejects) \
+      == [(f'short{n}.wav', f'too short: {n} frames at 16000 Hz, one '
+           'kaldi_fbank frame needs 400 (--kaldi_frame_length=25 ms)')
+          for n in (150, 399)]
+  featurize = featurizer(str(tmp_path / 'out'))
+  seen = 0
+  for example in numpy_reader.numpy_dataset(str(tmp_path / 'out'), 'train'):
+    n = lengths[os.path.basename(example['filepath'])[:-4]]
+    assert int(example['num_samples']) == n
+    assert int(example[K.FRAMES_KEY]) == 1 + (n - 400) // 160
+    np.testing.assert_array_equal(
+        featurize(example['filepath'])['kaldi_fbank'][0],
+        example['kaldi_fbank'])
+    seen += 1
+  assert seen == 2
+  with pytest.raises(FeaturizerError, match='one kaldi_fbank frame needs'):
+    featurize(np.zeros(399), 16000)
+
+
+@pytest.mark.slow
+def test_options_are_checked_at_the_rate_of_the_data(tmp_path):
+  """Without --sample_rate: band edges and frames that fit 44.1 kHz data
+  (not 16 kHz) are its own, and the values torchaudio's at that rate; a
+  featurizer of the dataset is built for it."""
+  from pipeline.featurizer import featurizer
+  for i in range(2):
+    H.write_wav(str(tmp_path / 'in' / 'c' / f'f{i}.wav'),
+                H.noise(20000 + 7 * i, seed=i), rate=44100)
+  config = H.make_config(tmp_path / 'in', tmp_path / 'out',
+                         features=('kaldi_fbank',), example_unit='file',
+                         splits='train=1.0', kaldi_high_freq=12000.0,
+                         kaldi_sample_scale=32768.0)
+  H.run_pipeline(config)
+  featurize = featurizer(str(tmp_path / 'out'))
+  examples = list(numpy_reader.numpy_dataset(str(tmp_path / 'out'), 'train'))
+  assert len(examples) == 2
+  for example in examples:
+    audio, rate = sf.read(example['filepath'], dtype='float64')
+    assert rate == 44100
+    assert_close(example['kaldi_fbank'], _reference(audio, rate, 32768,
+                                                    high_freq=12000.0))
+    np.testing.assert_array_equal(
+        featurize(example['filepath'])['kaldi_fbank'][0],
+        example['kaldi_fbank'])

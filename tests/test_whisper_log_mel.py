@@ -100,3 +100,23 @@ def test_a_run_stores_what_the_reference_computes(tmp_path, unit):
     np.testing.assert_allclose(stored, expected, atol=2e-5, rtol=0)
     seen += 1
   assert seen == (9 if unit == 'window' else 4)
+
+
+@pytest.mark.slow
+def test_a_recording_too_short_to_centre_a_frame_is_rejected(tmp_path):
+  """--example_unit file: 200 samples or fewer cannot be reflected 200 at
+  each end; such a recording is a rejection with its reason, the others
+  are kept, each with its num_samples (no signal stored)."""
+  for name, n in (('tiny', 200), ('ok', 201), ('long', 4000)):
+    H.write_wav(str(tmp_path / 'in' / 'c' / f'{name}.wav'),
+                H.noise(n, seed=n))
+  config = H.make_config(tmp_path / 'in', tmp_path / 'out',
+                         features=('whisper_log_mel',), example_unit='file',
+                         splits='train=1.0')
+  meta = H.run_pipeline(config)
+  assert meta['counts']['files_rejected'] == 1
+  assert 'too short: 200 frames at 16000 Hz, whisper_log_mel needs more ' \
+      'than 200' in (tmp_path / 'out' / 'rejects.jsonl').read_text()
+  lengths = sorted(int(e['num_samples']) for e in numpy_reader.numpy_dataset(
+      str(tmp_path / 'out'), 'train'))
+  assert lengths == [201, 4000]

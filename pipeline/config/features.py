@@ -116,6 +116,11 @@ class FeatureOptions:
                         f'must not exceed --win_len={self.win_len}')
     for name in registry.in_use(self.features):
       registry.get(name).check(self)
+    if self.example_unit == 'window' and self.sample_rate:
+      need = registry.min_samples(self, self.sample_rate)
+      if self.win_len < need.samples:
+        raise ConfigError('win_len', self.win_len, f'is too short at '
+                          f'--sample_rate={self.sample_rate}: {need.why}')
     if self.fmax is not None:
       if self.fmax <= self.fmin:
         raise ConfigError('fmax', self.fmax,

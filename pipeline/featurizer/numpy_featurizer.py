@@ -17,6 +17,7 @@ from transforms.features import functions as F
 from transforms.inputs import file_reports
 from transforms.inputs import sound_files
 from transforms.features import extractor as window_features
+from transforms.features import registry
 from transforms.planning.rules import (Chunk, FilePlan,
                                        file_windows, windows_per_chunk)
 
@@ -85,7 +86,8 @@ class Featurizer:
     try:  # options the rate makes wrong (an --fmax above the
       # dataset's Nyquist), refused now: the features of a silent example
       length = (self.config.win_len if not self.config.variable_length
-                else max(self.config.n_fft, 1))
+                else max(1, registry.min_samples(
+                    compute_config, self.sample_rate).samples))
       window_features.FeatureExtractor(compute_config).compute(
           np.zeros((1, length)), self.sample_rate)
     except ConfigError as e:

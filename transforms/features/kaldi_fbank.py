@@ -128,6 +128,55 @@ def kaldi_fbank(windows: np.ndarray, rate: int, *, num_mel_bins: int = 23,
   return np.log(np.maximum(energies, EPSILON)).astype(np.float32)
 
 
+def _frames_at(config, rate: int):
+  """(frame, shift, FFT size) in samples at `rate` (frame_sizes)."""
+  value = registry.option_value
+  return frame_sizes(rate, value(config, 'kaldi_frame_length'),
+                     value(config, 'kaldi_frame_shift'),
+                     _flag(config, 'kaldi_round_to_power_of_two'))
+
+
+def _check_rate(config, rate: int, whose: str) -> None:
+  """ConfigError naming the option that does not fit `rate` (the
+  --sample_rate given, or the dataset's)."""
+  value = registry.option_value
+  said = (f'--sample_rate={rate}' if whose == 'sample_rate' else
+          f'the dataset rate of {rate} Hz')
+  frame, shift, _ = _frames_at(config, rate)
+  if frame < 2:
+    raise ConfigError('kaldi_frame_length', value(
+        config, 'kaldi_frame_length'), f'gives frames of {frame} samples '
+        f'at {said}; a frame needs at least 2')
+  if shift < 1:
+    raise ConfigError('kaldi_frame_shift', value(
+        config, 'kaldi_frame_shift'), f'gives a shift of 0 samples at {said}')
+  nyquist = rate / 2
+  low, high = value(config, 'kaldi_low_freq'), value(
+      config, 'kaldi_high_freq')
+  if high > nyquist:
+    raise ConfigError('kaldi_high_freq', high, f'is above the Nyquist '
+                      f'frequency ({nyquist:g} Hz) of {said}')
+  top = high if high > 0 else nyquist + high
+  if not low < top:
+    raise ConfigError('kaldi_low_freq', low, f'is not below the top of the '
+                      f'bins ({top:g} Hz, from --kaldi_high_freq={high:g}) '
+                      f'at {said}')
+  _, _, fft_size = _frames_at(config, rate)
+  if fft_size % 2:
+    raise ConfigError('kaldi_round_to_power_of_two', 'false', f'with frames '
+                      f'of {frame} samples at {said}: an odd FFT size, which '
+                      'Kaldi refuses; give a --kaldi_frame_length of an even '
+                      'number of samples')
+  banks = mel_banks(value(config, 'kaldi_num_mel_bins'), fft_size, rate, low,
+                    high)
+  empty = int((banks.max(axis=0) <= 0).sum())
+  if empty:
+    raise ConfigError('kaldi_num_mel_bins', value(
+        config, 'kaldi_num_mel_bins'), f'leaves {empty} bins without an FFT '
+        f'bin at {said} (FFT of {fft_size} points), as Kaldi refuses: fewer '
+        'bins, a longer --kaldi_frame_length or a wider band')
+
+
 def _flag(config, name: str) -> bool:
   return registry.option_value(config, name) == 'true'
 
@@ -183,38 +232,45 @@ class KaldiFbank(registry.Feature):
   def length_of(self, config) -> Optional[str]:
     return FRAMES_KEY
 
+  def min_samples(self, config, rate: int) -> registry.MinSamples:
+    # One whole frame, whether or not --kaldi_snip_edges mirrors the
+    # ends: torchaudio's fbank refuses less.
+    frame, _, _ = _frames_at(config, rate)
+    length = registry.option_value(config, 'kaldi_frame_length')
+    return registry.MinSamples(frame, f'one kaldi_fbank frame needs {frame} '
+                               f'(--kaldi_frame_length={length:g} ms)')
+
+  def min_samples_options(self, config) -> tuple:
+    return ((self.name, registry.option_value(config, 'kaldi_frame_length')),)
+
+  def lowest_rate(self, config) -> int:
+    value = registry.option_value
+    low, high = value(config, 'kaldi_low_freq'), value(
+        config, 'kaldi_high_freq')
+    # high <= 0 is that far below the Nyquist frequency.
+    return int(2 * (high if high > 0 else low - high)) + 2
+
   def check(self, config):
     value = registry.option_value
-    if (config.example_unit == 'window' and config.sample_rate and
-        _flag(config, 'kaldi_snip_edges')):
-      frame = int(config.sample_rate * value(config, 'kaldi_frame_length')
-                  * 0.001)
-      if config.win_len < frame:
-        raise ConfigError('win_len', config.win_len, f'is shorter than a '
-                          f'kaldi_fbank frame ({frame} samples)')
     low, high = value(config, 'kaldi_low_freq'), value(
         config, 'kaldi_high_freq')
     if high > 0 and high <= low:
       raise ConfigError('kaldi_high_freq', high, 'must be above '
                         f'--kaldi_low_freq={low}')
+    if config.sample_rate:
+      _check_rate(config, config.sample_rate, 'sample_rate')
 
   def compute(self, batch):
     config, value = batch.config, registry.option_value
     rate = batch.sample_rate
-    frame = int(rate * value(config, 'kaldi_frame_length') * 0.001)
-    shift = int(rate * value(config, 'kaldi_frame_shift') * 0.001)
+    batch.constant((self.name, 'fits', rate),
+                   lambda: _check_rate(config, rate, 'dataset') or True)
+    need = self.min_samples(config, rate)
+    if batch.windows.shape[1] < need.samples:
+      # Whole recordings that short are rejected at planning.
+      raise ConfigError('win_len', batch.windows.shape[1],
+                        f'is too short at {rate} Hz: {need.why}')
     high = value(config, 'kaldi_high_freq')
-    top = high if high > 0 else rate / 2 + high
-    if frame < 2 or shift < 1 or not value(
-        config, 'kaldi_low_freq') < top <= rate / 2:
-      raise ConfigError('kaldi_frame_length', value(
-          config, 'kaldi_frame_length'), f'and the bins do not fit the '
-          f'dataset rate of {rate} Hz (frames of {frame} samples, shift '
-          f'{shift}, bins up to {top} Hz)')
-    if (_flag(config, 'kaldi_snip_edges') and
-        batch.windows.shape[1] < frame):
-      raise ConfigError('features', self.name, f'needs examples of at '
-                        f'least one frame ({frame} samples)')
     return kaldi_fbank(
         batch.windows, rate,
         num_mel_bins=value(config, 'kaldi_num_mel_bins'),

@@ -26,7 +26,8 @@ import dataclasses
 import importlib
 import math
 import pkgutil
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import (Callable, Dict, List, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 import numpy as np
 
@@ -35,6 +36,16 @@ from pipeline.contract.errors import ConfigError
 # Samples (num_samples) or STFT frames (num_frames): what a feature's
 # first axis per example follows under --example_unit file or segment.
 SAMPLES, FRAMES = 'samples', 'frames'
+
+
+class MinSamples(NamedTuple):
+  """The fewest samples an example needs for a feature to have a value,
+  and why, as a rejection says it ('one STFT frame needs --n_fft=512')."""
+  samples: int
+  why: str
+
+
+ANY_LENGTH = MinSamples(0, '')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,6 +212,29 @@ class Feature:
     key of its own, or None (a fixed shape)."""
     del config
     return self.length
+
+  def min_samples(self, config, rate: int) -> MinSamples:
+    """The fewest samples at `rate` an example (a window, a whole
+    recording, a segment) needs for it to have a value: one STFT frame
+    for a framed feature. Shorter recordings and segments are rejected at
+    planning; a shorter --win_len is refused."""
+    del rate
+    if self.uses_stft:
+      return MinSamples(config.n_fft,
+                        f'one STFT frame needs --n_fft={config.n_fft}')
+    return ANY_LENGTH
+
+  def min_samples_options(self, config) -> tuple:
+    """What min_samples depends on beside the rate: variants alike in it
+    keep the same recordings and segments."""
+    return (('n_fft', config.n_fft),) if self.uses_stft else ()
+
+  def lowest_rate(self, config) -> int:
+    """The lowest sample rate its options fit (a band edge below the
+    Nyquist frequency), or 0: a silent example computed before the
+    dataset's rate is known is computed at a rate it fits."""
+    del config
+    return 0
 
   def batch_samples(self, config) -> Optional[int]:
     """Samples it wants computed together, where more than the usual
@@ -425,6 +459,30 @@ def loads_model(config, extra_features=None) -> bool:
   extra = extra_features or {}
   return any(get(n).loads_model(extra.get(n))
              for n in in_use(config.features))
+
+
+def min_samples(config, rate: int) -> MinSamples:
+  """The largest Feature.min_samples of the features of `config` at
+  `rate`: what an example of a run needs."""
+  load_modules(config.feature_module)  # in a worker, as the extractor does
+  return max((get(n).min_samples(config, rate)
+              for n in in_use(config.features)),
+             key=lambda need: need.samples, default=ANY_LENGTH)
+
+
+def min_samples_options(config) -> tuple:
+  """Feature.min_samples_options of the features of `config`, each once."""
+  load_modules(config.feature_module)
+  found = set()
+  for name in in_use(config.features):
+    found.update(get(name).min_samples_options(config))
+  return tuple(sorted(found, key=repr))
+
+
+def lowest_rate(config) -> int:
+  """The largest Feature.lowest_rate of the features of `config`."""
+  return max((get(n).lowest_rate(config) for n in in_use(config.features)),
+             default=0)
 
 
 def batch_samples(config) -> Optional[int]:

@@ -100,6 +100,17 @@ class WhisperLogMel(registry.Feature):
   def length_of(self, config) -> Optional[str]:
     return None if config.option('whisper_pad') == '30s' else FRAMES_KEY
 
+  def min_samples(self, config, rate: int) -> registry.MinSamples:
+    del rate
+    if config.option('whisper_pad') == '30s':
+      return registry.ANY_LENGTH
+    return registry.MinSamples(N_FFT // 2 + 1, f'whisper_log_mel needs more '
+                               f'than {N_FFT // 2} (its frames are centred by '
+                               f'reflecting {N_FFT // 2} at each end)')
+
+  def min_samples_options(self, config) -> tuple:
+    return ((self.name, config.option('whisper_pad')),)
+
   def check(self, config):
     n_mels = config.option('whisper_n_mels')
     if n_mels not in (80, 128):
@@ -125,10 +136,11 @@ class WhisperLogMel(registry.Feature):
     if batch.sample_rate != RATE:
       raise ConfigError('sample_rate', batch.sample_rate, 'whisper_log_mel '
                         f'needs {RATE} Hz audio: give --sample_rate {RATE}')
-    if batch.windows.shape[1] <= N_FFT // 2:
-      raise ConfigError('features', self.name, f'needs examples of more '
-                        f'than {N_FFT // 2} samples (its frames are centred '
-                        f'by reflecting {N_FFT // 2} at each end)')
+    need = self.min_samples(batch.config, batch.sample_rate)
+    if batch.windows.shape[1] < need.samples:
+      # Whole recordings that short are rejected at planning.
+      raise ConfigError('win_len', batch.windows.shape[1],
+                        f'is too short: {need.why}')
     pad = PAD_SAMPLES if batch.option('whisper_pad') == '30s' else None
     return whisper_log_mel(batch.windows, batch.option('whisper_n_mels'),
                            pad)

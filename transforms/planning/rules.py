@@ -11,6 +11,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from pipeline.config import PipelineConfig
 from pipeline.contract import naming
+from transforms.features import registry
 from transforms.inputs import audio
 from transforms.inputs import labels
 from transforms.inputs import splits
@@ -497,25 +498,22 @@ def file_example(frames: int, config: PipelineConfig,
                  f'{config.min_seconds:g}')
   if frames == 0:
     raise BadWav('empty: no frames to make an example of')
-  if frames < stft_frames_needed(config):
-    raise BadWav(f'too short: {frames} frames at {dataset_rate} Hz, one '
-                 f'STFT frame needs --n_fft={config.n_fft}')
+  need = registry.min_samples(config, dataset_rate)
+  if frames < need.samples:
+    raise BadWav(f'too short: {frames} frames at {dataset_rate} Hz, '
+                 f'{need.why}')
   return 1
 
 
-def stft_frames_needed(config: PipelineConfig) -> int:
-  """Frames a whole recording or segment needs for its features: one STFT
-  frame (--n_fft) when it has an STFT feature, else none."""
-  return config.n_fft if config.uses_stft else 0
-
-
-def planning_options(config: PipelineConfig) -> Tuple[int, ...]:
+def planning_options(config: PipelineConfig) -> tuple:
   """The feature options that decide which recordings (and segments) a
   run keeps: two configs alike in these and in every other option plan
   the same examples. Under --example_unit file or segment an example
-  must hold one STFT frame; a window always does (--n_fft is checked
-  against --win_len with the options)."""
-  return (stft_frames_needed(config),) if config.variable_length else ()
+  must hold what its features need (registry.min_samples: one STFT frame,
+  one Kaldi frame); a window always does (--win_len is checked against
+  it with the options, or once the dataset's rate is known)."""
+  return (registry.min_samples_options(config) if config.variable_length
+          else ())
 
 
 def limit_windows(counts: Iterable[Tuple[int, int]],
