@@ -138,7 +138,8 @@ def test_a_frame_is_what_torchaudio_needs_with_mirrored_edges_too():
                          kaldi_snip_edges='false')
   need = K.KaldiFbank().min_samples(config, 44100)
   assert need.samples == 1102
-  assert need.why == 'one kaldi_fbank frame needs 1102 (--kaldi_frame_length=25 ms)'
+  assert need.why == ('one kaldi_fbank frame needs 1102 '
+                      '(--kaldi_frame_length=25 ms)')
   signal = np.random.default_rng(0).standard_normal(1103) * 0.1
   with pytest.raises(AssertionError):
     _reference(signal[:1101], 44100, snip_edges=False)
