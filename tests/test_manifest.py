@@ -448,3 +448,37 @@ def test_a_row_leading_out_of_the_input_folder_is_rejected_saying_so(
   assert rejects(tmp_path / 'out') == {
       'y.wav': 'listed on line 3 of the manifest as a path that leads out '
       'of input_dir: give a file elsewhere by its absolute path'}
+
+
+@pytest.mark.slow
+def test_absolute_rows_under_a_relative_input_dir_are_its_files(
+    tmp_path, monkeypatch):
+  """Rows naming files under --input_dir by absolute paths, --input_dir
+  given relative: each file is one recording under the listing's name,
+  so --exclude matches it, it is counted once and its split is the one
+  relative rows give it."""
+  monkeypatch.chdir(tmp_path)
+  names = [f'f{i}.wav' for i in range(12)] + ['x/skip.wav']
+  for i, name in enumerate(names):
+    H.write_wav(str(tmp_path / 'in' / name), H.noise(4096, seed=i))
+  assigned = {}
+  for spelling in ('absolute', 'relative'):
+    rows = [str(tmp_path / 'in' / n) if spelling == 'absolute' else n
+            for n in names]
+    (tmp_path / f'{spelling}.csv').write_text(
+        'path\n' + ''.join(f'{r}\n' for r in rows))
+    config = H.make_config('in', f'out_{spelling}', win_len=4096,
+                           manifest=f'{spelling}.csv', label_from='none',
+                           exclude=('x/*',), splits='train=0.5,test=0.5')
+    meta = H.run_pipeline(config)
+    assert meta['counts']['files_seen'] == 13, spelling
+    assert meta['counts']['files_excluded'] == 1, spelling
+    assert meta['counts']['files_ok'] == 12, spelling
+    assigned[spelling] = {
+        split: sorted(e['filepath'] for e in numpy_reader.numpy_dataset(
+            f'out_{spelling}', split, features=['filepath']))
+        for split in meta['splits']}
+  assert assigned['absolute'] == assigned['relative']
+  assert sum(map(len, assigned['absolute'].values())) == 12
+  assert all(p.startswith('in/f') for ps in assigned['absolute'].values()
+             for p in ps)

@@ -113,14 +113,26 @@ class Manifest:
 def row_location(input_dir: str, path: str) -> str:
   """A row's path as the listing names files: input_dir joined unless
   absolute or a URI; a local path normalised (a//b.wav, ./a/b.wav and
-  a/x/../b.wav are a/b.wav)."""
+  a/x/../b.wav are a/b.wav); an absolute path under input_dir (given
+  relative, or through a link) by input_dir as given: the listing's one
+  name for the file, which --exclude, the split's hash and the counts see."""
   path = path.strip()
   if FileSystems.get_scheme(path):
     return path
   path = posixpath.normpath(path)
   if path.startswith('/'):
-    return path
+    return _as_listed(input_dir, path)
   return naming.join(input_dir, path)
+
+
+def _as_listed(input_dir: str, path: str) -> str:
+  if FileSystems.get_scheme(input_dir):
+    return path
+  for root in (os.path.abspath(input_dir), os.path.realpath(input_dir)):
+    root = root.rstrip('/') + '/'
+    if path.startswith(root):
+      return naming.join(input_dir, path[len(root):])
+  return path
 
 
 def same_file_key(location: str) -> str:
