@@ -709,9 +709,27 @@ def silent_rate(config: PipelineConfig) -> int:
   """The rate silent examples are computed at: --sample_rate, else one
   every feature's options fit (sizes and dtypes do not depend on it;
   the dataset's own rate is checked once known)."""
-  return config.sample_rate or max(
-      16000, int(2 * max(config.fmax or 0, config.fmin)) + 2,
-      registry.lowest_rate(config))
+  if config.sample_rate:
+    return config.sample_rate
+  lowest = max(int(2 * max(config.fmax or 0, config.fmin)) + 2,
+               registry.lowest_rate(config))
+  rate = max(16000, lowest)
+  if (config.example_unit != 'window' or
+      registry.min_samples(config, rate).samples <= config.win_len):
+    return rate
+  # A window too short for a frame at 16 kHz (a Kaldi frame, a model's
+  # receptive field) may hold one at the data's rate: the highest rate
+  # it does, if any.
+  if registry.min_samples(config, lowest).samples > config.win_len:
+    return rate
+  high = rate
+  while high - lowest > 1:
+    middle = (lowest + high) // 2
+    if registry.min_samples(config, middle).samples <= config.win_len:
+      lowest = middle
+    else:
+      high = middle
+  return lowest
 
 
 def silent_length(config: PipelineConfig, hops: int = 1) -> int:

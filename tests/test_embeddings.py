@@ -678,3 +678,77 @@ def test_a_corpus_at_another_rate_is_resampled_to_the_models(models,
     expected = _reference('torchscript', models, window)
     np.testing.assert_allclose(e['embedding'], expected.transpose(1, 0, 2),
                                rtol=1e-4, atol=1e-4)
+
+
+def test_the_shortest_input_is_the_receptive_field(tmp_path, models):
+  """wav2vec2-base's front end needs 400 samples for a frame (25 ms),
+  as the model's own frame count says; the tiny models' 85."""
+  base = tmp_path / 'base'
+  transformers.Wav2Vec2Config().save_pretrained(base)
+  assert embedding_models.shortest_input(str(base)) == 400
+  assert embedding_models.shortest_input(models['wav2vec2']) == 85
+  net = transformers.AutoModel.from_pretrained(models['wav2vec2'])
+  frames = net._get_feat_extract_output_lengths(torch.tensor([84, 85]))  # pylint: disable=protected-access
+  assert frames.tolist() == [0, 1]
+  assert embedding_models.shortest_input(models['torchscript']) is None
+
+
+@pytest.mark.parametrize('kind', ['wav2vec2-layer', 'wav2vec2'])
+def test_a_recording_too_short_for_a_frame_is_rejected(models, tmp_path,
+                                                       kind):
+  """--example_unit file: a clip shorter than the model's receptive field
+  has no frame, so no embedding: rejected at planning with the reason
+  (alone, or batched with longer ones), the others stored as the model
+  gives them."""
+  lengths = {'short': 84, 'edge': 85, 'long': 9000}
+  for name, n in lengths.items():
+    H.write_wav(str(tmp_path / 'in' / 'c' / f'{name}.wav'),
+                H.noise(n, seed=n, scale=0.3))
+  out = tmp_path / 'out'
+  proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir', str(out),
+              '--example_unit', 'file', '--features', 'embedding',
+              '--embedding_model', models[kind], '--embedding_pool', 'mean',
+              '--splits', 'train=1', '--quiet', cwd=tmp_path)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rejected = [json.loads(line) for line in
+              (out / 'rejects.jsonl').read_text().splitlines()]
+  assert [(os.path.basename(r['path']), r['reason']) for r in rejected] == [
+      ('short.wav', 'too short: 84 frames at 16000 Hz, the embedding model '
+       'needs 85 samples at 16000 Hz for one frame')]
+  meta, stored = _all_stored(out)
+  assert len(stored) == 2
+  for (path, _), e in stored.items():
+    data, _ = sf.read(path, dtype='float64')
+    expected = _reference(kind, models, data)[-1].mean(axis=0)
+    assert np.isfinite(e['embedding']).all()
+    np.testing.assert_allclose(e['embedding'][0], expected, rtol=1e-4,
+                               atol=1e-5)
+  assert json.dumps(meta['splits']['train']['statistics'],
+                    allow_nan=False)
+
+
+def test_windows_shorter_than_a_frame_are_refused(models, tmp_path):
+  """--win_len under the model's receptive field: refused with the
+  options where --sample_rate is given, otherwise once the data's rate is
+  known (exit 2, nothing kept), never a failure inside the model."""
+  with pytest.raises(ConfigError, match='--win_len=80: is too short at '
+                     '--sample_rate=16000: the embedding model needs 85'):
+    PipelineConfig(input_dir='in', output_dir='out', features='embedding',
+                   embedding_model=models['wav2vec2'], win_len=80,
+                   hop_len=80, sample_rate=16000)
+  for rate, code in ((16000, 2), (8000, 0)):
+    H.write_wav(str(tmp_path / f'in{rate}' / 'a' / 'x.wav'), H.noise(4000),
+                rate=rate)
+    proc = _cli('--input_dir', str(tmp_path / f'in{rate}'), '--output_dir',
+                str(tmp_path / f'out{rate}'), '--features', 'embedding',
+                '--embedding_model', models['wav2vec2'], '--win_len', '80',
+                '--hop_len', '80', '--quiet', cwd=tmp_path)
+    assert proc.returncode == code, proc.stderr[-3000:]
+    if code:
+      assert proc.stderr.startswith(
+          'error: --win_len=80: is too short at 16000 Hz: the embedding '
+          'model needs 85'), proc.stderr[-3000:]
+      assert not (tmp_path / f'out{rate}' / 'metadata.json').exists()
+  # At 8 kHz, 80 samples are 160 at the model's 16 kHz: one frame each.
+  meta = json.loads((tmp_path / 'out8000' / 'metadata.json').read_text())
+  assert meta['counts']['examples'] == 50

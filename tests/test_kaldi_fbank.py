@@ -212,3 +212,23 @@ def test_options_are_checked_at_the_rate_of_the_data(tmp_path):
     np.testing.assert_array_equal(
         featurize(example['filepath'])['kaldi_fbank'][0],
         example['kaldi_fbank'])
+
+
+@pytest.mark.slow
+def test_a_window_holding_a_frame_at_the_datas_rate_is_enough(tmp_path):
+  """Without --sample_rate, windows of 300 samples of 8 kHz data hold a
+  Kaldi frame (200 samples there, 400 at 16 kHz): the run is the data's."""
+  H.write_wav(str(tmp_path / 'in' / 'c' / 'f.wav'), H.noise(3000),
+              rate=8000)
+  config = H.make_config(tmp_path / 'in', tmp_path / 'out', win_len=300,
+                         hop_len=300, features=('kaldi_fbank',),
+                         splits='train=1.0')
+  H.run_pipeline(config)
+  audio, _ = sf.read(str(tmp_path / 'in' / 'c' / 'f.wav'), dtype='float64')
+  examples = list(numpy_reader.numpy_dataset(str(tmp_path / 'out'), 'train'))
+  assert len(examples) == 10
+  for example in examples:
+    start = int(example['win_start_idx'])
+    assert example['kaldi_fbank'].shape == (2, 23)
+    assert_close(example['kaldi_fbank'],
+                 _reference(audio[start:start + 300], 8000))

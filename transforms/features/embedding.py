@@ -17,6 +17,7 @@ in layers or pooling. A model handler of the caller's (`run(config,
 model_handler=...)`, any of Beam's) takes the place of wavbeam's own.
 """
 
+import functools
 from typing import List, Optional
 
 import numpy as np
@@ -112,6 +113,15 @@ class Embedding(registry.Feature):
     if found is not None:
       _check_length(config, embedding_models.longest_input(found))
 
+  def min_samples(self, config, rate: int) -> registry.MinSamples:
+    """A transformers speech encoder's receptive field (shortest_input)
+    at the dataset's rate: a shorter example has no frame, so no
+    embedding."""
+    return _min_samples(config.option('embedding_model'), rate)
+
+  def min_samples_options(self, config) -> tuple:
+    return ((self.name, config.option('embedding_model')),)
+
   def cache_key(self, batch) -> tuple:
     return super().cache_key(batch) + _handler_key(batch)
 
@@ -136,6 +146,12 @@ class Embedding(registry.Feature):
           'or compute them anew with --overwrite')
 
   def compute(self, batch):
+    need = self.min_samples(batch.config, batch.sample_rate)
+    if batch.windows.shape[1] < need.samples:
+      # Whole recordings that short are rejected at planning.
+      raise ConfigError('win_len', batch.windows.shape[1],
+                        f'is too short at {batch.sample_rate} Hz: '
+                        f'{need.why}')
     hidden = _hidden_states(batch)          # [n, layers, frames, dim]
     numbers = layer_numbers(batch.option('embedding_layers'))
     if numbers is None:
@@ -148,6 +164,23 @@ class Embedding(registry.Feature):
     if batch.option('embedding_pool') == 'mean':
       kept = kept.mean(axis=1, dtype=np.float64)
     return np.ascontiguousarray(kept, np.float32)
+
+
+@functools.lru_cache(maxsize=16)
+def _min_samples(model: str, rate: int) -> registry.MinSamples:
+  """Embedding.min_samples, read once per process (planning asks it of
+  every recording)."""
+  found = embedding_models.cached_files(model)
+  shortest = found and embedding_models.shortest_input(found)
+  if not shortest:
+    return registry.ANY_LENGTH
+  model_rate = embedding_models.model_input(found)['sample_rate']
+  samples = max(1, -(-shortest * rate // model_rate))
+  while audio.resampled_length(samples, rate, model_rate) < shortest:
+    samples += 1
+  return registry.MinSamples(samples, f'the embedding model needs '
+                             f'{shortest} samples at {model_rate} Hz for '
+                             'one frame')
 
 
 def _check_length(config, limit: Optional[float]) -> None:

@@ -170,6 +170,29 @@ def longest_input(model: str) -> Optional[float]:
   return None
 
 
+def shortest_input(model: str) -> Optional[int]:
+  """The fewest samples (at the model's rate) that give a transformers
+  speech encoder one frame: the receptive field of its convolutional
+  front end (400 for wav2vec2, HuBERT and WavLM), read from its saved
+  config without loading it; None where the config states none (Whisper
+  and CLAP pad every input; TorchScript and ONNX files do not say)."""
+  if kind_of(model) != 'transformers':
+    return None
+  import json  # pylint: disable=import-outside-toplevel
+  saved = os.path.join(local_files(model), 'config.json')
+  if not os.path.isfile(saved):
+    return None
+  with open(saved, encoding='utf-8') as f:
+    config = json.load(f)
+  kernels, strides = config.get('conv_kernel'), config.get('conv_stride')
+  if not kernels or not strides or len(kernels) != len(strides):
+    return None
+  needed = 1  # frames out of the last layer
+  for kernel, stride in reversed(list(zip(kernels, strides))):
+    needed = (needed - 1) * int(stride) + int(kernel)
+  return needed
+
+
 class LoadedModel:
   """A model ready to run on one device (see the module docstring)."""
 
