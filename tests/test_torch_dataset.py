@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from pipeline.readers import augment
 from pipeline.readers import numpy_dataset as numpy_reader
 from pipeline.readers.torch_dataset import WavbeamIterableDataset, collate
 from tests import helpers as H
@@ -80,6 +81,40 @@ def test_every_example_once_per_epoch_bit_equal(dataset, workers,
                               expected['spectrogram'])
         assert int(batch['target'][i]) == int(expected['target'])
   assert orders[0] != orders[1]  # set_epoch gives a new order
+
+
+def _contents(loader):
+  """Each batch's examples and gained signals, copied out of the
+  reused buffers."""
+  return [(list(b['filepath']), b['win_start_idx'].tolist(),
+           b['signal'].numpy().tobytes()) for b in loader]
+
+
+@pytest.mark.parametrize('context', ['fork', 'spawn'])
+def test_set_epoch_reaches_persistent_workers(dataset, context):
+  """persistent_workers=True keeps the workers, with their copy of the
+  dataset, from one epoch to the next: each epoch is still shuffled and
+  augmented as by workers started for that epoch."""
+  def reader():
+    return WavbeamIterableDataset(
+        dataset, 'train', features=['filepath', 'win_start_idx', 'signal'],
+        shuffle=True, seed=0, batch_size=4,
+        transform=augment.Gain(db=(-6, 6)))
+  data = reader()
+  persistent = torch.utils.data.DataLoader(
+      data, batch_size=None, num_workers=2, persistent_workers=True,
+      multiprocessing_context=context)
+  epochs = []
+  for epoch in range(3):
+    data.set_epoch(epoch)
+    got = _contents(persistent)
+    fresh = reader()
+    fresh.set_epoch(epoch)
+    assert got == _contents(torch.utils.data.DataLoader(
+        fresh, batch_size=None, num_workers=2,
+        multiprocessing_context='fork'))
+    epochs.append(got)
+  assert epochs[0] != epochs[1] and epochs[1] != epochs[2]
 
 
 @pytest.mark.parametrize('world_size', [2, 3, 40])

@@ -39,7 +39,9 @@ the DataLoader instead (`DataLoader(data, batch_size=32)`), pass
 `collate_fn=collate` for the same hand-over.
 
 With shuffle, the shard order is drawn from (seed, epoch) and examples
-pass a shuffle buffer seeded by (seed, epoch, rank, worker).
+pass a shuffle buffer seeded by (seed, epoch, rank, worker). The epoch is
+kept in shared memory made with the dataset, so set_epoch reaches
+DataLoader workers started earlier (persistent_workers=True).
 
 `max_duration=` (instead of `batch_size`) batches by audio: as many
 examples as fit in that many seconds, padding included, grouped in
@@ -115,7 +117,11 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     total = sum(self._counts)
     self._first = self.rank * total // self.world_size
     self._end = (self.rank + 1) * total // self.world_size
-    self.epoch = 0
+    # The epoch, in shared memory made with the dataset: DataLoader
+    # workers, forked or spawned, read set_epoch's value as each pass
+    # starts; a copy of their own would stay at the epoch they were
+    # started in (persistent_workers=True keeps them across epochs).
+    self._shared_epoch = torch.zeros((), dtype=torch.int64).share_memory_()
     self._buffers: Dict = {}
 
   def __getstate__(self):  # a spawned worker makes its own buffers
@@ -123,8 +129,14 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
 
   def set_epoch(self, epoch: int) -> None:
     """Sets the epoch the next iteration shuffles for (as
-    DistributedSampler.set_epoch); call it before each epoch's loop."""
-    self.epoch = epoch
+    DistributedSampler.set_epoch); call it before each epoch's loop. It
+    reaches DataLoader workers already started (persistent_workers=True)
+    when their next pass starts."""
+    self._shared_epoch.fill_(epoch)
+
+  @property
+  def epoch(self) -> int:
+    return int(self._shared_epoch)
 
   def __len__(self) -> int:
     if self.max_duration is not None:
@@ -140,13 +152,14 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     info = torch_data.get_worker_info()
     worker, workers = (info.id, info.num_workers) if info else (0, 1)
     first, end = self._worker_range(worker, workers)
+    epoch = self.epoch  # read once: the whole pass draws from it
     order = list(range(len(self._counts)))
     if self.shuffle:  # the same order in every worker: each takes its own
-      np.random.default_rng([self.seed, self.epoch]).shuffle(order)
+      np.random.default_rng([self.seed, epoch]).shuffle(order)
     if (self.batch_size is not None and self.transform is None and
         self.dtype is None and self._reader.chunks_batch()):
       return numpy_reader.closed_at_exit(
-          self._located_batches(order, first, end, worker))
+          self._located_batches(order, first, end, epoch, worker))
     # Batched as they come, untransformed examples need no copy of their
     # own; shuffled, they wait in the buffer as views of their records.
     examples = self._read(order, first, end,
@@ -157,13 +170,13 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
       examples = (batching.cast_floats(e, self._float_keys, self.dtype)
                   for e in examples)
     if self.shuffle:
-      rng = np.random.default_rng([self.seed, self.epoch, self.rank, worker])
+      rng = np.random.default_rng([self.seed, epoch, self.rank, worker])
       examples = numpy_reader.buffer_shuffle(
           examples, self.shuffle_buffer_size, rng)
     if self.transform is not None:
       # Augmentation blocks draw this pass's values from (epoch, rank,
       # worker): pipeline/readers/augment.py.
-      augment.start_epoch(self.transform, self.epoch, self.rank, worker)
+      augment.start_epoch(self.transform, epoch, self.rank, worker)
     if self.max_duration is not None:
       return numpy_reader.closed_at_exit(self._duration_batches(examples))
     if self.transform is not None:
@@ -195,7 +208,7 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     return self._first + first, self._first + end
 
   def _located_batches(self, order: List[int], first: int, end: int,
-                       worker: int):
+                       epoch: int, worker: int):
     """The batches of __iter__, filled from records read a chunk at a
     time (numpy_reader.NumpyDataset.chunked_records): the same batches."""
     with numpy_reader.crc_checker() as checker:
@@ -203,8 +216,7 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
           self._reader.chunked_records(shard, start, stop, checker)
           for shard, start, stop in self._ranges(order, first, end))
       if self.shuffle:
-        rng = np.random.default_rng([self.seed, self.epoch, self.rank,
-                                     worker])
+        rng = np.random.default_rng([self.seed, epoch, self.rank, worker])
         records = numpy_reader.buffer_shuffle(
             records, self.shuffle_buffer_size, rng)
       yield from torch_batches.batched(
