@@ -12,6 +12,7 @@ import pytest
 
 from pipeline.commands import run as run_lib
 from pipeline.contract.errors import DatasetError
+from pipeline.readers import augment
 from pipeline.readers import duration_batches
 from pipeline.readers import numpy_dataset as numpy_reader
 from tests import helpers as H
@@ -246,6 +247,62 @@ def test_torch_transform_sees_each_example_before_batching(utterances):
       assert np.array_equal(row[:n], full[int(start)] // 2)
   assert len(seen) == 300
   assert seen[0] == ['signal', 'win_start_idx']
+
+
+class _CountedGain:
+  """augment.Gain, noting the start of each example it is called on."""
+
+  def __init__(self):
+    self.gain, self.calls = augment.Gain(db=(-6, 6), seed=1), []
+
+  def start_epoch(self, epoch, rank=0, worker=0):
+    self.gain.start_epoch(epoch, rank, worker)
+
+  def __call__(self, example):
+    self.calls.append(int(example['win_start_idx']))
+    return self.gain(example)
+
+
+@pytest.mark.slow
+def test_torch_transform_runs_as_each_batch_is_made(utterances):
+  """The bucket edges come from a look-ahead over the first examples of
+  the stream (here all 300): they wait there as read, and are transformed
+  only as their batch is made. The batches and their gains are the same
+  for the same epoch, and other ones the next."""
+  pytest.importorskip('torch')
+  from pipeline.readers.torch_dataset import WavbeamIterableDataset
+  out, lengths = utterances
+  full = {int(e['win_start_idx']): augment.as_float(e['signal'])
+          for e in numpy_reader.numpy_dataset(str(out))}
+  transform = _CountedGain()
+  data = WavbeamIterableDataset(str(out), features=['signal',
+                                                    'win_start_idx'],
+                                shuffle=True, seed=4,
+                                max_duration=MAX_DURATION,
+                                transform=transform)
+
+  def epoch(n):
+    data.set_epoch(n)
+    transform.calls.clear()
+    batches = iter(data)
+    first = next(batches)
+    assert transform.calls == first['win_start_idx'].tolist()
+    found = []
+    for batch in [first, *batches]:
+      for row, start, n in zip(batch['signal'].numpy(),
+                               batch['win_start_idx'].tolist(),
+                               batch['signal_length'].tolist()):
+        # This example's signal, gained: one factor for all its samples.
+        factor = row[:n] @ full[start] / (full[start] @ full[start])
+        np.testing.assert_allclose(row[:n], factor * full[start],
+                                   rtol=1e-5, atol=1e-6)
+        assert not row[n:].any()
+        found.append((start, round(float(factor), 6)))
+    assert sorted(transform.calls) == sorted(lengths)
+    return found
+  first = epoch(0)
+  assert epoch(0) == first
+  assert epoch(1) != first
 
 
 @pytest.mark.slow

@@ -162,11 +162,15 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
           self._located_batches(order, first, end, epoch, worker))
     # Batched as they come, untransformed examples need no copy of their
     # own; shuffled, they wait in the buffer as views of their records.
+    # Batched by duration, they wait for their batch as views too (the
+    # bucket edges come from a look-ahead over the first examples), and
+    # are cast and transformed as it is made (_duration_batches).
+    by_duration = self.max_duration is not None
     examples = self._read(order, first, end,
-                          copy=(self.batch_size is None and
-                                self.max_duration is None) or
-                          self.transform is not None)
-    if self.dtype is not None:
+                          copy=not by_duration and (
+                              self.batch_size is None or
+                              self.transform is not None))
+    if self.dtype is not None and not by_duration:
       examples = (batching.cast_floats(e, self._float_keys, self.dtype)
                   for e in examples)
     if self.shuffle:
@@ -177,7 +181,7 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
       # Augmentation blocks draw this pass's values from (epoch, rank,
       # worker): pipeline/readers/augment.py.
       augment.start_epoch(self.transform, epoch, self.rank, worker)
-    if self.max_duration is not None:
+    if by_duration:
       return numpy_reader.closed_at_exit(self._duration_batches(examples))
     if self.transform is not None:
       examples = map(self.transform, examples)
@@ -189,12 +193,18 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
 
   def _duration_batches(self, examples):
     """Batches of max_duration= seconds (duration_batches.batches), each
-    example's duration taken before its transform."""
-    timed = self._reader.timed(examples)
-    if self.transform is not None:
-      timed = ((seconds, self.transform(e)) for seconds, e in timed)
-    for group in duration_batches.batches(timed, self.max_duration,
+    example's duration taken as read. The examples of a batch are cast
+    (dtype=) and transformed as it is made, in the batch's order: the
+    look-ahead that draws the bucket edges, and the buckets, hold them as
+    read."""
+    for group in duration_batches.batches(self._reader.timed(examples),
+                                          self.max_duration,
                                           self.num_buckets):
+      if self.dtype is not None:
+        group = [batching.cast_floats(e, self._float_keys, self.dtype)
+                 for e in group]
+      if self.transform is not None:
+        group = [self.transform(_writable(e)) for e in group]
       yield next(torch_batches.batched(self._buffers, group, len(group),
                                        False, self._reader.variable))
 
@@ -234,6 +244,13 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     for position, start, stop in numpy_reader.record_ranges(
         counts, first, end):
       yield self._reader.shards[order[position]], start, stop
+
+
+def _writable(example: Dict) -> Dict:
+  """An example whose arrays a transform may change in place: those read
+  as views of their record (read-only) copied."""
+  return {k: v.copy() if isinstance(v, np.ndarray) and
+          not v.flags.writeable else v for k, v in example.items()}
 
 
 def _rank_and_size(rank: Optional[int], world_size: Optional[int]):
