@@ -323,3 +323,35 @@ def test_length_grouped_batches_hold_every_index_once_with_less_spread():
                                         group_batches=5)) == batches
   dropped = list(LengthGroupedBatchSampler(lengths, 8, drop_last=True))
   assert len(dropped) == 25 and all(len(b) == 8 for b in dropped)
+
+
+def test_lengths_of_the_parts_read(tmp_path):
+  """An appended dataset of recordings (variable lengths): lengths() has
+  one length per example of the parts read, in index order, so a
+  LengthGroupedBatchSampler over it indexes those examples only."""
+  from pipeline.commands import run as run_lib
+  from pipeline.readers.torch_dataset import (LengthGroupedBatchSampler,
+                                              WavbeamMapDataset)
+
+  def run(first, count, *extra):
+    for i in range(first, first + count):
+      H.write_wav(str(tmp_path / 'in' / 'owl' / f'{i}.wav'),
+                  H.noise(3000 + 977 * i, seed=i))
+    run_lib.run(['--input_dir', str(tmp_path / 'in'), '--output_dir',
+                 str(tmp_path / 'out'), '--example_unit', 'file',
+                 '--features', 'signal', '--splits', 'train=1.0',
+                 '--array_record', '--runner=FnApiRunner', *extra])
+  run(0, 4)
+  run(4, 6, '--append')
+  out = str(tmp_path / 'out')
+  for parts, count in (([0], 4), (['part-00001'], 6), (None, 10)):
+    data = WavbeamMapDataset(out, 'train', features=['signal'],
+                             parts=parts)
+    lengths = data.lengths()
+    assert len(lengths) == len(data) == count
+    assert lengths == [len(data[i]['signal']) for i in range(len(data))]
+    sampler = LengthGroupedBatchSampler(lengths, 2, seed=0)
+    batches = list(torch.utils.data.DataLoader(
+        data, batch_sampler=sampler, collate_fn=data.collate))
+    assert sorted(n for b in batches
+                  for n in b['signal_length'].tolist()) == sorted(lengths)

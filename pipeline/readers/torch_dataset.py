@@ -279,6 +279,7 @@ class WavbeamMapDataset(torch_data.Dataset):
     super().__init__()
     self.source = ArrayRecordSource(output_dir, split, features=features,
                                     variant=variant, parts=parts)
+    self.parts = parts  # lengths() reads the same parts
     # dtype=: the float features as this dtype, else as stored.
     self.dtype = torch_batches.numpy_dtype_name(dtype)
     self._float_keys = batching.float_keys(self.source.schema,
@@ -296,7 +297,8 @@ class WavbeamMapDataset(torch_data.Dataset):
   def lengths(self, key: Optional[str] = None) -> List[int]:
     """Every example's length, in index order: of `key`, a
     variable-length feature (default: the first read), from its stored
-    length key; for LengthGroupedBatchSampler. Reads the split once."""
+    length key; for LengthGroupedBatchSampler. Reads the split (its
+    parts read, `parts=`) once."""
     key = key or (self.variable[0] if self.variable else None)
     if key not in self.variable:
       raise ValueError(f'{key!r} is not a variable-length feature of '
@@ -305,7 +307,8 @@ class WavbeamMapDataset(torch_data.Dataset):
     length_key = self.source.schema[key].length_key
     reader = numpy_reader.NumpyDataset(self.source.output_dir,
                                        self.source.split,
-                                       features=[length_key])
+                                       features=[length_key],
+                                       parts=self.parts)
     return [int(e[length_key]) for e in reader]
 
   def __len__(self) -> int:
