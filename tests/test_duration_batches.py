@@ -201,6 +201,38 @@ def test_windows_make_batches_of_a_fixed_count(tmp_path):
   assert sizes == [4] * 5  # 20 windows of 0.5 s
 
 
+def test_max_duration_in_whole_samples():
+  """0.3 s at 8 kHz is 2400 samples, though 0.3 * 8000 and 3 * 0.1 are
+  not exact in floats."""
+  assert duration_batches.samples_within(0.3, 8000) == 2400
+  assert duration_batches.samples_within(0.6, 8000) == 4800
+  assert duration_batches.samples_within(np.float32(0.3), 8000) == 2400
+  assert duration_batches.samples_within(0.29999, 8000) == 2399
+  assert duration_batches.samples_within(7, 16000) == 112000
+  assert duration_batches.samples_within(0.1, 44100) == 4410
+  assert [len(b) for b in duration_batches.batches(
+      ((800, i) for i in range(7)), 2400)] == [3, 3, 1]
+  with pytest.raises(ValueError, match='max_duration=inf'):
+    duration_batches.check_options(float('inf'), 10)
+
+
+@pytest.mark.slow
+def test_windows_that_fill_max_duration_exactly(tmp_path):
+  """Windows of 800 samples at 8 kHz (0.1 s): 3 in 0.3 s, 6 in 0.6 s,
+  counted in samples, where 3 * 0.1 > 0.3 in floats."""
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(RATE),
+              rate=RATE)
+  run_lib.run(['--input_dir', str(tmp_path / 'in'), '--output_dir',
+               str(tmp_path / 'out'), '--win_len', '800', '--features',
+               'signal', '--runner=FnApiRunner'])
+  out = str(tmp_path / 'out')
+  assert len(numpy_reader.numpy_dataset(out)) == 10
+  for seconds, sizes in ((0.3, [3, 3, 3, 1]), (0.6, [6, 4]),
+                         (0.29, [2] * 5)):
+    assert [len(b['signal']) for b in numpy_reader.numpy_dataset(
+        out, max_duration=seconds)] == sizes
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('world_size,workers', [(1, 2), (2, 2), (3, 1)])
 def test_torch_every_example_once_across_ranks_and_workers(
@@ -328,8 +360,8 @@ def test_durations_from_stft_frames_without_the_signal(tmp_path):
                                           features=['log_mel'],
                                           max_duration=6.0):
     frames = batch['log_mel_length']
-    seconds = ((frames.max() - 1) * 160 + 400) / RATE
-    assert len(frames) * seconds <= 6.0 or len(frames) == 1
+    samples = (int(frames.max()) - 1) * 160 + 400
+    assert len(frames) * samples <= 6 * RATE or len(frames) == 1
     assert 'num_frames' not in batch
     count += len(frames)
   assert count == 40

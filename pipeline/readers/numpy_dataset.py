@@ -99,6 +99,7 @@ class NumpyDataset:
     self.max_duration, self.num_buckets = max_duration, num_buckets
     # Keys read for max_duration= alone, not handed out.
     self.unasked: Tuple[str, ...] = ()
+    self.max_samples: Optional[int] = None
     if max_duration is not None:
       try:
         duration_batches.check_options(max_duration, num_buckets)
@@ -112,10 +113,13 @@ class NumpyDataset:
                            'batch of max_duration is kept (a bucket left '
                            'at the end of a pass is a batch)')
       try:
-        key, self._seconds = duration_batches.seconds_of(self.metadata,
+        key, self._samples = duration_batches.samples_of(self.metadata,
                                                          self.schema)
       except ValueError as e:
         raise DatasetError(str(e)) from None
+      # Batches are cut in whole samples (duration_batches).
+      self.max_samples = duration_batches.samples_within(
+          max_duration, self.metadata['sample_rate'])
       if key is not None and key not in self.keys:
         # Read for the batching, not handed out.
         self.keys, self.unasked = (*self.keys, key), (key,)
@@ -170,7 +174,7 @@ class NumpyDataset:
       return closed_at_exit(
           next(buffers.batches(group, len(group), False, self.variable))
           for group in duration_batches.batches(
-              self.timed(examples), self.max_duration, self.num_buckets))
+              self.timed(examples), self.max_samples, self.num_buckets))
     if self.batch_size is not None and self.chunks_batch():
       return closed_at_exit(self._located_batches(rng))
     # Examples batched as they come need no copy of their own (shuffled,
@@ -183,15 +187,15 @@ class NumpyDataset:
     return closed_at_exit(batching.BatchBuffers().batches(
         examples, self.batch_size, self.drop_remainder, self.variable))
 
-  def timed(self, examples: Iterator[Dict]) -> Iterator[Tuple[float, Dict]]:
-    """(seconds of audio, example) of each example, for max_duration=
-    batches; without the keys read for that alone."""
+  def timed(self, examples: Iterator[Dict]) -> Iterator[Tuple[int, Dict]]:
+    """(samples of audio, example) of each example, for max_duration=
+    batches (of max_samples); without the keys read for that alone."""
     for e in examples:
-      seconds = self._seconds(e)
+      samples = self._samples(e)
       for key in self.unasked:
         e = dict(e)
         del e[key]
-      yield seconds, e
+      yield samples, e
 
   def _examples(self, rng, copy: bool) -> Iterator[Dict]:
     for shard in self._shards_in_order(rng):

@@ -198,7 +198,7 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     look-ahead that draws the bucket edges, and the buckets, hold them as
     read."""
     for group in duration_batches.batches(self._reader.timed(examples),
-                                          self.max_duration,
+                                          self._reader.max_samples,
                                           self.num_buckets):
       if self.dtype is not None:
         group = [batching.cast_floats(e, self._float_keys, self.dtype)
