@@ -75,6 +75,20 @@ def test_spec_augment_masks_what_it_draws():
   assert (mel == np.arange(4000).reshape(100, 40) + 1).all()  # not in place
 
 
+@pytest.mark.parametrize('arguments, message', [
+    ({'freq_width': -1}, 'freq_width=-1: give an integer of at least 0'),
+    ({'time_width': 2.5}, 'time_width=2.5: give an integer of at least 0'),
+    ({'freq_masks': True}, 'freq_masks=True: give an integer of at least 0'),
+    ({'time_masks': -2}, 'time_masks=-2: give an integer of at least 0'),
+    ({'max_time_fraction': 1.5}, 'max_time_fraction=1.5: give a number'),
+    ({'fill': 'median'}, "fill='median': give a number, or 'mean'"),
+    ({'seed': -1}, 'seed=-1: give an integer of at least 0'),
+])
+def test_spec_augment_refuses_bad_arguments_when_built(arguments, message):
+  with pytest.raises(ValueError, match=message):
+    augment.SpecAugment(**arguments)
+
+
 def test_spec_augment_refuses_a_flat_feature():
   with pytest.raises(ValueError, match='frames, bins'):
     augment.SpecAugment('signal')({'signal': np.zeros(10)})

@@ -185,6 +185,9 @@ def test_batches_made_in_the_dataset(dataset, workers):
     ({'shuffle': True, 'seed': -1}, 'seed=-1: give an integer'),
     ({'rank': '0', 'world_size': 2}, "rank='0', world_size=2: give both"),
     ({'rank': 2, 'world_size': 2}, 'rank=2, world_size=2: give both'),
+    ({'dtype': 'bogus'}, "dtype='bogus': give a float dtype"),
+    ({'dtype': torch.int16}, 'dtype=torch.int16: give a float dtype'),
+    ({'num_buckets': 0}, 'num_buckets=0: give a positive integer'),
 ])
 def test_bad_arguments_are_refused_when_built(dataset, arguments, message):
   """Not at the first batch, in a DataLoader's worker process."""
@@ -301,6 +304,34 @@ def test_no_tensorflow_and_no_beam(dataset):
                         capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert int(proc.stdout) == len(_reference(dataset))
+
+
+@pytest.mark.parametrize('epoch', [1.5, -1, 'a', True, 2**63])
+def test_a_bad_epoch_is_refused_where_it_is_set(dataset, epoch):
+  """Not in a DataLoader worker, where numpy would refuse the seed."""
+  from pipeline.readers.torch_dataset import LengthGroupedBatchSampler
+  data = WavbeamIterableDataset(dataset, 'train', shuffle=True)
+  sampler = LengthGroupedBatchSampler([3, 1, 2], 2)
+  for reader in (data, sampler):
+    with pytest.raises(ValueError, match=f'epoch={epoch!r}: give an '
+                       'integer of at least 0'):
+      reader.set_epoch(epoch)
+    reader.set_epoch(np.int64(2))
+    assert reader.epoch == 2
+
+
+@pytest.mark.parametrize('arguments, message', [
+    ({'batch_size': 1.5}, 'batch_size=1.5: give a positive integer'),
+    ({'batch_size': True}, 'batch_size=True: give a positive integer'),
+    ({'batch_size': 2, 'group_batches': 0},
+     'group_batches=0: give a positive integer'),
+    ({'batch_size': 2, 'seed': -1}, 'seed=-1: give an integer'),
+    ({'batch_size': 2, 'seed': False}, 'seed=False: give an integer'),
+])
+def test_length_grouped_sampler_refuses_bad_arguments(arguments, message):
+  from pipeline.readers.torch_dataset import LengthGroupedBatchSampler
+  with pytest.raises(ValueError, match=message):
+    LengthGroupedBatchSampler([3, 1, 2], **arguments)
 
 
 def test_length_grouped_batches_hold_every_index_once_with_less_spread():

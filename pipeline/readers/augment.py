@@ -17,6 +17,7 @@ signals (--signal_dtype int16/int32) are read as full-scale floats in
 [-1, 1) (float32) before Gain or AddNoise; float arrays keep their dtype.
 """
 
+import numbers
 from typing import Sequence, Tuple
 
 import numpy as np
@@ -26,6 +27,7 @@ class Augmentation:
   """A block: `__call__(example) -> example`, drawing from `self.rng`."""
 
   def __init__(self, seed: int = 0):
+    _check_count(seed=seed)
     self.seed = seed
     self.start_epoch(0)
 
@@ -130,6 +132,19 @@ class SpecAugment(Augmentation):
                freq_width: int = 27, time_masks: int = 2,
                time_width: int = 40, max_time_fraction: float = 1.0,
                fill='mean', seed: int = 0):
+    # Checked here, not at the first draw (in a DataLoader worker).
+    _check_count(freq_masks=freq_masks, freq_width=freq_width,
+                 time_masks=time_masks, time_width=time_width)
+    if (isinstance(max_time_fraction, bool) or
+        not isinstance(max_time_fraction, numbers.Real) or
+        not 0 <= max_time_fraction <= 1):
+      raise ValueError(f'max_time_fraction={max_time_fraction!r}: give a '
+                       'number from 0 to 1 (the most of the frames a time '
+                       'mask covers)')
+    if not (isinstance(fill, str) and fill == 'mean') and (
+        isinstance(fill, bool) or not isinstance(fill, numbers.Real)):
+      raise ValueError(f"fill={fill!r}: give a number, or 'mean' (the "
+                       "example's mean)")
     self.key = key
     self.freq_masks, self.freq_width = freq_masks, freq_width
     self.time_masks, self.time_width = time_masks, time_width
@@ -151,6 +166,15 @@ class SpecAugment(Augmentation):
       t0, t = _mask(self.rng, widest, frames)
       values[t0:t0 + t, :] = fill
     return {**example, self.key: values}
+
+
+def _check_count(**counts) -> None:
+  """ValueError for a count (seed=, freq_width=, ...) given that is not an
+  integer of at least 0."""
+  for name, value in counts.items():
+    if (not isinstance(value, numbers.Integral) or isinstance(value, bool)
+        or value < 0):
+      raise ValueError(f'{name}={value!r}: give an integer of at least 0')
 
 
 def _mask(rng, width: int, size: int) -> Tuple[int, int]:

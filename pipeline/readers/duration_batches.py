@@ -39,6 +39,8 @@ T = TypeVar('T')
 EDGES_ESTIMATE = 2000
 # Batches' worth of audio a bucket gathers before it makes one of them.
 POOL_BATCHES = 2
+# Buckets when a reader's num_buckets= is not given.
+NUM_BUCKETS = 10
 
 
 def check_options(max_duration, num_buckets: int) -> None:

@@ -81,7 +81,8 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
                transform: Optional[Callable[[Dict], Dict]] = None,
                rank: Optional[int] = None, world_size: Optional[int] = None,
                variant: Optional[str] = None, parts=None, dtype=None,
-               max_duration: Optional[float] = None, num_buckets: int = 10):
+               max_duration: Optional[float] = None,
+               num_buckets: Optional[int] = None):
     super().__init__()
     # Checked here, not at the first batch: a DataLoader's worker would
     # raise it from another process, far from the call.
@@ -100,7 +101,8 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     self._reader = numpy_reader.NumpyDataset(
         output_dir, split, features=features, variant=variant, parts=parts,
         max_duration=max_duration, num_buckets=num_buckets)
-    self.max_duration, self.num_buckets = max_duration, num_buckets
+    self.max_duration = max_duration
+    self.num_buckets = self._reader.num_buckets
     self.output_dir, self.split = self._reader.output_dir, split
     self.features = tuple(k for k in self._reader.keys
                           if k not in self._reader.unasked)
@@ -132,7 +134,7 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     DistributedSampler.set_epoch); call it before each epoch's loop. It
     reaches DataLoader workers already started (persistent_workers=True)
     when their next pass starts."""
-    self._shared_epoch.fill_(epoch)
+    self._shared_epoch.fill_(checked_epoch(epoch))
 
   @property
   def epoch(self) -> int:
@@ -246,6 +248,17 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
       yield self._reader.shards[order[position]], start, stop
 
 
+def checked_epoch(epoch) -> int:
+  """set_epoch's epoch, checked where it is set: a bad one would fail in
+  a DataLoader worker, in numpy's seeding."""
+  if (not isinstance(epoch, numbers.Integral) or isinstance(epoch, bool) or
+      not 0 <= epoch < 2**63):
+    raise ValueError(f'epoch={epoch!r}: give an integer of at least 0 (and '
+                     'below 2**63): the shuffle and the augmentation of an '
+                     'epoch are drawn from it')
+  return int(epoch)
+
+
 def _writable(example: Dict) -> Dict:
   """An example whose arrays a transform may change in place: those read
   as views of their record (read-only) copied."""
@@ -342,9 +355,13 @@ class LengthGroupedBatchSampler(torch_data.Sampler):
                shuffle: bool = True, seed: int = 0, drop_last: bool = False,
                group_batches: int = 50):
     super().__init__()
-    if batch_size < 1 or group_batches < 1:
-      raise ValueError(f'batch_size={batch_size!r}, group_batches='
-                       f'{group_batches!r}: give positive numbers')
+    # Checked here, not when the DataLoader first iterates the sampler.
+    numpy_reader.check_sizes(batch_size=batch_size,
+                             group_batches=group_batches)
+    if (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or
+        seed < 0):
+      raise ValueError(f'seed={seed!r}: give an integer of at least 0 '
+                       '(each epoch shuffles from it)')
     self.lengths = np.asarray(lengths, np.int64)
     self.batch_size, self.drop_last = batch_size, drop_last
     self.shuffle, self.seed = shuffle, seed
@@ -352,7 +369,7 @@ class LengthGroupedBatchSampler(torch_data.Sampler):
     self.epoch = 0
 
   def set_epoch(self, epoch: int) -> None:
-    self.epoch = epoch
+    self.epoch = checked_epoch(epoch)
 
   def __len__(self) -> int:
     n = len(self.lengths)
