@@ -42,21 +42,55 @@ class Augmentation:
 
 class Compose(Augmentation):
   """Blocks applied in order, each drawing from a stream of its own,
-  seeded by (seed, its place, its own seed)."""
+  seeded by (seed, its place, its own seed); a Compose among the blocks
+  seeds its own blocks' streams from that triple in place of its seed, so
+  an outer seed reaches every block.
+
+  The streams are the Compose's own: it lends each block its generator
+  for the call, and never changes a block's seed, so blocks may be shared
+  between Composes (or used alone) without changing each other's draws.
+  Blocks other than Augmentations are called as they are (with their own
+  start_epoch, where they have one)."""
 
   def __init__(self, blocks: Sequence[Augmentation], seed: int = 0):
     self.blocks = list(blocks)
-    for i, block in enumerate(self.blocks):
-      block.seed = [seed, i, block.seed]
     super().__init__(seed)
 
   def start_epoch(self, epoch: int, rank: int = 0, worker: int = 0) -> None:
-    for block in self.blocks:
-      block.start_epoch(epoch, rank, worker)
+    self._streams = self._streams_from(self.seed, epoch, rank, worker)
+
+  def _streams_from(self, seed, epoch: int, rank: int, worker: int) -> list:
+    """Each block's stream for a pass, with this Compose seeded by `seed`:
+    a generator, a Compose's list of streams, or None for a block that
+    seeds itself."""
+    streams = []
+    for place, block in enumerate(self.blocks):
+      if isinstance(block, Compose):
+        streams.append(block._streams_from(  # pylint: disable=protected-access
+            [seed, place, block.seed], epoch, rank, worker))
+      elif isinstance(block, Augmentation):
+        streams.append(np.random.default_rng(
+            [[seed, place, block.seed], epoch, rank, worker]))
+      else:
+        start_epoch(block, epoch, rank, worker)
+        streams.append(None)
+    return streams
 
   def __call__(self, example: dict) -> dict:
-    for block in self.blocks:
-      example = block(example)
+    return self._apply(example, self._streams)
+
+  def _apply(self, example: dict, streams: list) -> dict:
+    for block, stream in zip(self.blocks, streams):
+      if isinstance(block, Compose):
+        example = block._apply(example, stream)  # pylint: disable=protected-access
+      elif stream is None:
+        example = block(example)
+      else:
+        own, block.rng = getattr(block, 'rng', None), stream
+        try:
+          example = block(example)
+        finally:
+          block.rng = own
     return example
 
 
