@@ -75,6 +75,20 @@ def test_spec_augment_masks_what_it_draws():
   assert (mel == np.arange(4000).reshape(100, 40) + 1).all()  # not in place
 
 
+@pytest.mark.parametrize('arguments, message', [
+    ({'freq_width': -1}, 'freq_width=-1: give an integer of at least 0'),
+    ({'time_width': 2.5}, 'time_width=2.5: give an integer of at least 0'),
+    ({'freq_masks': True}, 'freq_masks=True: give an integer of at least 0'),
+    ({'time_masks': -2}, 'time_masks=-2: give an integer of at least 0'),
+    ({'max_time_fraction': 1.5}, 'max_time_fraction=1.5: give a number'),
+    ({'fill': 'median'}, "fill='median': give a number, or 'mean'"),
+    ({'seed': -1}, 'seed=-1: give an integer of at least 0'),
+])
+def test_spec_augment_refuses_bad_arguments_when_built(arguments, message):
+  with pytest.raises(ValueError, match=message):
+    augment.SpecAugment(**arguments)
+
+
 def test_spec_augment_refuses_a_flat_feature():
   with pytest.raises(ValueError, match='frames, bins'):
     augment.SpecAugment('signal')({'signal': np.zeros(10)})
@@ -92,6 +106,64 @@ def test_epochs_draw_anew_and_repeat():
   chain.start_epoch(0, rank=1, worker=1)
   assert [chain({'signal': signal})['signal'][0] for _ in range(5)] != \
       epoch(0)
+
+
+def _gains(transform, n=4):
+  """The factors `transform` multiplies a signal of ones by, n calls."""
+  return [float(transform({'signal': np.ones(3)})['signal'][0])
+          for _ in range(n)]
+
+
+def _expected_gains(entropy, n=4, db=(-6, 6)):
+  draws = np.random.default_rng(entropy)
+  return [10 ** (draws.uniform(*db) / 20) for _ in range(n)]
+
+
+def test_a_block_in_a_compose_is_seeded_by_seed_place_and_its_own_seed():
+  chain = augment.Compose([augment.Gain(seed=5),
+                           augment.Gain(db=(0, 3), seed=6)], seed=1)
+  chain.start_epoch(2, rank=1, worker=3)
+  first = _expected_gains([[1, 0, 5], 2, 1, 3], 1)[0]
+  second = 10 ** (np.random.default_rng([[1, 1, 6], 2, 1, 3]).uniform(0, 3)
+                  / 20)
+  assert _gains(chain, 1) == pytest.approx([first * second], rel=1e-12)
+
+
+def test_an_outer_seed_reaches_the_blocks_of_a_nested_compose():
+  """The inner Compose's blocks are seeded from (outer seed, its place,
+  its seed) in place of its seed."""
+  found = {}
+  for seed in (1, 2):
+    chain = augment.Compose([augment.Gain(seed=9),
+                             augment.Compose([augment.Gain(seed=4)],
+                                             seed=7)], seed=seed)
+    chain.start_epoch(0)
+    found[seed] = _gains(chain)
+    outer = _expected_gains([[seed, 0, 9], 0, 0, 0])
+    inner = _expected_gains([[[seed, 1, 7], 0, 4], 0, 0, 0])
+    assert found[seed] == pytest.approx(np.multiply(outer, inner),
+                                        rel=1e-12)
+  assert found[1] != found[2]
+
+
+def test_blocks_shared_between_composes_keep_each_ones_draws():
+  gain = augment.Gain(seed=3)
+  alone = _gains(gain)
+  first = augment.Compose([gain], seed=1)
+  expected = _gains(first)
+  second = augment.Compose([gain], seed=2)  # the same block
+  nested = augment.Compose([first], seed=8)  # and the same Compose
+  for chain in (first, second, nested, gain):
+    chain.start_epoch(0)
+  drawn = {id(c): [] for c in (first, second, nested)}
+  for _ in range(4):  # in turn: none draws from another's stream
+    for chain in (first, second, nested):
+      drawn[id(chain)] += _gains(chain, 1)
+  assert drawn[id(first)] == expected
+  assert drawn[id(second)] != expected
+  assert drawn[id(nested)] not in (expected, drawn[id(second)])
+  assert gain.seed == 3 and first.seed == 1
+  assert _gains(gain) == alone
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ import pytest
 
 from pipeline.commands import run as run_lib
 from pipeline.contract.errors import DatasetError
+from pipeline.readers import augment
 from pipeline.readers import duration_batches
 from pipeline.readers import numpy_dataset as numpy_reader
 from tests import helpers as H
@@ -200,6 +201,38 @@ def test_windows_make_batches_of_a_fixed_count(tmp_path):
   assert sizes == [4] * 5  # 20 windows of 0.5 s
 
 
+def test_max_duration_in_whole_samples():
+  """0.3 s at 8 kHz is 2400 samples, though 0.3 * 8000 and 3 * 0.1 are
+  not exact in floats."""
+  assert duration_batches.samples_within(0.3, 8000) == 2400
+  assert duration_batches.samples_within(0.6, 8000) == 4800
+  assert duration_batches.samples_within(np.float32(0.3), 8000) == 2400
+  assert duration_batches.samples_within(0.29999, 8000) == 2399
+  assert duration_batches.samples_within(7, 16000) == 112000
+  assert duration_batches.samples_within(0.1, 44100) == 4410
+  assert [len(b) for b in duration_batches.batches(
+      ((800, i) for i in range(7)), 2400)] == [3, 3, 1]
+  with pytest.raises(ValueError, match='max_duration=inf'):
+    duration_batches.check_options(float('inf'), 10)
+
+
+@pytest.mark.slow
+def test_windows_that_fill_max_duration_exactly(tmp_path):
+  """Windows of 800 samples at 8 kHz (0.1 s): 3 in 0.3 s, 6 in 0.6 s,
+  counted in samples, where 3 * 0.1 > 0.3 in floats."""
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(RATE),
+              rate=RATE)
+  run_lib.run(['--input_dir', str(tmp_path / 'in'), '--output_dir',
+               str(tmp_path / 'out'), '--win_len', '800', '--features',
+               'signal', '--runner=FnApiRunner'])
+  out = str(tmp_path / 'out')
+  assert len(numpy_reader.numpy_dataset(out)) == 10
+  for seconds, sizes in ((0.3, [3, 3, 3, 1]), (0.6, [6, 4]),
+                         (0.29, [2] * 5)):
+    assert [len(b['signal']) for b in numpy_reader.numpy_dataset(
+        out, max_duration=seconds)] == sizes
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('world_size,workers', [(1, 2), (2, 2), (3, 1)])
 def test_torch_every_example_once_across_ranks_and_workers(
@@ -248,6 +281,62 @@ def test_torch_transform_sees_each_example_before_batching(utterances):
   assert seen[0] == ['signal', 'win_start_idx']
 
 
+class _CountedGain:
+  """augment.Gain, noting the start of each example it is called on."""
+
+  def __init__(self):
+    self.gain, self.calls = augment.Gain(db=(-6, 6), seed=1), []
+
+  def start_epoch(self, epoch, rank=0, worker=0):
+    self.gain.start_epoch(epoch, rank, worker)
+
+  def __call__(self, example):
+    self.calls.append(int(example['win_start_idx']))
+    return self.gain(example)
+
+
+@pytest.mark.slow
+def test_torch_transform_runs_as_each_batch_is_made(utterances):
+  """The bucket edges come from a look-ahead over the first examples of
+  the stream (here all 300): they wait there as read, and are transformed
+  only as their batch is made. The batches and their gains are the same
+  for the same epoch, and other ones the next."""
+  pytest.importorskip('torch')
+  from pipeline.readers.torch_dataset import WavbeamIterableDataset
+  out, lengths = utterances
+  full = {int(e['win_start_idx']): augment.as_float(e['signal'])
+          for e in numpy_reader.numpy_dataset(str(out))}
+  transform = _CountedGain()
+  data = WavbeamIterableDataset(str(out), features=['signal',
+                                                    'win_start_idx'],
+                                shuffle=True, seed=4,
+                                max_duration=MAX_DURATION,
+                                transform=transform)
+
+  def epoch(n):
+    data.set_epoch(n)
+    transform.calls.clear()
+    batches = iter(data)
+    first = next(batches)
+    assert transform.calls == first['win_start_idx'].tolist()
+    found = []
+    for batch in [first, *batches]:
+      for row, start, n in zip(batch['signal'].numpy(),
+                               batch['win_start_idx'].tolist(),
+                               batch['signal_length'].tolist()):
+        # This example's signal, gained: one factor for all its samples.
+        factor = row[:n] @ full[start] / (full[start] @ full[start])
+        np.testing.assert_allclose(row[:n], factor * full[start],
+                                   rtol=1e-5, atol=1e-6)
+        assert not row[n:].any()
+        found.append((start, round(float(factor), 6)))
+    assert sorted(transform.calls) == sorted(lengths)
+    return found
+  first = epoch(0)
+  assert epoch(0) == first
+  assert epoch(1) != first
+
+
 @pytest.mark.slow
 def test_durations_from_stft_frames_without_the_signal(tmp_path):
   """A dataset of log-mel frames alone: a segment's seconds are the
@@ -271,8 +360,8 @@ def test_durations_from_stft_frames_without_the_signal(tmp_path):
                                           features=['log_mel'],
                                           max_duration=6.0):
     frames = batch['log_mel_length']
-    seconds = ((frames.max() - 1) * 160 + 400) / RATE
-    assert len(frames) * seconds <= 6.0 or len(frames) == 1
+    samples = (int(frames.max()) - 1) * 160 + 400
+    assert len(frames) * samples <= 6 * RATE or len(frames) == 1
     assert 'num_frames' not in batch
     count += len(frames)
   assert count == 40

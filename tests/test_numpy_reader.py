@@ -326,6 +326,32 @@ def test_unknown_split_or_feature(dataset):
     numpy_reader.numpy_dataset(str(dataset), features=['mfcc'])
 
 
+@pytest.mark.parametrize('arguments, message', [
+    ({'shuffle': True, 'seed': 'a'}, "seed='a': give an integer"),
+    ({'shuffle': True, 'seed': 1.5}, 'seed=1.5: give an integer'),
+    ({'shuffle': True, 'seed': True}, 'seed=True: give an integer'),
+    ({'dtype': 'bogus'}, "dtype='bogus': give a float dtype"),
+    ({'dtype': np.int16}, "dtype=<class 'numpy.int16'>: give a float dtype"),
+    ({'num_buckets': 0}, 'num_buckets=0: give a positive integer'),
+    ({'num_buckets': 4}, 'num_buckets=4 without max_duration='),
+    ({'max_duration': 1.0, 'num_buckets': True},
+     'num_buckets=True: give a positive integer'),
+])
+def test_bad_arguments_are_refused_when_built(dataset, arguments, message):
+  """Not at the first example, where numpy's own error names none."""
+  with pytest.raises(numpy_reader.DatasetError, match=message):
+    numpy_reader.numpy_dataset(str(dataset), **arguments)
+
+
+def test_arguments_that_are_taken(dataset):
+  for arguments in ({'shuffle': True, 'seed': -3},
+                    {'shuffle': True, 'seed': np.int64(2)},
+                    {'dtype': np.float16}, {'dtype': 'bfloat16'},
+                    {'max_duration': 1.0, 'num_buckets': 2}):
+    assert next(iter(numpy_reader.numpy_dataset(str(dataset),
+                                                **arguments)))
+
+
 def test_a_shard_that_is_not_a_plain_file_is_refused(dataset, tmp_path):
   out, shard = _copy(dataset, tmp_path)
   path = out / shard['file']

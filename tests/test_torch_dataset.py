@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from pipeline.readers import augment
 from pipeline.readers import numpy_dataset as numpy_reader
 from pipeline.readers.torch_dataset import WavbeamIterableDataset, collate
 from tests import helpers as H
@@ -82,6 +83,40 @@ def test_every_example_once_per_epoch_bit_equal(dataset, workers,
   assert orders[0] != orders[1]  # set_epoch gives a new order
 
 
+def _contents(loader):
+  """Each batch's examples and gained signals, copied out of the
+  reused buffers."""
+  return [(list(b['filepath']), b['win_start_idx'].tolist(),
+           b['signal'].numpy().tobytes()) for b in loader]
+
+
+@pytest.mark.parametrize('context', ['fork', 'spawn'])
+def test_set_epoch_reaches_persistent_workers(dataset, context):
+  """persistent_workers=True keeps the workers, with their copy of the
+  dataset, from one epoch to the next: each epoch is still shuffled and
+  augmented as by workers started for that epoch."""
+  def reader():
+    return WavbeamIterableDataset(
+        dataset, 'train', features=['filepath', 'win_start_idx', 'signal'],
+        shuffle=True, seed=0, batch_size=4,
+        transform=augment.Gain(db=(-6, 6)))
+  data = reader()
+  persistent = torch.utils.data.DataLoader(
+      data, batch_size=None, num_workers=2, persistent_workers=True,
+      multiprocessing_context=context)
+  epochs = []
+  for epoch in range(3):
+    data.set_epoch(epoch)
+    got = _contents(persistent)
+    fresh = reader()
+    fresh.set_epoch(epoch)
+    assert got == _contents(torch.utils.data.DataLoader(
+        fresh, batch_size=None, num_workers=2,
+        multiprocessing_context='fork'))
+    epochs.append(got)
+  assert epochs[0] != epochs[1] and epochs[1] != epochs[2]
+
+
 @pytest.mark.parametrize('world_size', [2, 3, 40])
 def test_ranks_split_the_records_evenly(dataset, world_size):
   """Any number of ranks, more than the shards too: disjoint parts that
@@ -150,6 +185,9 @@ def test_batches_made_in_the_dataset(dataset, workers):
     ({'shuffle': True, 'seed': -1}, 'seed=-1: give an integer'),
     ({'rank': '0', 'world_size': 2}, "rank='0', world_size=2: give both"),
     ({'rank': 2, 'world_size': 2}, 'rank=2, world_size=2: give both'),
+    ({'dtype': 'bogus'}, "dtype='bogus': give a float dtype"),
+    ({'dtype': torch.int16}, 'dtype=torch.int16: give a float dtype'),
+    ({'num_buckets': 0}, 'num_buckets=0: give a positive integer'),
 ])
 def test_bad_arguments_are_refused_when_built(dataset, arguments, message):
   """Not at the first batch, in a DataLoader's worker process."""
@@ -268,6 +306,34 @@ def test_no_tensorflow_and_no_beam(dataset):
   assert int(proc.stdout) == len(_reference(dataset))
 
 
+@pytest.mark.parametrize('epoch', [1.5, -1, 'a', True, 2**63])
+def test_a_bad_epoch_is_refused_where_it_is_set(dataset, epoch):
+  """Not in a DataLoader worker, where numpy would refuse the seed."""
+  from pipeline.readers.torch_dataset import LengthGroupedBatchSampler
+  data = WavbeamIterableDataset(dataset, 'train', shuffle=True)
+  sampler = LengthGroupedBatchSampler([3, 1, 2], 2)
+  for reader in (data, sampler):
+    with pytest.raises(ValueError, match=f'epoch={epoch!r}: give an '
+                       'integer of at least 0'):
+      reader.set_epoch(epoch)
+    reader.set_epoch(np.int64(2))
+    assert reader.epoch == 2
+
+
+@pytest.mark.parametrize('arguments, message', [
+    ({'batch_size': 1.5}, 'batch_size=1.5: give a positive integer'),
+    ({'batch_size': True}, 'batch_size=True: give a positive integer'),
+    ({'batch_size': 2, 'group_batches': 0},
+     'group_batches=0: give a positive integer'),
+    ({'batch_size': 2, 'seed': -1}, 'seed=-1: give an integer'),
+    ({'batch_size': 2, 'seed': False}, 'seed=False: give an integer'),
+])
+def test_length_grouped_sampler_refuses_bad_arguments(arguments, message):
+  from pipeline.readers.torch_dataset import LengthGroupedBatchSampler
+  with pytest.raises(ValueError, match=message):
+    LengthGroupedBatchSampler([3, 1, 2], **arguments)
+
+
 def test_length_grouped_batches_hold_every_index_once_with_less_spread():
   from pipeline.readers.torch_dataset import LengthGroupedBatchSampler
   rng = np.random.default_rng(0)
@@ -288,3 +354,35 @@ def test_length_grouped_batches_hold_every_index_once_with_less_spread():
                                         group_batches=5)) == batches
   dropped = list(LengthGroupedBatchSampler(lengths, 8, drop_last=True))
   assert len(dropped) == 25 and all(len(b) == 8 for b in dropped)
+
+
+def test_lengths_of_the_parts_read(tmp_path):
+  """An appended dataset of recordings (variable lengths): lengths() has
+  one length per example of the parts read, in index order, so a
+  LengthGroupedBatchSampler over it indexes those examples only."""
+  from pipeline.commands import run as run_lib
+  from pipeline.readers.torch_dataset import (LengthGroupedBatchSampler,
+                                              WavbeamMapDataset)
+
+  def run(first, count, *extra):
+    for i in range(first, first + count):
+      H.write_wav(str(tmp_path / 'in' / 'owl' / f'{i}.wav'),
+                  H.noise(3000 + 977 * i, seed=i))
+    run_lib.run(['--input_dir', str(tmp_path / 'in'), '--output_dir',
+                 str(tmp_path / 'out'), '--example_unit', 'file',
+                 '--features', 'signal', '--splits', 'train=1.0',
+                 '--array_record', '--runner=FnApiRunner', *extra])
+  run(0, 4)
+  run(4, 6, '--append')
+  out = str(tmp_path / 'out')
+  for parts, count in (([0], 4), (['part-00001'], 6), (None, 10)):
+    data = WavbeamMapDataset(out, 'train', features=['signal'],
+                             parts=parts)
+    lengths = data.lengths()
+    assert len(lengths) == len(data) == count
+    assert lengths == [len(data[i]['signal']) for i in range(len(data))]
+    sampler = LengthGroupedBatchSampler(lengths, 2, seed=0)
+    batches = list(torch.utils.data.DataLoader(
+        data, batch_sampler=sampler, collate_fn=data.collate))
+    assert sorted(n for b in batches
+                  for n in b['signal_length'].tolist()) == sorted(lengths)

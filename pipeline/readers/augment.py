@@ -17,6 +17,7 @@ signals (--signal_dtype int16/int32) are read as full-scale floats in
 [-1, 1) (float32) before Gain or AddNoise; float arrays keep their dtype.
 """
 
+import numbers
 from typing import Sequence, Tuple
 
 import numpy as np
@@ -26,6 +27,7 @@ class Augmentation:
   """A block: `__call__(example) -> example`, drawing from `self.rng`."""
 
   def __init__(self, seed: int = 0):
+    _check_count(seed=seed)
     self.seed = seed
     self.start_epoch(0)
 
@@ -40,21 +42,55 @@ class Augmentation:
 
 class Compose(Augmentation):
   """Blocks applied in order, each drawing from a stream of its own,
-  seeded by (seed, its place, its own seed)."""
+  seeded by (seed, its place, its own seed); a Compose among the blocks
+  seeds its own blocks' streams from that triple in place of its seed, so
+  an outer seed reaches every block.
+
+  The streams are the Compose's own: it lends each block its generator
+  for the call, and never changes a block's seed, so blocks may be shared
+  between Composes (or used alone) without changing each other's draws.
+  Blocks other than Augmentations are called as they are (with their own
+  start_epoch, where they have one)."""
 
   def __init__(self, blocks: Sequence[Augmentation], seed: int = 0):
     self.blocks = list(blocks)
-    for i, block in enumerate(self.blocks):
-      block.seed = [seed, i, block.seed]
     super().__init__(seed)
 
   def start_epoch(self, epoch: int, rank: int = 0, worker: int = 0) -> None:
-    for block in self.blocks:
-      block.start_epoch(epoch, rank, worker)
+    self._streams = self._streams_from(self.seed, epoch, rank, worker)
+
+  def _streams_from(self, seed, epoch: int, rank: int, worker: int) -> list:
+    """Each block's stream for a pass, with this Compose seeded by `seed`:
+    a generator, a Compose's list of streams, or None for a block that
+    seeds itself."""
+    streams = []
+    for place, block in enumerate(self.blocks):
+      if isinstance(block, Compose):
+        streams.append(block._streams_from(  # pylint: disable=protected-access
+            [seed, place, block.seed], epoch, rank, worker))
+      elif isinstance(block, Augmentation):
+        streams.append(np.random.default_rng(
+            [[seed, place, block.seed], epoch, rank, worker]))
+      else:
+        start_epoch(block, epoch, rank, worker)
+        streams.append(None)
+    return streams
 
   def __call__(self, example: dict) -> dict:
-    for block in self.blocks:
-      example = block(example)
+    return self._apply(example, self._streams)
+
+  def _apply(self, example: dict, streams: list) -> dict:
+    for block, stream in zip(self.blocks, streams):
+      if isinstance(block, Compose):
+        example = block._apply(example, stream)  # pylint: disable=protected-access
+      elif stream is None:
+        example = block(example)
+      else:
+        own, block.rng = getattr(block, 'rng', None), stream
+        try:
+          example = block(example)
+        finally:
+          block.rng = own
     return example
 
 
@@ -130,6 +166,19 @@ class SpecAugment(Augmentation):
                freq_width: int = 27, time_masks: int = 2,
                time_width: int = 40, max_time_fraction: float = 1.0,
                fill='mean', seed: int = 0):
+    # Checked here, not at the first draw (in a DataLoader worker).
+    _check_count(freq_masks=freq_masks, freq_width=freq_width,
+                 time_masks=time_masks, time_width=time_width)
+    if (isinstance(max_time_fraction, bool) or
+        not isinstance(max_time_fraction, numbers.Real) or
+        not 0 <= max_time_fraction <= 1):
+      raise ValueError(f'max_time_fraction={max_time_fraction!r}: give a '
+                       'number from 0 to 1 (the most of the frames a time '
+                       'mask covers)')
+    if not (isinstance(fill, str) and fill == 'mean') and (
+        isinstance(fill, bool) or not isinstance(fill, numbers.Real)):
+      raise ValueError(f"fill={fill!r}: give a number, or 'mean' (the "
+                       "example's mean)")
     self.key = key
     self.freq_masks, self.freq_width = freq_masks, freq_width
     self.time_masks, self.time_width = time_masks, time_width
@@ -151,6 +200,15 @@ class SpecAugment(Augmentation):
       t0, t = _mask(self.rng, widest, frames)
       values[t0:t0 + t, :] = fill
     return {**example, self.key: values}
+
+
+def _check_count(**counts) -> None:
+  """ValueError for a count (seed=, freq_width=, ...) given that is not an
+  integer of at least 0."""
+  for name, value in counts.items():
+    if (not isinstance(value, numbers.Integral) or isinstance(value, bool)
+        or value < 0):
+      raise ValueError(f'{name}={value!r}: give an integer of at least 0')
 
 
 def _mask(rng, width: int, size: int) -> Tuple[int, int]:

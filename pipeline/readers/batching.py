@@ -24,6 +24,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from pipeline.contract import example_codec
+from pipeline.contract.errors import DatasetError
 from pipeline.contract.schema import FLOAT_DTYPES
 from pipeline.contract.schema import length_key_of as length_key
 
@@ -312,6 +313,30 @@ def float_keys(schema, keys: Sequence[str]) -> Tuple[str, ...]:
   specs = schema.as_dict()
   return tuple(k for k in keys
                if k in specs and specs[k].dtype in FLOAT_DTYPES)
+
+
+def float_dtype_name(dtype) -> Optional[str]:
+  """A reader's dtype= (a numpy dtype, or its name) as the name of the
+  float dtype its float features are cast to, or None (as stored);
+  DatasetError naming the argument for anything else."""
+  if dtype is None:
+    return None
+  if isinstance(dtype, str) and dtype == 'bfloat16':
+    return dtype  # ml_dtypes', imported only when cast to
+  try:
+    name = np.dtype(dtype).name
+  except TypeError:
+    name = None
+  if name not in FLOAT_DTYPES:
+    raise refused_dtype(dtype)
+  return name
+
+
+def refused_dtype(dtype) -> DatasetError:
+  """The error for a reader's dtype= that names no float dtype."""
+  return DatasetError(f'dtype={dtype!r}: give a float dtype '
+                      f'({", ".join(FLOAT_DTYPES)}), or None for the float '
+                      'features as stored')
 
 
 def cast_floats(arrays: Dict, keys: Sequence[str], dtype) -> Dict:

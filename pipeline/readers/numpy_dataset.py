@@ -90,15 +90,29 @@ class NumpyDataset:
                seed: Optional[int] = None, drop_remainder: bool = False,
                shuffle_buffer_size: int = _SHUFFLE_BUFFER, parts=None,
                variant: Optional[str] = None, dtype=None,
-               max_duration: Optional[float] = None, num_buckets: int = 10):
+               max_duration: Optional[float] = None,
+               num_buckets: Optional[int] = None):
     (self.output_dir, self.metadata, self.schema,
      self.keys) = open_split(dataset_lib.variant_folder(output_dir, variant),
                              split, features, parts)
     check_sizes(batch_size=batch_size,
                 shuffle_buffer_size=shuffle_buffer_size)
+    # Checked here, not where the seed is first drawn from.
+    if seed is not None and (not isinstance(seed, numbers.Integral) or
+                             isinstance(seed, bool)):
+      raise DatasetError(f'seed={seed!r}: give an integer, or None for an '
+                         'order of its own each pass')
+    if seed is not None:
+      seed = int(seed)  # numpy's integers overflow in the seeding below
+    # dtype=: the float features as this dtype, else as stored.
+    self.dtype = batching.float_dtype_name(dtype)
+    check_buckets(max_duration, num_buckets)
+    if max_duration is not None and num_buckets is None:
+      num_buckets = duration_batches.NUM_BUCKETS
     self.max_duration, self.num_buckets = max_duration, num_buckets
     # Keys read for max_duration= alone, not handed out.
     self.unasked: Tuple[str, ...] = ()
+    self.max_samples: Optional[int] = None
     if max_duration is not None:
       try:
         duration_batches.check_options(max_duration, num_buckets)
@@ -112,10 +126,13 @@ class NumpyDataset:
                            'batch of max_duration is kept (a bucket left '
                            'at the end of a pass is a batch)')
       try:
-        key, self._seconds = duration_batches.seconds_of(self.metadata,
+        key, self._samples = duration_batches.samples_of(self.metadata,
                                                          self.schema)
       except ValueError as e:
         raise DatasetError(str(e)) from None
+      # Batches are cut in whole samples (duration_batches).
+      self.max_samples = duration_batches.samples_within(
+          max_duration, self.metadata['sample_rate'])
       if key is not None and key not in self.keys:
         # Read for the batching, not handed out.
         self.keys, self.unasked = (*self.keys, key), (key,)
@@ -131,8 +148,6 @@ class NumpyDataset:
     self._batch_decoder = batch_decode.BatchDecoder(self.schema, self.keys)
     self._layout_decoder = example_codec.Decoder(self.schema, self.keys,
                                                  copy=False)
-    # dtype=: the float features as this dtype, else as stored.
-    self.dtype = dtype
     self._float_keys = batching.float_keys(self.schema, self.keys)
 
   def __getstate__(self):  # mappings stay with the process that made them
@@ -170,7 +185,7 @@ class NumpyDataset:
       return closed_at_exit(
           next(buffers.batches(group, len(group), False, self.variable))
           for group in duration_batches.batches(
-              self.timed(examples), self.max_duration, self.num_buckets))
+              self.timed(examples), self.max_samples, self.num_buckets))
     if self.batch_size is not None and self.chunks_batch():
       return closed_at_exit(self._located_batches(rng))
     # Examples batched as they come need no copy of their own (shuffled,
@@ -183,15 +198,15 @@ class NumpyDataset:
     return closed_at_exit(batching.BatchBuffers().batches(
         examples, self.batch_size, self.drop_remainder, self.variable))
 
-  def timed(self, examples: Iterator[Dict]) -> Iterator[Tuple[float, Dict]]:
-    """(seconds of audio, example) of each example, for max_duration=
-    batches; without the keys read for that alone."""
+  def timed(self, examples: Iterator[Dict]) -> Iterator[Tuple[int, Dict]]:
+    """(samples of audio, example) of each example, for max_duration=
+    batches (of max_samples); without the keys read for that alone."""
     for e in examples:
-      seconds = self._seconds(e)
+      samples = self._samples(e)
       for key in self.unasked:
         e = dict(e)
         del e[key]
-      yield seconds, e
+      yield samples, e
 
   def _examples(self, rng, copy: bool) -> Iterator[Dict]:
     for shard in self._shards_in_order(rng):
@@ -484,6 +499,18 @@ def check_sizes(**sizes) -> None:
       raise DatasetError(f'{name}={value!r}: give a positive integer')
 
 
+def check_buckets(max_duration, num_buckets) -> None:
+  """DatasetError for a num_buckets= that is not a positive integer, or
+  one given without max_duration= (it buckets those batches alone)."""
+  if num_buckets is None:
+    return
+  check_sizes(num_buckets=num_buckets)
+  if max_duration is None:
+    raise DatasetError(f'num_buckets={num_buckets!r} without max_duration=: '
+                       'buckets group batches of max_duration= seconds; '
+                       'give max_duration, or leave num_buckets out')
+
+
 def variable_keys(schema: schema_lib.Schema,
                   keys: Sequence[str]) -> Tuple[str, ...]:
   """The variable-length arrays among `keys`: what a batch pads."""
@@ -507,7 +534,8 @@ def numpy_dataset(output_dir: str, split: str = 'train',
                   **kwargs) -> NumpyDataset:
   """The examples of `split` as dicts of numpy arrays (see NumpyDataset):
   features=, batch_size= (or max_duration= seconds of audio per batch,
-  bucketed by length: pipeline/readers/duration_batches.py; num_buckets=),
+  bucketed by length: pipeline/readers/duration_batches.py; num_buckets=,
+  10 if not given),
   shuffle=, seed=, drop_remainder=, variant=
   (one variant of a sweep written with --variants), dtype= (the float
   features as this dtype, e.g. 'float32' for a dataset stored with

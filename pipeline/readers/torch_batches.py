@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch.utils import data as torch_data
 
+from pipeline.contract.schema import FLOAT_DTYPES
 from pipeline.readers import batching
 
 
@@ -119,12 +120,14 @@ def tensor(array: np.ndarray) -> torch.Tensor:
 
 def numpy_dtype_name(dtype) -> Optional[str]:
   """A reader's dtype= (a torch.dtype, a numpy dtype or a name) as the
-  name of the numpy dtype the examples are cast to, or None."""
-  if dtype is None:
-    return None
+  name of the numpy float dtype the float features are cast to, or None;
+  DatasetError naming the argument for any other."""
   if isinstance(dtype, torch.dtype):
-    return str(dtype).replace('torch.', '')
-  return dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    name = str(dtype).replace('torch.', '')
+    if name not in FLOAT_DTYPES:
+      raise batching.refused_dtype(dtype)
+    return name
+  return batching.float_dtype_name(dtype)
 
 
 # In the training process: {worker's pool: {buffer number: buffer}}.

@@ -39,7 +39,9 @@ the DataLoader instead (`DataLoader(data, batch_size=32)`), pass
 `collate_fn=collate` for the same hand-over.
 
 With shuffle, the shard order is drawn from (seed, epoch) and examples
-pass a shuffle buffer seeded by (seed, epoch, rank, worker).
+pass a shuffle buffer seeded by (seed, epoch, rank, worker). The epoch is
+kept in shared memory made with the dataset, so set_epoch reaches
+DataLoader workers started earlier (persistent_workers=True).
 
 `max_duration=` (instead of `batch_size`) batches by audio: as many
 examples as fit in that many seconds, padding included, grouped in
@@ -79,7 +81,8 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
                transform: Optional[Callable[[Dict], Dict]] = None,
                rank: Optional[int] = None, world_size: Optional[int] = None,
                variant: Optional[str] = None, parts=None, dtype=None,
-               max_duration: Optional[float] = None, num_buckets: int = 10):
+               max_duration: Optional[float] = None,
+               num_buckets: Optional[int] = None):
     super().__init__()
     # Checked here, not at the first batch: a DataLoader's worker would
     # raise it from another process, far from the call.
@@ -98,7 +101,8 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     self._reader = numpy_reader.NumpyDataset(
         output_dir, split, features=features, variant=variant, parts=parts,
         max_duration=max_duration, num_buckets=num_buckets)
-    self.max_duration, self.num_buckets = max_duration, num_buckets
+    self.max_duration = max_duration
+    self.num_buckets = self._reader.num_buckets
     self.output_dir, self.split = self._reader.output_dir, split
     self.features = tuple(k for k in self._reader.keys
                           if k not in self._reader.unasked)
@@ -115,7 +119,11 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     total = sum(self._counts)
     self._first = self.rank * total // self.world_size
     self._end = (self.rank + 1) * total // self.world_size
-    self.epoch = 0
+    # The epoch, in shared memory made with the dataset: DataLoader
+    # workers, forked or spawned, read set_epoch's value as each pass
+    # starts; a copy of their own would stay at the epoch they were
+    # started in (persistent_workers=True keeps them across epochs).
+    self._shared_epoch = torch.zeros((), dtype=torch.int64).share_memory_()
     self._buffers: Dict = {}
 
   def __getstate__(self):  # a spawned worker makes its own buffers
@@ -123,8 +131,14 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
 
   def set_epoch(self, epoch: int) -> None:
     """Sets the epoch the next iteration shuffles for (as
-    DistributedSampler.set_epoch); call it before each epoch's loop."""
-    self.epoch = epoch
+    DistributedSampler.set_epoch); call it before each epoch's loop. It
+    reaches DataLoader workers already started (persistent_workers=True)
+    when their next pass starts."""
+    self._shared_epoch.fill_(checked_epoch(epoch))
+
+  @property
+  def epoch(self) -> int:
+    return int(self._shared_epoch)
 
   def __len__(self) -> int:
     if self.max_duration is not None:
@@ -140,31 +154,36 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     info = torch_data.get_worker_info()
     worker, workers = (info.id, info.num_workers) if info else (0, 1)
     first, end = self._worker_range(worker, workers)
+    epoch = self.epoch  # read once: the whole pass draws from it
     order = list(range(len(self._counts)))
     if self.shuffle:  # the same order in every worker: each takes its own
-      np.random.default_rng([self.seed, self.epoch]).shuffle(order)
+      np.random.default_rng([self.seed, epoch]).shuffle(order)
     if (self.batch_size is not None and self.transform is None and
         self.dtype is None and self._reader.chunks_batch()):
       return numpy_reader.closed_at_exit(
-          self._located_batches(order, first, end, worker))
+          self._located_batches(order, first, end, epoch, worker))
     # Batched as they come, untransformed examples need no copy of their
     # own; shuffled, they wait in the buffer as views of their records.
+    # Batched by duration, they wait for their batch as views too (the
+    # bucket edges come from a look-ahead over the first examples), and
+    # are cast and transformed as it is made (_duration_batches).
+    by_duration = self.max_duration is not None
     examples = self._read(order, first, end,
-                          copy=(self.batch_size is None and
-                                self.max_duration is None) or
-                          self.transform is not None)
-    if self.dtype is not None:
+                          copy=not by_duration and (
+                              self.batch_size is None or
+                              self.transform is not None))
+    if self.dtype is not None and not by_duration:
       examples = (batching.cast_floats(e, self._float_keys, self.dtype)
                   for e in examples)
     if self.shuffle:
-      rng = np.random.default_rng([self.seed, self.epoch, self.rank, worker])
+      rng = np.random.default_rng([self.seed, epoch, self.rank, worker])
       examples = numpy_reader.buffer_shuffle(
           examples, self.shuffle_buffer_size, rng)
     if self.transform is not None:
       # Augmentation blocks draw this pass's values from (epoch, rank,
       # worker): pipeline/readers/augment.py.
-      augment.start_epoch(self.transform, self.epoch, self.rank, worker)
-    if self.max_duration is not None:
+      augment.start_epoch(self.transform, epoch, self.rank, worker)
+    if by_duration:
       return numpy_reader.closed_at_exit(self._duration_batches(examples))
     if self.transform is not None:
       examples = map(self.transform, examples)
@@ -176,12 +195,18 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
 
   def _duration_batches(self, examples):
     """Batches of max_duration= seconds (duration_batches.batches), each
-    example's duration taken before its transform."""
-    timed = self._reader.timed(examples)
-    if self.transform is not None:
-      timed = ((seconds, self.transform(e)) for seconds, e in timed)
-    for group in duration_batches.batches(timed, self.max_duration,
+    example's duration taken as read. The examples of a batch are cast
+    (dtype=) and transformed as it is made, in the batch's order: the
+    look-ahead that draws the bucket edges, and the buckets, hold them as
+    read."""
+    for group in duration_batches.batches(self._reader.timed(examples),
+                                          self._reader.max_samples,
                                           self.num_buckets):
+      if self.dtype is not None:
+        group = [batching.cast_floats(e, self._float_keys, self.dtype)
+                 for e in group]
+      if self.transform is not None:
+        group = [self.transform(_writable(e)) for e in group]
       yield next(torch_batches.batched(self._buffers, group, len(group),
                                        False, self._reader.variable))
 
@@ -195,7 +220,7 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     return self._first + first, self._first + end
 
   def _located_batches(self, order: List[int], first: int, end: int,
-                       worker: int):
+                       epoch: int, worker: int):
     """The batches of __iter__, filled from records read a chunk at a
     time (numpy_reader.NumpyDataset.chunked_records): the same batches."""
     with numpy_reader.crc_checker() as checker:
@@ -203,8 +228,7 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
           self._reader.chunked_records(shard, start, stop, checker)
           for shard, start, stop in self._ranges(order, first, end))
       if self.shuffle:
-        rng = np.random.default_rng([self.seed, self.epoch, self.rank,
-                                     worker])
+        rng = np.random.default_rng([self.seed, epoch, self.rank, worker])
         records = numpy_reader.buffer_shuffle(
             records, self.shuffle_buffer_size, rng)
       yield from torch_batches.batched(
@@ -222,6 +246,24 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     for position, start, stop in numpy_reader.record_ranges(
         counts, first, end):
       yield self._reader.shards[order[position]], start, stop
+
+
+def checked_epoch(epoch) -> int:
+  """set_epoch's epoch, checked where it is set: a bad one would fail in
+  a DataLoader worker, in numpy's seeding."""
+  if (not isinstance(epoch, numbers.Integral) or isinstance(epoch, bool) or
+      not 0 <= epoch < 2**63):
+    raise ValueError(f'epoch={epoch!r}: give an integer of at least 0 (and '
+                     'below 2**63): the shuffle and the augmentation of an '
+                     'epoch are drawn from it')
+  return int(epoch)
+
+
+def _writable(example: Dict) -> Dict:
+  """An example whose arrays a transform may change in place: those read
+  as views of their record (read-only) copied."""
+  return {k: v.copy() if isinstance(v, np.ndarray) and
+          not v.flags.writeable else v for k, v in example.items()}
 
 
 def _rank_and_size(rank: Optional[int], world_size: Optional[int]):
@@ -250,6 +292,7 @@ class WavbeamMapDataset(torch_data.Dataset):
     super().__init__()
     self.source = ArrayRecordSource(output_dir, split, features=features,
                                     variant=variant, parts=parts)
+    self.parts = parts  # lengths() reads the same parts
     # dtype=: the float features as this dtype, else as stored.
     self.dtype = torch_batches.numpy_dtype_name(dtype)
     self._float_keys = batching.float_keys(self.source.schema,
@@ -267,7 +310,8 @@ class WavbeamMapDataset(torch_data.Dataset):
   def lengths(self, key: Optional[str] = None) -> List[int]:
     """Every example's length, in index order: of `key`, a
     variable-length feature (default: the first read), from its stored
-    length key; for LengthGroupedBatchSampler. Reads the split once."""
+    length key; for LengthGroupedBatchSampler. Reads the split (its
+    parts read, `parts=`) once."""
     key = key or (self.variable[0] if self.variable else None)
     if key not in self.variable:
       raise ValueError(f'{key!r} is not a variable-length feature of '
@@ -276,7 +320,8 @@ class WavbeamMapDataset(torch_data.Dataset):
     length_key = self.source.schema[key].length_key
     reader = numpy_reader.NumpyDataset(self.source.output_dir,
                                        self.source.split,
-                                       features=[length_key])
+                                       features=[length_key],
+                                       parts=self.parts)
     return [int(e[length_key]) for e in reader]
 
   def __len__(self) -> int:
@@ -310,9 +355,13 @@ class LengthGroupedBatchSampler(torch_data.Sampler):
                shuffle: bool = True, seed: int = 0, drop_last: bool = False,
                group_batches: int = 50):
     super().__init__()
-    if batch_size < 1 or group_batches < 1:
-      raise ValueError(f'batch_size={batch_size!r}, group_batches='
-                       f'{group_batches!r}: give positive numbers')
+    # Checked here, not when the DataLoader first iterates the sampler.
+    numpy_reader.check_sizes(batch_size=batch_size,
+                             group_batches=group_batches)
+    if (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or
+        seed < 0):
+      raise ValueError(f'seed={seed!r}: give an integer of at least 0 '
+                       '(each epoch shuffles from it)')
     self.lengths = np.asarray(lengths, np.int64)
     self.batch_size, self.drop_last = batch_size, drop_last
     self.shuffle, self.seed = shuffle, seed
@@ -320,7 +369,7 @@ class LengthGroupedBatchSampler(torch_data.Sampler):
     self.epoch = 0
 
   def set_epoch(self, epoch: int) -> None:
-    self.epoch = epoch
+    self.epoch = checked_epoch(epoch)
 
   def __len__(self) -> int:
     n = len(self.lengths)
