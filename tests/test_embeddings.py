@@ -752,3 +752,32 @@ def test_windows_shorter_than_a_frame_are_refused(models, tmp_path):
   # At 8 kHz, 80 samples are 160 at the model's 16 kHz: one frame each.
   meta = json.loads((tmp_path / 'out8000' / 'metadata.json').read_text())
   assert meta['counts']['examples'] == 50
+
+
+def test_a_model_that_is_no_speech_encoder_or_fails_says_so(models,
+                                                            tmp_path):
+  """A transformers text model is refused naming --embedding_model (exit
+  2); a model that fails before anything is written (a TorchScript
+  kernel of 400 over windows of 300) says that nothing was written, not
+  to --resume a run that left nothing."""
+  folder = tmp_path / 'bert'
+  transformers.BertModel(transformers.BertConfig(
+      hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+      intermediate_size=64, vocab_size=50)).save_pretrained(folder)
+  H.write_wav(str(tmp_path / 'in' / 'a' / 'x.wav'), H.noise(4000))
+  proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
+              str(tmp_path / 'out'), '--features', 'embedding',
+              '--embedding_model', str(folder), *FLAGS, cwd=tmp_path)
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  assert proc.stderr.startswith(f"error: --embedding_model='{folder}': ") \
+      and 'a bert model, not a speech encoder' in proc.stderr, \
+      proc.stderr[-3000:]
+  proc = _cli('--input_dir', str(tmp_path / 'in'), '--output_dir',
+              str(tmp_path / 'out'), '--features', 'embedding',
+              '--embedding_model', models['torchscript'], '--win_len',
+              '300', '--hop_len', '300', '--quiet', cwd=tmp_path)
+  assert proc.returncode == 1, proc.stderr[-3000:]
+  assert proc.stderr.rstrip().endswith(
+      f'nothing was written to {tmp_path / "out"}; fix the cause above, '
+      'then rerun'), proc.stderr[-3000:]
+  assert not (tmp_path / 'out').exists()

@@ -628,6 +628,16 @@ def _left_behind(config, advice: bool = True, local: bool = False) -> str:
               'shards, or --overwrite to start again' if advice else ''))
 
 
+def _written(config) -> bool:
+  """Whether the failed run's output folder exists (so may hold finished
+  shards --resume keeps); True where that cannot be told."""
+  where = config.output_dir if config.variants else config.dataset_dir
+  try:
+    return FileSystems.exists(where)
+  except Exception:  # pylint: disable=broad-except
+    return True
+
+
 def _after_option_error(config) -> str:
   """What a run that failed on an option found wrong once the data was
   seen leaves (_run_config discards what it wrote), said for its user."""
@@ -668,10 +678,16 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
             file=sys.stderr)
       return 1
     logging.exception('the run failed')
-    print(f'error: the run failed: {console.root_cause(e)}\n'
-          f'{config.dataset_dir} holds no complete dataset (no '
-          f'{METADATA_FILE}); fix the cause above, then rerun with '
-          '--resume (or --overwrite to start again)', file=sys.stderr)
+    if _written(config):
+      after = (f'{config.dataset_dir} holds no complete dataset (no '
+               f'{METADATA_FILE}); fix the cause above, then rerun with '
+               '--resume (or --overwrite to start again)')
+    else:  # it failed before the output folder was made
+      where = config.output_dir if config.variants else config.dataset_dir
+      after = (f'nothing was written to {where}; fix the cause above, then '
+               'rerun')
+    print(f'error: the run failed: {console.root_cause(e)}\n{after}',
+          file=sys.stderr)
     return 1
   if outcome is None:
     what = (f'{config.output_dir} holds a complete sweep' if config.variants

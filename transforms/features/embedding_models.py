@@ -245,6 +245,12 @@ class _Transformers(LoadedModel):
     path = local_files(model)
     config = transformers.AutoConfig.from_pretrained(path)
     self.model_type = config.model_type
+    if (self.model_type not in _SPECTRAL_TYPES and
+        not getattr(config, 'conv_kernel', None)):
+      raise ModelError(
+          f'{model}: a {self.model_type} model, not a speech encoder of '
+          'audio (Wav2Vec2, HuBERT, WavLM and others with a convolutional '
+          'front end over the waveform, Whisper, CLAP)')
     try:
       extractor = transformers.AutoFeatureExtractor.from_pretrained(path)
     except (OSError, ValueError):
