@@ -275,6 +275,27 @@ def test_rows_naming_one_file_by_a_link_are_refused(tmp_path):
     manifest_lib.read(config)
 
 
+@pytest.mark.parametrize('segments', [False, True])
+def test_rows_naming_one_file_by_a_hard_link_are_refused(tmp_path,
+                                                         segments):
+  """A hard link is one file under two real paths: two rows naming it
+  stop the run before it starts, as a symbolic link does."""
+  H.write_wav(str(tmp_path / 'in' / 'a.wav'), H.noise(4096))
+  os.link(tmp_path / 'in' / 'a.wav', tmp_path / 'in' / 'hard.wav')
+  if segments:
+    config = _config(tmp_path, 'path,start,end\na.wav,0,0.1\n'
+                     'hard.wav,0.1,0.2\n', **SEGMENT_COLUMNS)
+    message = (f'line 3: hard.wav and a.wav \\({tmp_path / "m.csv"} line '
+               f'2\\) are one file \\({tmp_path / "in" / "a.wav"}\\)')
+  else:
+    config = _config(tmp_path, 'path,split\na.wav,train\nhard.wav,test\n',
+                     manifest_split_column='split')
+    message = (f'hard.wav is listed twice: .*m.csv line 2 and line 3 '
+               f'.both are {tmp_path / "in" / "a.wav"}')
+  with pytest.raises(ConfigError, match=message):
+    manifest_lib.read(config)
+
+
 SEGMENT_COLUMNS = {'manifest_start_column': 'start',
                    'manifest_end_column': 'end', 'label_from': 'none'}
 

@@ -143,13 +143,14 @@ def _read(config: PipelineConfig) -> manifest_lib.Manifest:
   cannot be read as Lhotse means it."""
   by_id: Dict[str, Tuple[str, manifest_lib.Entry]] = {}
   files: Dict[str, str] = {}
+  file_key = manifest_lib.FileKeys()
   for number, value in _lines(RECORDINGS, config.lhotse_recordings):
     rid, listed, entry = _recording(config, number, value)
     if rid in by_id:
       raise ConfigError(RECORDINGS, config.lhotse_recordings, f'line '
                         f'{number}: recording id {rid!r} again (line '
                         f'{by_id[rid][1].line})')
-    key = manifest_lib.same_file_key(listed)
+    key = file_key(listed)
     if key in files:
       raise ConfigError(RECORDINGS, config.lhotse_recordings, f'line '
                         f'{number}: {listed} is the source of recordings '

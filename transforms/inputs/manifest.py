@@ -25,6 +25,7 @@ import math
 import os
 import posixpath
 import re
+import stat
 import string
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
@@ -141,6 +142,29 @@ def same_file_key(location: str) -> str:
   if FileSystems.get_scheme(location):
     return location
   return os.path.realpath(location)
+
+
+class FileKeys:
+  """same_file_key of the rows' files, hard links too: a file under two
+  real paths (a hard link) has its first row's key."""
+
+  def __init__(self):
+    self._first: Dict[object, str] = {}
+
+  def __call__(self, location: str) -> str:
+    key = same_file_key(location)
+    return self._first.setdefault(_inode(location) or key, key)
+
+
+def _inode(location: str) -> Optional[tuple]:
+  """(device, inode) of a local regular file, or None."""
+  if FileSystems.get_scheme(location):
+    return None
+  try:
+    st = os.stat(location)
+  except OSError:
+    return None
+  return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
 
 
 def path_columns(path_column: str) -> List[str]:
@@ -328,6 +352,7 @@ def _read(config: PipelineConfig) -> Manifest:
   rows_of: Dict[str, List[int]] = {}
   segments = bool(config.manifest_start_column)
   firsts: Dict[str, tuple] = {}
+  file_key = FileKeys()
   for file_split, location in config.manifest:
     kind = file_format(location)
     where = location
@@ -349,7 +374,7 @@ def _read(config: PipelineConfig) -> Manifest:
         raise ConfigError(OPTION, where, f'line {number}: empty '
                           f'{config.manifest_path_column!r}')
       listed = row_location(config.input_dir, path)
-      key = same_file_key(listed)
+      key = file_key(listed)
       if key in seen_at:
         refusal = _second_row(config, path, number, listed, key,
                               *seen_at[key])
