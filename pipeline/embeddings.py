@@ -60,6 +60,12 @@ class BeamModelHandler(embedding_models.EmbeddingModelHandler):
     return _Loaded(self.handler.load_model(), self.sample_rate,
                    self.normalize)
 
+  def provenance(self) -> dict:
+    """What metadata.json records of it (Embedding.provenance): which
+    handler, and the input it was given."""
+    return {'handler': ' '.join(repr(self.handler).split())[:300],
+            'sample_rate': self.sample_rate, 'normalize': self.normalize}
+
   def run_inference(self, batch: Sequence[np.ndarray], model,
                     inference_args=None) -> List[np.ndarray]:
     if self._tensors:

@@ -629,6 +629,7 @@ def _summarize_and_finalize(shared, written, config, layouts,
           | f'Finalize{suffix}' >> beam.Map(
               finalize.finalize_dataset, config=config, run_id=run_id,
               expected_schema=expected_schema(config, extra_features),
+              provenance=registry.provenance(config, extra_features),
               class_names=side.AsSingleton(shared['class_names']),
               sample_rate=side.AsSingleton(planned['rate']),
               layouts=side.AsSingleton(layouts)))

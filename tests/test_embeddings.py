@@ -349,6 +349,17 @@ def test_one_of_beams_model_handlers_computes_the_feature(corpus, models,
     expected = _reference('torchscript', models, data[start:start + WIN])
     np.testing.assert_allclose(e['embedding'][:, 0], expected[1],
                                rtol=1e-4, atol=1e-5)
+  # metadata.json says what computed them, and what it was given; the
+  # featurizer and --append, which cannot run that handler, refuse.
+  recorded = json.loads((tmp_path / 'out' / 'metadata.json').read_text())[
+      'features']['embedding']
+  assert recorded['handler'].startswith('<apache_beam.ml.inference.')
+  assert (recorded['sample_rate'], recorded['normalize']) == (16000, False)
+  assert 'sha256' not in recorded
+  from pipeline.featurizer import FeaturizerError, featurizer
+  with pytest.raises(FeaturizerError, match='computed by a model handler '
+                     "of the caller's"):
+    featurizer(str(tmp_path / 'out'))
 
 
 def _second_output(batch, model, device, inference_args, model_id=None):

@@ -132,11 +132,26 @@ class Embedding(registry.Feature):
   def shard_samples(self, config) -> int:
     return SHARD_BATCHES * self.batch_samples(config)
 
-  def provenance(self, config) -> dict:
-    return provenance(config)
+  def provenance(self, config, extra_object=None) -> dict:
+    described = getattr(extra_object, 'provenance', None)
+    if described is None:  # wavbeam's own handler, shared or not
+      return provenance(config)
+    # One of Beam's handlers, of the caller's (run(model_handler=...)):
+    # what it was and what it was given; nothing here can run it again.
+    return {**described(),
+            'layers': config.option('embedding_layers'),
+            'pool': config.option('embedding_pool'),
+            'libraries': embedding_models.library_versions()}
 
   def check_provenance(self, config, recorded) -> None:
     model = config.option('embedding_model')
+    if 'handler' in recorded:
+      raise ConfigError(
+          'embedding_model', model, 'the dataset\'s embeddings were '
+          f'computed by a model handler of the caller\'s '
+          f'({recorded["handler"]}), which cannot be run again from the '
+          'dataset: compute them anew with run(..., model_handler=...) and '
+          '--overwrite')
     now = embedding_models.digest(model)
     if recorded.get('sha256') != now:
       raise ConfigError(

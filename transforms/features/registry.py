@@ -250,10 +250,11 @@ class Feature:
     del config
     return None
 
-  def provenance(self, config) -> Optional[Dict]:
+  def provenance(self, config, extra_object=None) -> Optional[Dict]:
     """What metadata.json records of how its values were made, beyond
-    the options (e.g. a digest of a model's files), or None."""
-    del config
+    the options (e.g. a digest of a model's files), or None.
+    `extra_object`: what the caller gave it to compute with, if any."""
+    del config, extra_object
     return None
 
   def check_provenance(self, config, recorded: Dict) -> None:
@@ -501,13 +502,13 @@ def shard_samples(config) -> Optional[int]:
   return min(found) if found else None
 
 
-def provenance(config) -> Dict[str, Dict]:
+def provenance(config, extra_features=None) -> Dict[str, Dict]:
   """{feature: its provenance} of the features of `config` that record
-  one (metadata.json's `features`)."""
-  found = {}
+  one (metadata.json's `features`), given the run's extra_features."""
+  found, extra = {}, extra_features or {}
   for name in config.features:
     if name in names():
-      recorded = get(name).provenance(config)
+      recorded = get(name).provenance(config, extra.get(name))
       if recorded is not None:
         found[name] = recorded
   return found

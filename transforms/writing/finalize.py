@@ -77,10 +77,13 @@ def _work_seconds(split_stats, config: PipelineConfig) -> dict:
 
 def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
                      class_names, sample_rate, layouts,
-                     expected_schema=None, run_id=None, created=None) -> str:
+                     expected_schema=None, run_id=None, created=None,
+                     provenance=None) -> str:
   """Checks the run's accounting, publishes the shards, writes metadata.
 
   `expected_schema` stands in for the examples' own when none was written.
+  `provenance`: registry.provenance of the run, with what the caller gave
+  its features (else computed from the config).
 
   Raises IncompleteRun (and publishes nothing) when a shard is missing or
   the counts do not add up.
@@ -204,7 +207,8 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   if config.split_unit == 'segment':
     metadata['split_overlap'] = metadata_lib.split_overlap_entry(
         summary.split_overlap(), sample_rate)
-  features = registry.provenance(config)
+  features = (provenance if provenance is not None
+              else registry.provenance(config))
   if features:
     metadata['features'] = features
   metadata['interop'] = write_interop_files(out, metadata)
