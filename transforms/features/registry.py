@@ -508,7 +508,11 @@ def provenance(config, extra_features=None) -> Dict[str, Dict]:
   found, extra = {}, extra_features or {}
   for name in config.features:
     if name in names():
-      recorded = get(name).provenance(config, extra.get(name))
+      feature = get(name)
+      given = extra.get(name) if feature.takes_object else None
+      # Only with an object: a plug-in's provenance(self, config) works.
+      recorded = (feature.provenance(config) if given is None
+                  else feature.provenance(config, given))
       if recorded is not None:
         found[name] = recorded
   return found
