@@ -2,6 +2,7 @@
 reader and writer, and its errors."""
 
 import io
+import os
 
 import pytest
 import tensorflow as tf
@@ -103,12 +104,15 @@ def test_the_records_digest_is_the_same_however_it_is_computed(tmp_path):
   with open(path, 'wb') as f:
     sizes = [tfrecord.write_record(f, r, written) for r in records]
   stored, read = tfrecord.RecordsDigest(), tfrecord.RecordsDigest()
+  walked = tfrecord.RecordsDigest()
   with open(path, 'rb') as f:
     stored.add_stored(f, sizes, str(path))
+    assert tfrecord.record_sizes(f, os.path.getsize(path), str(path),
+                                 walked) == sizes
     f.seek(0)
     for _, data in tfrecord.read_records(f):
       read.add_record(data)
-  assert written.value == stored.value == read.value != 0
+  assert written.value == stored.value == walked.value == read.value != 0
   other = tfrecord.RecordsDigest()
   for r in [b'a' * 5, b'', b'cb' * 300]:
     other.add_record(r)

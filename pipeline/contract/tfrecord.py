@@ -108,10 +108,13 @@ def skip_records(f: BinaryIO, count: int, where: str = '') -> None:
     f.seek(offset)
 
 
-def record_sizes(f: BinaryIO, size: int, where: str = '') -> List[int]:
+def record_sizes(f: BinaryIO, size: int, where: str = '',
+                 digest: Optional['RecordsDigest'] = None) -> List[int]:
   """The framed size of each record of a whole uncompressed file of `size`
   bytes, from the headers alone: a seek and a 12-byte read per record,
-  length CRCs checked, the data skipped (its CRC unchecked)."""
+  length CRCs checked, the data skipped (its CRC unchecked). With
+  `digest`, each record's stored data CRC is added to it, read with the
+  header that follows it."""
   sizes, offset = [], 0
   f.seek(0)
   while offset < size:
@@ -121,7 +124,11 @@ def record_sizes(f: BinaryIO, size: int, where: str = '') -> List[int]:
                           'file ends inside the record')
     sizes.append(16 + length)
     offset += 16 + length
-    f.seek(offset)
+    if digest is None:
+      f.seek(offset)
+    else:
+      f.seek(offset - 4)
+      digest.add(_FOOTER.unpack(f.read(4))[0])
   return sizes
 
 

@@ -183,8 +183,7 @@ class CountShard(beam.DoFn):
         self.compression)) as f:
       digest = tfrecord.RecordsDigest()
       if self.compression == 'none' and filesystem.is_local(path):
-        sizes = tfrecord.record_sizes(f, meta.size_in_bytes, path)
-        digest.add_stored(f, sizes, path)
+        sizes = tfrecord.record_sizes(f, meta.size_in_bytes, path, digest)
       else:
         sizes = []
         for _, data in tfrecord.read_records(f, path):
