@@ -40,6 +40,11 @@ class _Loaded:
     self.input_seconds, self.mixes_lengths = input_seconds, mixes_lengths
 
 
+# The attributes of Beam's model handlers that name their model (PyTorch's
+# state dict or TorchScript file, ONNX's and Hugging Face's URI or id).
+_MODEL_PATHS = ('_torch_script_model_path', '_state_dict_path', '_model_uri')
+
+
 class BeamModelHandler(embedding_models.EmbeddingModelHandler):
   """One of Beam's ModelHandlers as the embedding feature's: each batch
   given to it as it takes examples (torch tensors for its PyTorch and
@@ -63,7 +68,12 @@ class BeamModelHandler(embedding_models.EmbeddingModelHandler):
   def provenance(self) -> dict:
     """What metadata.json records of it (Embedding.provenance): which
     handler, and the input it was given."""
-    return {'handler': ' '.join(repr(self.handler).split())[:300],
+    kind = type(self.handler)
+    return {'handler': f'{kind.__module__}.{kind.__qualname__}',
+            # Where Beam's own handlers read their model from.
+            'model': next((str(getattr(self.handler, name))
+                           for name in _MODEL_PATHS
+                           if getattr(self.handler, name, None)), None),
             'sample_rate': self.sample_rate, 'normalize': self.normalize}
 
   def run_inference(self, batch: Sequence[np.ndarray], model,

@@ -478,12 +478,12 @@ def build_sweep_pipeline(p: beam.Pipeline, config: PipelineConfig,
   audio once and writes every variant's dataset (its config in
   `variant_configs`, {name: PipelineConfig}, its run id in `run_ids`).
   Variants that keep the same recordings (variants.planning_groups) are
-  planned and read together, once; a group that keeps others (an STFT
-  longer than some recordings under --example_unit file) is planned and
-  read on its own, as a separate run would. `base` (append.AppendBase)
-  makes the job an --append part of every variant. Returns the
-  PCollection of the metadata paths, one element once every variant is
-  final."""
+  planned and read together, once; a group that keeps others (features
+  needing more samples than some recordings hold, under --example_unit
+  file) is planned and read on its own, as a separate run would. `base`
+  (append.AppendBase) makes the job an --append part of every variant.
+  Returns the PCollection of the metadata paths, one element once every
+  variant is final."""
   check_input(config)
   run_ids = dict(run_ids or {name: None for name in variant_configs})
   example_size = {}
@@ -654,8 +654,7 @@ def _silent_example(config: PipelineConfig, extra_features=None,
                                frames or config.win_len))
   lengths = {}
   if config.variable_length:
-    length_values, lengths = length_columns(arrays, config,
-                                            frames or config.win_len)
+    length_values, lengths = length_columns(arrays, config)
     arrays.update(length_values)
   columns = {schema_lib.CLASS_KEY: ['x' * 16], 'filepath': ['x' * 120],
              'index': [0], 'num_classes': [0], schema_lib.LABEL_KEY: [0],
@@ -706,31 +705,28 @@ def _silent_arrays(config: PipelineConfig, extra_features, frames: int):
   return found[frames]
 
 
+# Where the data's rate is not known yet, the rates a silent example is
+# tried at, in this order: the usual ones first.
+SILENT_RATES = (16000, 22050, 24000, 32000, 44100, 48000, 88200, 96000,
+                192000, 12000, 11025, 8000)
+
+
 def silent_rate(config: PipelineConfig) -> int:
-  """The rate silent examples are computed at: --sample_rate, else one
-  every feature's options fit (sizes and dtypes do not depend on it;
-  the dataset's own rate is checked once known)."""
+  """The rate silent examples are computed at: --sample_rate, else the
+  first of SILENT_RATES every feature's options fit (sizes and dtypes do
+  not depend on it; the dataset's own rate is checked once known)."""
   if config.sample_rate:
     return config.sample_rate
-  lowest = max(int(2 * max(config.fmax or 0, config.fmin)) + 2,
-               registry.lowest_rate(config))
-  rate = max(16000, lowest)
-  if (config.example_unit != 'window' or
-      registry.min_samples(config, rate).samples <= config.win_len):
-    return rate
-  # A window too short for a frame at 16 kHz (a Kaldi frame, a model's
-  # receptive field) may hold one at the data's rate: the highest rate
-  # it does, if any.
-  if registry.min_samples(config, lowest).samples > config.win_len:
-    return rate
-  high = rate
-  while high - lowest > 1:
-    middle = (lowest + high) // 2
-    if registry.min_samples(config, middle).samples <= config.win_len:
-      lowest = middle
-    else:
-      high = middle
-  return lowest
+  lowest = int(2 * max(config.fmax or 0, config.fmin)) + 2
+
+  def fits(rate: int) -> bool:
+    # A window too short for a frame at one rate (a Kaldi frame, a
+    # model's receptive field) may hold one at another.
+    return rate >= lowest and registry.fits_rate(config, rate) and (
+        config.example_unit != 'window' or
+        registry.min_samples(config, rate).samples <= config.win_len)
+
+  return next((r for r in SILENT_RATES if fits(r)), max(16000, lowest))
 
 
 def silent_length(config: PipelineConfig, hops: int = 1) -> int:

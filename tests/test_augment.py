@@ -188,3 +188,18 @@ def test_the_torch_dataset_starts_each_epoch(tmp_path):
             for e in data]
   first = epoch(0)
   assert epoch(0) == first and epoch(1) != first
+
+
+def test_compose_starts_each_blocks_own_epoch():
+  """A block keeping state of its own per epoch (its start_epoch) sees the
+  epoch a Compose starts, whatever stream the Compose lends it."""
+
+  class Counted(augment.Gain):
+    def start_epoch(self, epoch, rank=0, worker=0):
+      super().start_epoch(epoch, rank, worker)
+      self.epoch_seen = epoch
+
+  block = Counted(db=(-3, 3))
+  composed = augment.Compose([augment.Compose([block])], seed=5)
+  composed.start_epoch(7, 1, 2)
+  assert block.epoch_seen == 7

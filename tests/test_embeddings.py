@@ -353,7 +353,9 @@ def test_one_of_beams_model_handlers_computes_the_feature(corpus, models,
   # featurizer and --append, which cannot run that handler, refuse.
   recorded = json.loads((tmp_path / 'out' / 'metadata.json').read_text())[
       'features']['embedding']
-  assert recorded['handler'].startswith('<apache_beam.ml.inference.')
+  assert recorded['handler'] == ('apache_beam.ml.inference.pytorch_inference.'
+                                 'PytorchModelHandlerTensor')
+  assert recorded['model'] == models['torchscript']
   assert (recorded['sample_rate'], recorded['normalize']) == (16000, False)
   assert 'sha256' not in recorded
   from pipeline.featurizer import FeaturizerError, featurizer

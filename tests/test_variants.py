@@ -13,6 +13,7 @@ import pytest
 
 from pipeline.readers import numpy_dataset as numpy_reader
 from pipeline.readers import tf_dataset as replay
+from pipeline import variants
 from pipeline.commands import verify
 from pipeline.contract import tfrecord
 from pipeline.contract.errors import DatasetError
@@ -781,3 +782,29 @@ def test_a_sweep_refused_by_a_variant_s_folder_keeps_the_stopped_one(
               str(tmp_path / 'v.json'))
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert sorted(os.listdir(tmp_path / 'out')) == ['a', 'b', 'variants.json']
+
+
+def test_variants_needing_as_many_samples_are_planned_together():
+  """--example_unit file: a group per count of samples the features need;
+  a Kaldi frame follows the data's rate, so without --sample_rate it is
+  told by its option."""
+  from pipeline.config import PipelineConfig
+
+  def configs(**kw):
+    base = dict(input_dir='in', output_dir='out', example_unit='file', **kw)
+    return {
+        'mel': PipelineConfig(features=('log_mel',), **base),
+        'mel_whisper': PipelineConfig(
+            features=('log_mel', 'whisper_log_mel'), **base),
+        'mel_kaldi': PipelineConfig(features=('log_mel', 'kaldi_fbank'),
+                                    **base),
+        'kaldi_long': PipelineConfig(
+            features=('log_mel', 'kaldi_fbank'), kaldi_frame_length=50.0,
+            **base)}
+
+  assert variants.planning_groups(configs()) == [
+      ('kaldi_long',), ('mel', 'mel_whisper'), ('mel_kaldi',)]
+  # At 16 kHz a Kaldi frame of 25 ms is 400 samples, under n_fft's 512;
+  # one of 50 ms is 800.
+  assert variants.planning_groups(configs(sample_rate=16000)) == [
+      ('kaldi_long',), ('mel', 'mel_kaldi', 'mel_whisper')]

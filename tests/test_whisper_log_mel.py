@@ -106,7 +106,7 @@ def test_a_run_stores_what_the_reference_computes(tmp_path, unit):
 def test_a_recording_too_short_to_centre_a_frame_is_rejected(tmp_path):
   """--example_unit file: 200 samples or fewer cannot be reflected 200 at
   each end; such a recording is a rejection with its reason, the others
-  are kept, each with its num_samples (no signal stored)."""
+  are kept."""
   for name, n in (('tiny', 200), ('ok', 201), ('long', 4000)):
     H.write_wav(str(tmp_path / 'in' / 'c' / f'{name}.wav'),
                 H.noise(n, seed=n))
@@ -117,6 +117,6 @@ def test_a_recording_too_short_to_centre_a_frame_is_rejected(tmp_path):
   assert meta['counts']['files_rejected'] == 1
   assert 'too short: 200 frames at 16000 Hz, whisper_log_mel needs more ' \
       'than 200' in (tmp_path / 'out' / 'rejects.jsonl').read_text()
-  lengths = sorted(int(e['num_samples']) for e in numpy_reader.numpy_dataset(
+  frames = sorted(int(e[W.FRAMES_KEY]) for e in numpy_reader.numpy_dataset(
       str(tmp_path / 'out'), 'train'))
-  assert lengths == [201, 4000]
+  assert frames == [201 // 160, 4000 // 160]

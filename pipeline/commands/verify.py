@@ -121,10 +121,10 @@ def verify(output_dir: str) -> str:
                  'hold the same windows of the same recordings, split for '
                  f'split, {order}')
   else:
-    # Under --example_unit file or segment, an STFT longer than some
-    # recordings leaves them out of its variants only.
+    # Under --example_unit file or segment, features that need more
+    # samples than some recordings hold leave them out of their variants.
     lines.append(f'{output_dir}: the {plural(len(windows), "variant")} '
-                 "keep the recordings their STFT can frame, in groups "
+                 "keep the recordings their features can use, in groups "
                  f'({"; ".join(", ".join(g) for g in groups)}); the '
                  'variants of a group hold the same windows of the same '
                  f'recordings, split for split, {order}')

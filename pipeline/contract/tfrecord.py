@@ -39,8 +39,9 @@ def write_record(f: BinaryIO, data: bytes,
 class RecordsDigest:
   """What tells a shard's records from other records of the same sizes:
   CRC32C over the masked data CRCs its framing stores, 4 bytes each as
-  stored, in record order. Writers and checkers compute every record's
-  CRC anyway, so the digest costs no pass over the data."""
+  stored, in record order. A writer adds the CRCs it writes; a reader of
+  the framing, the CRCs it finds stored; a check that reads the data,
+  each record's CRC once more (add_record)."""
 
   def __init__(self):
     self.value = 0

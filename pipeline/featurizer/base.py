@@ -44,9 +44,7 @@ class DatasetOptions:
     self.specs = metadata_lib.schema_of(metadata).as_dict()
     own = (set(schema_lib.BASE_KEYS) |
            set(self.config.manifest_extra_columns) |
-           {s.length_key for s in self.specs.values() if s.variable} |
-           ({schema_lib.NUM_SAMPLES_KEY} if self.config.variable_length
-            else set()))
+           {s.length_key for s in self.specs.values() if s.variable})
     self.extras = tuple(k for k in sorted(self.specs)
                         if k not in own and k not in self.config.features)
     # What a feature was computed with (a model's files), as now.

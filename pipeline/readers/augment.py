@@ -69,6 +69,9 @@ class Compose(Augmentation):
         streams.append(block._streams_from(  # pylint: disable=protected-access
             [seed, place, block.seed], epoch, rank, worker))
       elif isinstance(block, Augmentation):
+        # Its own start_epoch too: a block may keep state of its own per
+        # epoch; what it draws comes from the stream lent it.
+        block.start_epoch(epoch, rank, worker)
         streams.append(np.random.default_rng(
             [[seed, place, block.seed], epoch, rank, worker]))
       else:

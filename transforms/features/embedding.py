@@ -17,7 +17,6 @@ in layers or pooling. A model handler of the caller's (`run(config,
 model_handler=...)`, any of Beam's) takes the place of wavbeam's own.
 """
 
-import functools
 from typing import List, Optional
 
 import numpy as np
@@ -181,21 +180,29 @@ class Embedding(registry.Feature):
     return np.ascontiguousarray(kept, np.float32)
 
 
-@functools.lru_cache(maxsize=16)
+# (model, rate) -> Embedding.min_samples, once found (planning asks it of
+# every recording); a model not in the local cache yet is asked again.
+_MIN_SAMPLES = {}
+
+
 def _min_samples(model: str, rate: int) -> registry.MinSamples:
-  """Embedding.min_samples, read once per process (planning asks it of
-  every recording)."""
+  if (model, rate) in _MIN_SAMPLES:
+    return _MIN_SAMPLES[model, rate]
   found = embedding_models.cached_files(model)
-  shortest = found and embedding_models.shortest_input(found)
-  if not shortest:
+  if found is None:
     return registry.ANY_LENGTH
-  model_rate = embedding_models.model_input(found)['sample_rate']
-  samples = max(1, -(-shortest * rate // model_rate))
-  while audio.resampled_length(samples, rate, model_rate) < shortest:
-    samples += 1
-  return registry.MinSamples(samples, f'the embedding model needs '
-                             f'{shortest} samples at {model_rate} Hz for '
-                             'one frame')
+  shortest = embedding_models.shortest_input(found)
+  need = registry.ANY_LENGTH
+  if shortest:
+    model_rate = embedding_models.model_input(found)['sample_rate']
+    samples = max(1, -(-shortest * rate // model_rate))
+    while audio.resampled_length(samples, rate, model_rate) < shortest:
+      samples += 1
+    need = registry.MinSamples(samples, f'the embedding model needs '
+                               f'{shortest} samples at {model_rate} Hz for '
+                               'one frame')
+  _MIN_SAMPLES[model, rate] = need
+  return need
 
 
 def _check_length(config, limit: Optional[float]) -> None:

@@ -243,12 +243,8 @@ class KaldiFbank(registry.Feature):
   def min_samples_options(self, config) -> tuple:
     return ((self.name, registry.option_value(config, 'kaldi_frame_length')),)
 
-  def lowest_rate(self, config) -> int:
-    value = registry.option_value
-    low, high = value(config, 'kaldi_low_freq'), value(
-        config, 'kaldi_high_freq')
-    # high <= 0 is that far below the Nyquist frequency.
-    return int(2 * (high if high > 0 else low - high)) + 2
+  def check_rate(self, config, rate: int) -> None:
+    _check_rate(config, rate, 'dataset')
 
   def check(self, config):
     value = registry.option_value

@@ -225,16 +225,19 @@ class Feature:
     return ANY_LENGTH
 
   def min_samples_options(self, config) -> tuple:
-    """What min_samples depends on beside the rate: variants alike in it
-    keep the same recordings and segments."""
-    return (('n_fft', config.n_fft),) if self.uses_stft else ()
-
-  def lowest_rate(self, config) -> int:
-    """The lowest sample rate its options fit (a band edge below the
-    Nyquist frequency), or 0: a silent example computed before the
-    dataset's rate is known is computed at a rate it fits."""
+    """Where min_samples depends on the data's rate (a frame in ms, a
+    model's receptive field), the options it follows; () where it does
+    not (one STFT frame). Variants alike in planning_key keep the same
+    recordings and segments."""
     del config
-    return 0
+    return ()
+
+  def check_rate(self, config, rate: int) -> None:
+    """ConfigError, naming the option, where its options do not fit data
+    at `rate` (a band edge above the Nyquist frequency, a frame of too
+    few samples): a silent example computed before the dataset's rate is
+    known is computed at a rate every feature fits."""
+    del config, rate
 
   def batch_samples(self, config) -> Optional[int]:
     """Samples it wants computed together, where more than the usual
@@ -471,19 +474,34 @@ def min_samples(config, rate: int) -> MinSamples:
              key=lambda need: need.samples, default=ANY_LENGTH)
 
 
-def min_samples_options(config) -> tuple:
-  """Feature.min_samples_options of the features of `config`, each once."""
+def planning_key(config) -> tuple:
+  """What decides which recordings and segments the features of `config`
+  keep: with --sample_rate, the samples they need (min_samples); else
+  those the features whose need does not follow the rate need, and the
+  options of those whose need does (Feature.min_samples_options)."""
   load_modules(config.feature_module)
-  found = set()
+  if config.sample_rate:
+    return (min_samples(config, config.sample_rate).samples,)
+  fixed, following = 0, set()
   for name in in_use(config.features):
-    found.update(get(name).min_samples_options(config))
-  return tuple(sorted(found, key=repr))
+    feature = get(name)
+    options = feature.min_samples_options(config)
+    if options:
+      following.update(options)
+    else:
+      fixed = max(fixed, feature.min_samples(config, 16000).samples)
+  return (fixed,) + tuple(sorted(following, key=repr))
 
 
-def lowest_rate(config) -> int:
-  """The largest Feature.lowest_rate of the features of `config`."""
-  return max((get(n).lowest_rate(config) for n in in_use(config.features)),
-             default=0)
+def fits_rate(config, rate: int) -> bool:
+  """Whether every feature of `config` fits data at `rate`
+  (Feature.check_rate)."""
+  try:
+    for name in in_use(config.features):
+      get(name).check_rate(config, rate)
+  except ConfigError:
+    return False
+  return True
 
 
 def batch_samples(config) -> Optional[int]:

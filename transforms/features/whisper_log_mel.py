@@ -108,9 +108,6 @@ class WhisperLogMel(registry.Feature):
                                f'than {N_FFT // 2} (its frames are centred by '
                                f'reflecting {N_FFT // 2} at each end)')
 
-  def min_samples_options(self, config) -> tuple:
-    return ((self.name, config.option('whisper_pad')),)
-
   def check(self, config):
     n_mels = config.option('whisper_n_mels')
     if n_mels not in (80, 128):
@@ -132,10 +129,13 @@ class WhisperLogMel(registry.Feature):
                         'recordings or segments are then rejected, with '
                         'their reason in rejects.jsonl)')
 
+  def check_rate(self, config, rate: int) -> None:
+    if rate != RATE:
+      raise ConfigError('sample_rate', rate, 'whisper_log_mel needs '
+                        f'{RATE} Hz audio: give --sample_rate {RATE}')
+
   def compute(self, batch):
-    if batch.sample_rate != RATE:
-      raise ConfigError('sample_rate', batch.sample_rate, 'whisper_log_mel '
-                        f'needs {RATE} Hz audio: give --sample_rate {RATE}')
+    self.check_rate(batch.config, batch.sample_rate)
     need = self.min_samples(batch.config, batch.sample_rate)
     if batch.windows.shape[1] < need.samples:
       # Whole recordings that short are rejected at planning.

@@ -512,8 +512,7 @@ def planning_options(config: PipelineConfig) -> tuple:
   must hold what its features need (registry.min_samples: one STFT frame,
   one Kaldi frame); a window always does (--win_len is checked against
   it with the options, or once the dataset's rate is known)."""
-  return (registry.min_samples_options(config) if config.variable_length
-          else ())
+  return registry.planning_key(config) if config.variable_length else ()
 
 
 def limit_windows(counts: Iterable[Tuple[int, int]],

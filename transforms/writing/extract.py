@@ -311,18 +311,14 @@ def _length_key(name: str, config):
   return LENGTH_KEYS.get(length, length)
 
 
-def length_columns(arrays: Mapping[str, np.ndarray], config,
-                   num_samples: int
+def length_columns(arrays: Mapping[str, np.ndarray], config
                    ) -> Tuple[Dict[str, List[int]], Dict[str, str]]:
   """--example_unit file: ({length key: [length per row]}, {feature: its
-  length key}) of a batch of equal-length examples of `num_samples`
-  samples: num_samples always (the signal's length, whether or not it is
-  stored), the STFT features' in num_frames. A feature function of your
-  own keeps a fixed shape (one that varies with the recording is refused
-  when the schemas of two examples merge)."""
-  rows = len(next(iter(arrays.values()))) if arrays else 0
-  columns = {schema_lib.NUM_SAMPLES_KEY: [int(num_samples)] * rows}
-  lengths = {}
+  length key}) of a batch of equal-length examples: the signal's length in
+  num_samples, the STFT features' in num_frames. A feature function of
+  your own keeps a fixed shape (one that varies with the recording is
+  refused when the schemas of two examples merge)."""
+  columns, lengths = {}, {}
   for key, value in arrays.items():
     length_key = _length_key(key, config)
     if length_key is not None:
@@ -390,8 +386,7 @@ class ExampleMaker:
     columns.update(arrays)
     lengths = {}
     if self.config.variable_length:
-      length_values, lengths = length_columns(arrays, self.config,
-                                              windows.shape[1])
+      length_values, lengths = length_columns(arrays, self.config)
       columns.update(length_values)
     # Scalar columns have fixed types: a batch's schema can only change
     # with its arrays' dtypes or shapes (of a variable-length array, the
