@@ -212,18 +212,24 @@ def test_options_are_checked_at_the_rate_of_the_data(tmp_path):
         example['kaldi_fbank'])
 
 
+def _windows_of_one_file(tmp_path, rate, samples, win_len, **options):
+  """A run over one file of `samples` at `rate`, in windows of `win_len`,
+  without --sample_rate: (the file's audio, its examples)."""
+  path = str(tmp_path / 'in' / 'c' / 'f.wav')
+  H.write_wav(path, H.noise(samples), rate=rate)
+  H.run_pipeline(H.make_config(
+      tmp_path / 'in', tmp_path / 'out', win_len=win_len, hop_len=win_len,
+      features=('kaldi_fbank',), splits='train=1.0', **options))
+  audio, _ = sf.read(path, dtype='float64')
+  return audio, list(numpy_reader.numpy_dataset(str(tmp_path / 'out'),
+                                                'train'))
+
+
 @pytest.mark.slow
 def test_a_window_holding_a_frame_at_the_datas_rate_is_enough(tmp_path):
   """Without --sample_rate, windows of 300 samples of 8 kHz data hold a
   Kaldi frame (200 samples there, 400 at 16 kHz): the run is the data's."""
-  H.write_wav(str(tmp_path / 'in' / 'c' / 'f.wav'), H.noise(3000),
-              rate=8000)
-  config = H.make_config(tmp_path / 'in', tmp_path / 'out', win_len=300,
-                         hop_len=300, features=('kaldi_fbank',),
-                         splits='train=1.0')
-  H.run_pipeline(config)
-  audio, _ = sf.read(str(tmp_path / 'in' / 'c' / 'f.wav'), dtype='float64')
-  examples = list(numpy_reader.numpy_dataset(str(tmp_path / 'out'), 'train'))
+  audio, examples = _windows_of_one_file(tmp_path, 8000, 3000, 300)
   assert len(examples) == 10
   for example in examples:
     start = int(example['win_start_idx'])
@@ -237,14 +243,8 @@ def test_options_that_fit_only_the_datas_rate_run(tmp_path):
   """128 bins leave some without an FFT bin at 16 kHz (512 points), not at
   48 kHz (2048): without --sample_rate the run is judged at the data's
   rate, and its values are torchaudio's there."""
-  H.write_wav(str(tmp_path / 'in' / 'c' / 'f.wav'), H.noise(9600),
-              rate=48000)
-  config = H.make_config(tmp_path / 'in', tmp_path / 'out', win_len=4800,
-                         hop_len=4800, features=('kaldi_fbank',),
-                         kaldi_num_mel_bins=128, splits='train=1.0')
-  H.run_pipeline(config)
-  audio, _ = sf.read(str(tmp_path / 'in' / 'c' / 'f.wav'), dtype='float64')
-  examples = list(numpy_reader.numpy_dataset(str(tmp_path / 'out'), 'train'))
+  audio, examples = _windows_of_one_file(tmp_path, 48000, 9600, 4800,
+                                         kaldi_num_mel_bins=128)
   assert len(examples) == 2
   for example in examples:
     start = int(example['win_start_idx'])

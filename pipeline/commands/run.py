@@ -628,12 +628,16 @@ def _left_behind(config, advice: bool = True, local: bool = False) -> str:
               'shards, or --overwrite to start again' if advice else ''))
 
 
+def _output_of(config) -> str:
+  """The folder a run writes: the sweep's, or the dataset's."""
+  return config.output_dir if config.variants else config.dataset_dir
+
+
 def _written(config) -> bool:
   """Whether the failed run's output folder exists (so may hold finished
   shards --resume keeps); True where that cannot be told."""
-  where = config.output_dir if config.variants else config.dataset_dir
   try:
-    return FileSystems.exists(where)
+    return FileSystems.exists(_output_of(config))
   except Exception:  # pylint: disable=broad-except
     return True
 
@@ -647,9 +651,8 @@ def _after_option_error(config) -> str:
     return (f'{config.dataset_dir} holds the stopped run\'s files, which '
             'no run with these options can finish; fix the option, then '
             'rerun with --overwrite')
-  where = config.output_dir if config.variants else config.dataset_dir
-  return (f'nothing of this run is kept in {where}; fix the option, then '
-          'rerun')
+  return (f'nothing of this run is kept in {_output_of(config)}; fix the '
+          'option, then rerun')
 
 
 def _run(config, beam_args, show_progress: bool, start: float) -> int:
@@ -683,9 +686,8 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
                f'{METADATA_FILE}); fix the cause above, then rerun with '
                '--resume (or --overwrite to start again)')
     else:  # it failed before the output folder was made
-      where = config.output_dir if config.variants else config.dataset_dir
-      after = (f'nothing was written to {where}; fix the cause above, then '
-               'rerun')
+      after = (f'nothing was written to {_output_of(config)}; fix the cause '
+               'above, then rerun')
     print(f'error: the run failed: {console.root_cause(e)}\n{after}',
           file=sys.stderr)
     return 1

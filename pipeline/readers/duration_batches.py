@@ -83,7 +83,7 @@ def bucket_edges(durations: Sequence[float], num_buckets: int) -> List[float]:
 
 
 def batches(items: Iterable[Tuple[float, T]], max_duration: float,
-            num_buckets: int = 10,
+            num_buckets: int = NUM_BUCKETS,
             edges_estimate: int = EDGES_ESTIMATE) -> Iterator[List[T]]:
   """Lists of items from (duration, item) pairs, each list's count times
   its longest duration at most `max_duration` (or one item longer than

@@ -88,10 +88,7 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
     # raise it from another process, far from the call.
     numpy_reader.check_sizes(batch_size=batch_size,
                              shuffle_buffer_size=shuffle_buffer_size)
-    if (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or
-        seed < 0):
-      raise DatasetError(f'seed={seed!r}: give an integer of at least 0 '
-                         '(every rank and epoch shuffles from it alike)')
+    _check_seed(seed, 'every rank and epoch shuffles from it alike')
     if max_duration is not None and (batch_size is not None or drop_last):
       raise ValueError(f'batch_size={batch_size!r}, drop_last={drop_last!r} '
                        f'and max_duration={max_duration!r}: batches of '
@@ -248,6 +245,15 @@ class WavbeamIterableDataset(torch_data.IterableDataset):
       yield self._reader.shards[order[position]], start, stop
 
 
+def _check_seed(seed, drawn: str) -> None:
+  """DatasetError (a ValueError) for a seed= that is not an integer of at
+  least 0; `drawn` says what draws from it."""
+  if (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or
+      seed < 0):
+    raise DatasetError(f'seed={seed!r}: give an integer of at least 0 '
+                       f'({drawn})')
+
+
 def checked_epoch(epoch) -> int:
   """set_epoch's epoch, checked where it is set: a bad one would fail in
   a DataLoader worker, in numpy's seeding."""
@@ -358,10 +364,7 @@ class LengthGroupedBatchSampler(torch_data.Sampler):
     # Checked here, not when the DataLoader first iterates the sampler.
     numpy_reader.check_sizes(batch_size=batch_size,
                              group_batches=group_batches)
-    if (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or
-        seed < 0):
-      raise ValueError(f'seed={seed!r}: give an integer of at least 0 '
-                       '(each epoch shuffles from it)')
+    _check_seed(seed, 'each epoch shuffles from it')
     self.lengths = np.asarray(lengths, np.int64)
     self.batch_size, self.drop_last = batch_size, drop_last
     self.shuffle, self.seed = shuffle, seed

@@ -110,7 +110,7 @@ class Embedding(registry.Feature):
     # starts, and an example longer than its model takes then fails it.
     found = embedding_models.cached_files(config.option('embedding_model'))
     if found is not None:
-      _check_length(config, embedding_models.longest_input(found))
+      _check_longest(config, embedding_models.longest_input(found))
 
   def min_samples(self, config, rate: int) -> registry.MinSamples:
     """A transformers speech encoder's receptive field (shortest_input)
@@ -160,12 +160,7 @@ class Embedding(registry.Feature):
           'or compute them anew with --overwrite')
 
   def compute(self, batch):
-    need = self.min_samples(batch.config, batch.sample_rate)
-    if batch.windows.shape[1] < need.samples:
-      # Whole recordings that short are rejected at planning.
-      raise ConfigError('win_len', batch.windows.shape[1],
-                        f'is too short at {batch.sample_rate} Hz: '
-                        f'{need.why}')
+    self.check_length(batch)
     hidden = _hidden_states(batch)          # [n, layers, frames, dim]
     numbers = layer_numbers(batch.option('embedding_layers'))
     if numbers is None:
@@ -205,7 +200,7 @@ def _min_samples(model: str, rate: int) -> registry.MinSamples:
   return need
 
 
-def _check_length(config, limit: Optional[float]) -> None:
+def _check_longest(config, limit: Optional[float]) -> None:
   """ConfigError where an example may be longer than the model takes:
   refused before the run, not in the middle of it."""
   if limit is None:

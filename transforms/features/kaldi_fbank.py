@@ -261,11 +261,7 @@ class KaldiFbank(registry.Feature):
     rate = batch.sample_rate
     batch.constant((self.name, 'fits', rate),
                    lambda: _check_rate(config, rate, 'dataset') or True)
-    need = self.min_samples(config, rate)
-    if batch.windows.shape[1] < need.samples:
-      # Whole recordings that short are rejected at planning.
-      raise ConfigError('win_len', batch.windows.shape[1],
-                        f'is too short at {rate} Hz: {need.why}')
+    self.check_length(batch)
     high = value(config, 'kaldi_high_freq')
     return kaldi_fbank(
         batch.windows, rate,

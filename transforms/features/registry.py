@@ -224,6 +224,15 @@ class Feature:
                         f'one STFT frame needs --n_fft={config.n_fft}')
     return ANY_LENGTH
 
+  def check_length(self, batch: 'Batch') -> None:
+    """ConfigError naming --win_len where the batch's windows are shorter
+    than min_samples (whole recordings that short are rejected at
+    planning)."""
+    need = self.min_samples(batch.config, batch.sample_rate)
+    if batch.windows.shape[1] < need.samples:
+      raise ConfigError('win_len', batch.windows.shape[1], f'is too short '
+                        f'at {batch.sample_rate} Hz: {need.why}')
+
   def min_samples_options(self, config) -> tuple:
     """Where min_samples depends on the data's rate (a frame in ms, a
     model's receptive field), the options it follows; () where it does

@@ -136,11 +136,7 @@ class WhisperLogMel(registry.Feature):
 
   def compute(self, batch):
     self.check_rate(batch.config, batch.sample_rate)
-    need = self.min_samples(batch.config, batch.sample_rate)
-    if batch.windows.shape[1] < need.samples:
-      # Whole recordings that short are rejected at planning.
-      raise ConfigError('win_len', batch.windows.shape[1],
-                        f'is too short: {need.why}')
+    self.check_length(batch)
     pad = PAD_SAMPLES if batch.option('whisper_pad') == '30s' else None
     return whisper_log_mel(batch.windows, batch.option('whisper_n_mels'),
                            pad)
