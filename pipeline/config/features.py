@@ -56,6 +56,16 @@ class FeatureOptions:
     """A feature in use frames the STFT (--n_fft applies)."""
     return registry.uses_stft(self.features)
 
+  def min_samples(self, rate: int) -> 'registry.MinSamples':
+    """The fewest samples an example needs at `rate` for every feature
+    in use to have a value, and why (registry.min_samples)."""
+    return registry.min_samples(self, rate)
+
+  def planning_key(self) -> tuple:
+    """What decides which recordings the features keep
+    (registry.planning_key)."""
+    return registry.planning_key(self)
+
   def option(self, name: str):
     """The value of a feature's option: a field, or one of
     feature_options (a --feature_module feature's)."""

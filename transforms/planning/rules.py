@@ -11,7 +11,6 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from pipeline.config import PipelineConfig
 from pipeline.contract import naming
-from transforms.features import registry
 from transforms.inputs import audio
 from transforms.inputs import labels
 from transforms.inputs import splits
@@ -498,7 +497,7 @@ def file_example(frames: int, config: PipelineConfig,
                  f'{config.min_seconds:g}')
   if frames == 0:
     raise BadWav('empty: no frames to make an example of')
-  need = registry.min_samples(config, dataset_rate)
+  need = config.min_samples(dataset_rate)
   if frames < need.samples:
     raise BadWav(f'too short: {frames} frames at {dataset_rate} Hz, '
                  f'{need.why}')
@@ -512,7 +511,7 @@ def planning_options(config: PipelineConfig) -> tuple:
   must hold what its features need (registry.min_samples: one STFT frame,
   one Kaldi frame); a window always does (--win_len is checked against
   it with the options, or once the dataset's rate is known)."""
-  return registry.planning_key(config) if config.variable_length else ()
+  return config.planning_key() if config.variable_length else ()
 
 
 def limit_windows(counts: Iterable[Tuple[int, int]],
