@@ -113,12 +113,24 @@ def open_parts(config: PipelineConfig) -> Tuple[str, List[str], List[dict]]:
   return out, dirs, metas
 
 
-def check_same_provenance(config: PipelineConfig, metadata: dict) -> None:
+def check_same_provenance(config: PipelineConfig, metadata: dict,
+                          extra_features=None) -> None:
   """ConfigError when a feature would now be computed with other than
-  what metadata.json records (an embedding model's files changed)."""
+  what metadata.json records (an embedding model's files changed, a
+  model handler of the caller's given), given the run's extra_features."""
+  given = extra_features or {}
   for name, recorded in metadata.get('features', {}).items():
     if name in registry.names():
-      registry.get(name).check_provenance(config, recorded)
+      feature = registry.get(name)
+      feature.check_provenance(config, recorded)
+      # A caller's handler says what it is (its provenance); a dataset
+      # written with one is refused by check_provenance already.
+      caller = given.get(name) if feature.takes_object else None
+      if getattr(caller, 'provenance', None) is not None:
+        raise ConfigError('features', name, 'the dataset\'s values were '
+                          'computed from --embedding_model\'s files, and this '
+                          'append gives a model handler of its own: append '
+                          'without model_handler=')
 
 
 def check_same_options(config: PipelineConfig, stored: dict) -> None:
@@ -232,8 +244,8 @@ def plan(config: PipelineConfig, part_dirs: List[str], metas: List[dict]
 def run_sweep_append(
     sweep_dir: str, variant_configs: Dict[str, PipelineConfig],
     run_parts: Callable[[Dict[str, PipelineConfig], AppendBase], object],
-    expected_schema: Callable[[PipelineConfig], schema_lib.Schema]
-) -> Dict[str, AppendOutcome]:
+    expected_schema: Callable[[PipelineConfig], schema_lib.Schema],
+    extra_features=None) -> Dict[str, AppendOutcome]:
   """--append to a sweep (--variants) in `sweep_dir`: every variant gets
   the same new part, written by one job, `run_parts({variant: part
   config}, base)`; then the sweep's variants.json lists it for every
@@ -245,7 +257,7 @@ def run_sweep_append(
   for name, config in variant_configs.items():
     out, dirs, metas = open_parts(config)
     check_same_options(config, metas[0]['config'])
-    check_same_provenance(config, metas[-1])
+    check_same_provenance(config, metas[-1], extra_features)
     metas_of[name] = metas[0]
     opened[name] = (out, dirs)
     planned[name] = plan(config, dirs, metas)
@@ -336,14 +348,14 @@ def _part_config(config: PipelineConfig, part_dir: str) -> PipelineConfig:
 
 def run_append(config: PipelineConfig,
                run_part: Callable[[PipelineConfig, AppendBase], object],
-               expected_schema: Callable[[PipelineConfig], schema_lib.Schema]
-               ) -> AppendOutcome:
+               expected_schema: Callable[[PipelineConfig], schema_lib.Schema],
+               extra_features=None) -> AppendOutcome:
   """--append: checks, plans, runs the part with `run_part(part config,
   base)` and lists it in parts.json; see the module docstring.
   `expected_schema(config)`: the schema its examples will have."""
   out, dirs, metas = open_parts(config)
   check_same_options(config, metas[0]['config'])
-  check_same_provenance(config, metas[-1])
+  check_same_provenance(config, metas[-1], extra_features)
   base, outcome = plan(config, dirs, metas)
   if not outcome.new:
     return outcome

@@ -6,6 +6,7 @@ and an ONNX conv net; in windows and whole recordings, pooled and not,
 swept over layers, appended, served by the featurizer, and with one of
 Beam's own model handlers."""
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -362,6 +363,27 @@ def test_one_of_beams_model_handlers_computes_the_feature(corpus, models,
   with pytest.raises(FeaturizerError, match='computed by a model handler '
                      "of the caller's"):
     featurizer(str(tmp_path / 'out'))
+
+
+def test_an_append_with_a_handler_of_its_own_is_refused(corpus, models,
+                                                       tmp_path):
+  """Embeddings computed from --embedding_model's files are not mixed with
+  a caller's model handler's in one dataset."""
+  from apache_beam.ml.inference.pytorch_inference import (
+      PytorchModelHandlerTensor)
+  from pipeline import run as run_lib
+  config = PipelineConfig(
+      input_dir=str(corpus / 'in'), output_dir=str(tmp_path / 'out'),
+      win_len=WIN, features=('embedding',),
+      embedding_model=models['torchscript'], splits=(('train', 1.0),))
+  run_lib.run(config)
+  handler = PytorchModelHandlerTensor(
+      torch_script_model_path=models['torchscript'],
+      inference_fn=_second_output)
+  with pytest.raises(ConfigError, match='this append gives a model handler '
+                     'of its own'):
+    run_lib.run(dataclasses.replace(config, append=True),
+                model_handler=handler)
 
 
 def _second_output(batch, model, device, inference_args, model_id=None):

@@ -212,7 +212,8 @@ def _run_checked(config, beam_args, extra_features, show_progress):
       return append_lib.run_append(
           config, lambda part, base: _run_config(
               part, beam_args, extra_features, show_progress, forked, base),
-          lambda part: expected_schema(part, extra_features))
+          lambda part: expected_schema(part, extra_features),
+          extra_features)
     return _run_config(config, beam_args, extra_features, show_progress,
                        forked)
 
@@ -404,7 +405,7 @@ def _append_to_sweep(config, variant_configs, beam_args, extra_features,
         config.output_dir, variant_configs, lambda parts, base: _run_config(
             config, beam_args, extra_features, show_progress, forked, base,
             variant_configs=parts),
-        lambda part: expected_schema(part, extra_features))
+        lambda part: expected_schema(part, extra_features), extra_features)
   if FileSystems.exists(shared):
     filesystem.delete([shared])
   return outcomes
