@@ -113,9 +113,8 @@ class WhisperLogMel(registry.Feature):
     if n_mels not in (80, 128):
       raise ConfigError('whisper_n_mels', n_mels, 'must be 80 or 128 (the '
                         'bands Whisper models take)')
-    if config.sample_rate not in (None, RATE):
-      raise ConfigError('sample_rate', config.sample_rate, 'whisper_log_mel '
-                        f'needs {RATE} Hz audio: give --sample_rate {RATE}')
+    if config.sample_rate:
+      self.check_rate(config, config.sample_rate)
     if config.option('whisper_pad') != '30s':
       return
     if config.example_unit == 'window':
