@@ -255,6 +255,63 @@ def test_dofn_specs_are_remembered_per_dofn_and_stay_right():
   assert out.splitlines() == ['2', '1', '22 True', '3']
 
 
+def test_function_arguments_are_remembered_per_function_and_stay_right():
+  out = _python("""
+      import functools
+      import apache_beam as beam
+      from apache_beam.transforms import core
+      from pipeline.commands import lean_beam
+      inspect_args = core.get_function_args_defaults
+      lean_beam.remember_repeated_lookups()
+      lean_beam.remember_repeated_lookups()  # a second call changes nothing
+      assert core.get_function_args_defaults.remembered
+      assert core.get_function_args_defaults.__wrapped__ is inspect_args
+      calls = []
+      def counted(f):
+        calls.append(getattr(f, '__name__', type(f).__name__))
+        return inspect_args(f)
+      core.get_function_args_defaults.__wrapped__ = counted
+
+      class Scaled(beam.DoFn):
+        def process(self, x, factor=2, *rest, key=None):
+          yield x * factor
+      one, two = Scaled(), Scaled()
+      found = core.get_function_arguments(one, 'process')
+      assert found == (['x', 'factor'], [2]), found
+      assert core.get_function_arguments(two, 'process') == found
+      found[0].append('mine')  # a caller's lists are its own
+      assert core.get_function_arguments(one, 'process') == (
+          ['x', 'factor'], [2])
+      # The bound method and its function are told apart.
+      assert core.get_function_args_defaults(Scaled.process) == (
+          ['self', 'x', 'factor'], [2])
+      print(calls)
+      # New functions are inspected, even where a dead one's id is reused.
+      del calls[:]
+      ids, reused = set(), 0
+      for n in range(20):
+        f = eval(f'lambda a{n}, b=None: a{n}')
+        reused += id(f) in ids
+        ids.add(id(f))
+        assert core.get_function_args_defaults(f) == ([f'a{n}', 'b'], [None])
+        del f
+      # Other callables are inspected each time.
+      part = functools.partial(lambda a, b: a, 1)
+      core.get_function_args_defaults(part)
+      core.get_function_args_defaults(part)
+      print(len(calls), reused > 0)
+      with beam.Pipeline(runner='FnApiRunner') as p:
+        small = p | 'Small' >> beam.Create([10])
+        _ = (p | beam.Create([1, 2]) | beam.ParDo(Scaled())
+             | beam.Map(lambda x, s, plus=1: x + s + plus,
+                        beam.pvalue.AsSingleton(small))
+             | beam.Map(print))
+      """)
+  lines = out.splitlines()
+  assert lines[:2] == ["['process', 'process']", '22 True']
+  assert sorted(lines[2:]) == ['13', '15']
+
+
 def test_options_views_are_kept_per_options_object_and_class():
   out = _python("""
       from apache_beam.options.pipeline_options import (

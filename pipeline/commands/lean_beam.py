@@ -27,6 +27,7 @@ import importlib
 import logging
 import os
 import sys
+import types
 import weakref
 from typing import Sequence
 
@@ -177,7 +178,7 @@ def freeze_objects() -> None:
 
 
 def remember_repeated_lookups() -> None:
-  """Beam repeats two lookups while it builds and starts a pipeline, and
+  """Beam repeats three lookups while it builds and starts a pipeline, and
   each costs far more than its answer, which never changes; they are kept:
 
   - Whether a DoFn has state or timer parameters: it inspects every
@@ -189,11 +190,19 @@ def remember_repeated_lookups() -> None:
     terminal's size), 328 times and 0.18 s. A view is a window on the
     options object's one dict of values, so the same view serves every
     caller: kept per options object and class.
+  - The arguments of a DoFn's or a Map's function: Beam reads them with
+    inspect.signature whenever it describes a DoFn (5,700 times, 0.06 s,
+    in a four-variant sweep's graph). They are a function's own: kept per
+    function, for a bound method per the function it binds.
 
   Each is kept while its object lives."""
   # pylint: disable=import-outside-toplevel
   from apache_beam.options.pipeline_options import PipelineOptions
+  from apache_beam.transforms import core
   from apache_beam.transforms import userstate
+  if not getattr(core.get_function_args_defaults, 'remembered', False):
+    core.get_function_args_defaults = _per_function(
+        core.get_function_args_defaults)
   if not getattr(userstate.get_dofn_specs, 'remembered', False):
     userstate.get_dofn_specs = _per_object(
         userstate.get_dofn_specs,
@@ -201,6 +210,35 @@ def remember_repeated_lookups() -> None:
         copy=lambda specs: (set(specs[0]), set(specs[1])))
   if not getattr(PipelineOptions.view_as, 'remembered', False):
     PipelineOptions.view_as = _per_object(PipelineOptions.view_as)
+
+
+def _per_function(compute):
+  """compute(f) -> (argument names, defaults), kept per plain function
+  and, for a bound method, per the function it binds (inspect.signature
+  drops the bound first argument whatever the object). Other callables
+  (partial objects, callable instances, builtins) are computed each time.
+  Each call returns lists of its own."""
+  known = weakref.WeakKeyDictionary()  # function -> {bound: result}
+
+  def remembered(f):
+    if isinstance(f, types.FunctionType):
+      function, bound = f, False
+    elif (isinstance(f, types.MethodType) and
+          isinstance(f.__func__, types.FunctionType)):
+      function, bound = f.__func__, True
+    else:
+      return remembered.__wrapped__(f)
+    results = known.setdefault(function, {})
+    if bound not in results:
+      results[bound] = remembered.__wrapped__(f)
+    names, defaults = results[bound]
+    return list(names), list(defaults)
+
+  remembered.remembered = True
+  remembered.__wrapped__ = compute
+  remembered.__doc__ = compute.__doc__
+  remembered.__name__ = compute.__name__
+  return remembered
 
 
 def _per_object(compute, copy=lambda result: result):

@@ -299,15 +299,13 @@ def piece_key(variant_item):
   return (variant, piece.split, piece.shard), piece
 
 
-class AssembleShard(beam.DoFn):
+class AssembleShard(forked_workers.CallsInBundles, beam.DoFn):
   """((variant, split, shard), Pieces) -> (variant, ShardStats) and
   (variant, ExampleStats): the shard written from its pieces in key order,
-  as a separate run writes it.
-
-  A piece may come twice (a retried segment task, or a runner that repeats
-  outputs): one of each is used. Raises ValueError when the pieces do not
-  cover the shard's keys exactly, which the final step would otherwise
-  find as missing records.
+  as a separate run writes it (assemble_shard). Shards are assembled in
+  the forked workers where they exist, several at once, largest first:
+  in the launcher's one thread they were copied one after another, after
+  every segment task had ended.
   """
 
   def __init__(self, configs: Mapping[str, PipelineConfig],
@@ -317,45 +315,59 @@ class AssembleShard(beam.DoFn):
 
   def process(self, keyed_pieces):
     (variant, split, shard), pieces = keyed_pieces
-    config = self.configs[variant]
-    by_start = {}
-    for piece in sorted(pieces, key=lambda p: (p.start, p.path)):
-      by_start.setdefault(piece.start, piece)
-    ordered = [by_start[k] for k in sorted(by_start)]
-    covered = [ordered[0].shard_start]
+    args = (self.configs[variant], self.run_ids[variant], variant, split,
+            shard, list(pieces))
+    if self.calls is None:
+      yield from _counted(assemble_shard(*args))
+    else:
+      self.calls.largest_first(
+          sum(sum(p.record_sizes) for p in args[-1]), _counted,
+          assemble_shard, *args)
+
+
+def assemble_shard(config: PipelineConfig, run_id: Optional[str],
+                   variant: str, split: str, shard: int, pieces) -> list:
+  """A variant's shard written from its pieces in key order: [(variant,
+  ShardStats), (variant, ExampleStats)].
+
+  A piece may come twice (a retried segment task, or a runner that repeats
+  outputs): one of each is used. Raises ValueError when the pieces do not
+  cover the shard's keys exactly, which the final step would otherwise
+  find as missing records.
+  """
+  by_start = {}
+  for piece in sorted(pieces, key=lambda p: (p.start, p.path)):
+    by_start.setdefault(piece.start, piece)
+  ordered = [by_start[k] for k in sorted(by_start)]
+  covered = [ordered[0].shard_start]
+  for piece in ordered:
+    if piece.start != covered[-1]:
+      break
+    covered.append(piece.stop)
+  if covered[-1] != ordered[0].shard_stop or len(covered) != len(
+      ordered) + 1:
+    raise ValueError(
+        f'variant {variant!r}, split {split!r}, shard {shard}: pieces '
+        f'{[(p.start, p.stop) for p in ordered]} do not cover its keys '
+        f'[{ordered[0].shard_start}, {ordered[0].shard_stop})')
+  record = kept_shards.record_path(config.dataset_dir, split, shard)
+  digest = kept_shards.pieces_digest(config, split, shard, ordered)
+  earlier = kept_shards.kept(config, record, digest)
+  if earlier is not None:
+    run_marker.check_marker(config.dataset_dir, run_id)
+    return [(variant, item) for item in earlier]
+  stats = ExampleStats(split=split, shard=shard)
+  # Pieces stay until the final step removes the temp folder: a runner
+  # may assemble a shard twice (Beam's DaskRunner repeats outputs, others
+  # retry), and each time finds them as they were.
+  with ShardFile(config, run_id, split, shard,
+                 min(p.started_ms for p in ordered)) as out:
     for piece in ordered:
-      if piece.start != covered[-1]:
-        break
-      covered.append(piece.stop)
-    if covered[-1] != ordered[0].shard_stop or len(covered) != len(
-        ordered) + 1:
-      raise ValueError(
-          f'variant {variant!r}, split {split!r}, shard {shard}: pieces '
-          f'{[(p.start, p.stop) for p in ordered]} do not cover its keys '
-          f'[{ordered[0].shard_start}, {ordered[0].shard_stop})')
-    record = kept_shards.record_path(config.dataset_dir, split, shard)
-    digest = kept_shards.pieces_digest(config, split, shard, ordered)
-    earlier = kept_shards.kept(config, record, digest)
-    if earlier is not None:
-      run_marker.check_marker(config.dataset_dir, self.run_ids[variant])
-      for item in earlier:
-        count_written(item)
-        yield variant, item
-      return
-    stats = ExampleStats(split=split, shard=shard)
-    # Pieces stay until the final step removes the temp folder: a runner
-    # may assemble a shard twice (Beam's DaskRunner repeats outputs, others
-    # retry), and each time finds them as they were.
-    with ShardFile(config, self.run_ids[variant], split, shard,
-                   min(p.started_ms for p in ordered)) as out:
-      for piece in ordered:
-        out.copy_framed(piece.path, piece.record_sizes)
-        stats.merge(piece.stats)
-    kept_shards.write_record(config.dataset_dir, record, digest, [],
-                             [out.stats, stats])
-    count_written(out.stats)
-    yield variant, out.stats
-    yield variant, stats
+      out.copy_framed(piece.path, piece.record_sizes)
+      stats.merge(piece.stats)
+  kept_shards.write_record(config.dataset_dir, record, digest, [],
+                           [out.stats, stats])
+  return [(variant, out.stats), (variant, stats)]
 
 
 class AssembleShards(beam.PTransform):
