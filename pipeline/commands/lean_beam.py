@@ -6,7 +6,8 @@ BigQuery I/O; no wavbeam step uses them. Together they cost about 0.3 s
 of start-up and 70 MB of resident memory in the launcher, and again in
 every forked worker's resident count. It also imports the Google Cloud
 clients of its Dataflow runner and of its BigQuery, Pub/Sub, Bigtable,
-Spanner, Datastore and AI connectors (0.2 s), MongoDB's driver, and
+Spanner, Datastore and AI connectors (0.2 s) and Google's older API
+client (apitools, 0.04 s), MongoDB's driver, and
 Beam's BigQuery module (with it, Pub/Sub and the cross-language I/O): a
 run on this machine that names no remote location needs none of them
 (another 0.07 s); a Beam module that would import one of them later, as
@@ -41,6 +42,11 @@ CLOUD_SERVICE_LIBRARIES = (
     'google.cloud.recommendationengine',
     # Beam logs that MongoDB's bson is missing (HIDDEN_LIBRARY_LOGGERS).
     'pymongo', 'bson',
+    # Google's older API client (the Dataflow service's; with it httplib2
+    # and oauth2client, 0.04 s): Beam's retry module looks for its error
+    # class, which no client of a local run raises (Cloud Storage's is
+    # google-cloud-storage).
+    'apitools',
     # Its import is the first of a block that also imports Pub/Sub and the
     # cross-language I/O, skipped as a whole.
     'apache_beam.io.gcp.bigquery')
