@@ -70,12 +70,12 @@ def reverberate(x: np.ndarray, rir: np.ndarray) -> np.ndarray:
 
 
 def example_rng(seed: int, copy: int, path: str,
-                window: int) -> np.random.Generator:
+                window: int) -> 'np.random.Generator':
   return np.random.default_rng(
       [seed, copy, crc32c.crc32c(path.encode('utf-8')), window])
 
 
-def _draw(rng: np.random.Generator, effect) -> float:
+def _draw(rng: 'np.random.Generator', effect) -> float:
   if effect.low == effect.high:
     return effect.low
   return float(rng.uniform(effect.low, effect.high))
@@ -149,7 +149,7 @@ def _drawn_file(rng, folder: str, config: PipelineConfig,
 
 
 def augmented(x: np.ndarray, copy, config: PipelineConfig, rate: int,
-              rng: np.random.Generator) -> Tuple[np.ndarray, str]:
+              rng: 'np.random.Generator') -> Tuple[np.ndarray, str]:
   """(the example's samples after the copy's effects, what was done)."""
   done = [e.text() for e in copy if e.name == 'speed']
   by_name = {e.name: e for e in copy}
