@@ -7,8 +7,8 @@ of start-up and 70 MB of resident memory in the launcher, and again in
 every forked worker's resident count. It also imports the Google Cloud
 clients of its Dataflow runner and of its BigQuery, Pub/Sub, Bigtable,
 Spanner, Datastore and AI connectors (0.2 s) and Google's older API
-client (apitools, 0.04 s), MongoDB's driver, and
-Beam's BigQuery module (with it, Pub/Sub and the cross-language I/O): a
+client (apitools, 0.04 s), MongoDB's driver, and Beam's BigQuery module
+(with it, Pub/Sub and the cross-language I/O): a
 run on this machine that names no remote location needs none of them
 (another 0.07 s); a Beam module that would import one of them later, as
 a graph is built, is imported meanwhile (IMPORTED_WHILE_HIDDEN). Its
@@ -244,11 +244,7 @@ def _per_function(compute):
     names, defaults = results[bound]
     return list(names), list(defaults)
 
-  remembered.remembered = True
-  remembered.__wrapped__ = compute
-  remembered.__doc__ = compute.__doc__
-  remembered.__name__ = compute.__name__
-  return remembered
+  return _marked(remembered, compute)
 
 
 def _per_object(compute, copy=lambda result: result):
@@ -271,6 +267,12 @@ def _per_object(compute, copy=lambda result: result):
     known[key] = ref, result
     return copy(result)
 
+  return _marked(remembered, compute)
+
+
+def _marked(remembered, compute):
+  """`remembered` marked as keeping compute's answers (remember_repeated_
+  lookups checks the mark), compute reachable as its __wrapped__."""
   remembered.remembered = True
   remembered.__wrapped__ = compute
   remembered.__doc__ = compute.__doc__

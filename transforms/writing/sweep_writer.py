@@ -304,8 +304,8 @@ class AssembleShard(forked_workers.CallsInBundles, beam.DoFn):
   (variant, ExampleStats): the shard written from its pieces in key order,
   as a separate run writes it (assemble_shard). Shards are assembled in
   the forked workers where they exist, several at once, largest first:
-  in the launcher's one thread they were copied one after another, after
-  every segment task had ended.
+  the launcher's one thread would copy them one after another, once every
+  segment task has ended.
   """
 
   def __init__(self, configs: Mapping[str, PipelineConfig],
@@ -315,14 +315,14 @@ class AssembleShard(forked_workers.CallsInBundles, beam.DoFn):
 
   def process(self, keyed_pieces):
     (variant, split, shard), pieces = keyed_pieces
+    pieces = list(pieces)
     args = (self.configs[variant], self.run_ids[variant], variant, split,
-            shard, list(pieces))
+            shard, pieces)
     if self.calls is None:
       yield from _counted(assemble_shard(*args))
     else:
-      self.calls.largest_first(
-          sum(sum(p.record_sizes) for p in args[-1]), _counted,
-          assemble_shard, *args)
+      size = sum(sum(piece.record_sizes) for piece in pieces)
+      self.calls.largest_first(size, _counted, assemble_shard, *args)
 
 
 def assemble_shard(config: PipelineConfig, run_id: Optional[str],
