@@ -14,7 +14,9 @@ import pytest
 from pipeline import config as config_lib
 from tests import helpers as H
 from pipeline import replay
+from pipeline.contract import naming
 from pipeline.contract import tfrecord
+from transforms.writing import sink
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPLITS = 'train=0.6,validation=0.2,test=0.2'
@@ -84,21 +86,25 @@ def test_same_examples_as_the_default_writer(corpus, both):
   assert not os.path.exists(corpus / 'sink' / '.wavbeam-incomplete')
 
 
-def test_the_command_encodes_in_a_thread_per_forked_worker(corpus, both):
-  """The command runs Beam in one thread beside its forked workers, and a
-  thread per worker encodes the units (3 here, whatever this machine's
-  CPUs): the same examples as the default writer, every unit counted."""
+def test_the_command_encodes_in_the_forked_workers(corpus, both):
+  """The command runs Beam in one thread beside its forked workers (3
+  here, whatever this machine's CPUs), which compute and encode the units
+  and hand their records over through spool files: the same examples as
+  the default writer, every unit counted."""
   out = corpus / 'sink_command'
   code = textwrap.dedent('''
-      import runpy, sys, threading
+      import os, runpy, sys
       from transforms.runtime import cpus
       from transforms.writing import sink
       cpus.usable_cpus = lambda *a, **k: 3
-      encoded = sink.EncodeExamples._encoded
-      def noted(self, *args):
-        print('encoded in', threading.current_thread().name, file=sys.stderr)
-        return encoded(self, *args)
-      sink.EncodeExamples._encoded = noted
+      print('launcher', os.getpid(), file=sys.stderr)
+      spool_unit = sink.spool_unit
+      def noted(*args):
+        print('encoded in', os.getpid(), file=sys.stderr)
+        return spool_unit(*args)
+      # sent to the workers by name, as the function it stands for
+      noted.__module__, noted.__qualname__ = sink.__name__, 'spool_unit'
+      sink.spool_unit = noted
       sys.argv[0] = 'pipeline.run'
       runpy.run_module('pipeline.run', run_name='__main__')
       ''')
@@ -111,9 +117,12 @@ def test_the_command_encodes_in_a_thread_per_forked_worker(corpus, both):
        '--quiet'], capture_output=True, text=True, timeout=300, cwd=ROOT,
       env={**os.environ, 'PYTHONPATH': ROOT})
   assert done.returncode == 0, done.stderr[-3000:]
-  threads = {line.split()[-1] for line in done.stderr.splitlines()
+  lines = done.stderr.splitlines()
+  launcher, = [line.split()[-1] for line in lines
+               if line.startswith('launcher')]
+  workers = {line.split()[-1] for line in lines
              if line.startswith('encoded in')}
-  assert len(threads) > 1 and all(t.startswith('encode') for t in threads)
+  assert len(workers) > 1 and launcher not in workers
   own, _ = both
   meta = replay.load_metadata(str(out))
   assert meta['counts'] == own['counts']
@@ -220,3 +229,40 @@ def test_the_shard_phase_spans_the_encoding(corpus, tmp_path):
   assert began - 0.001 <= seconds(phase['first_started']) < finished
   assert seconds(phase['last_finished']) <= ended + 0.001
   assert phase['seconds'] > 0
+
+
+TRAP = '''
+import numpy as np
+from transforms.features import registry
+
+
+@registry.register
+class Trap(registry.Feature):
+  name = 'trap'
+  help = 'fails on any sound (a silent window gives the schema)'
+
+  def compute(self, batch):
+    if np.any(batch.windows):
+      raise ValueError('the trap went off')
+    return np.zeros((len(batch.windows), 1), np.float32)
+'''
+
+
+def test_a_unit_that_fails_in_a_worker_fails_the_run_and_its_spool_goes(
+    corpus, tmp_path):
+  """A feature's error in a forked worker ends the command with that
+  error; the units' spool folder does not outlive the run."""
+  (tmp_path / 'trap_feature.py').write_text(TRAP)
+  out = tmp_path / 'out'
+  done = subprocess.run(
+      [sys.executable, '-m', 'pipeline.run', '--input_dir',
+       str(corpus / 'in'), '--output_dir', str(out), '--win_len', '1024',
+       '--feature_module', 'trap_feature', '--features', 'signal,trap',
+       '--sink', 'write_to_tfrecord', '--quiet'],
+      capture_output=True, text=True, timeout=300, cwd=ROOT,
+      env={**os.environ, 'PYTHONPATH': f'{ROOT}:{tmp_path}'})
+  assert done.returncode != 0
+  assert 'ValueError: the trap went off' in done.stderr
+  temp = out / naming.TEMP_DIR
+  assert not [p.name for p in temp.iterdir()
+              if p.name.startswith(sink.SPOOL_FOLDER)]

@@ -530,8 +530,9 @@ def in_one_thread(forked: int) -> bool:
   in one thread: they do the per-file and shard work, and the DoFns keep
   them all busy from one thread (forked_workers.Calls), without the gRPC
   of a threaded runner (0.1-0.2 s less before the first stage, half the
-  cost per stage). With --sink write_to_tfrecord, which encodes in this
-  process, a thread per forked worker encodes (sink.EncodeExamples)."""
+  cost per stage). With --sink write_to_tfrecord too: the workers compute
+  and encode, and hand the records over in spool files to Beam's writer
+  here (sink.EncodeExamples)."""
   return forked > 0
 
 
