@@ -29,7 +29,7 @@ import sys
 import time
 
 from bench.procmon import run_measured
-from bench.run import ROOT, corpus_for
+from bench.run import ROOT, corpus_for, warm_page_cache
 from transforms.runtime import cpus
 
 N_FFTS = (256, 512, 1024, 2048)
@@ -63,11 +63,12 @@ def own_work_seconds(dataset_dir):
   return busy / cpus.usable_cpus()
 
 
-def _run(args):
+def _run(args, corpus):
   """(seconds until the run's output is on disk, peak memory). The sync
   is timed too: a run that writes less than the kernel's dirty-page
   threshold (a tenth of memory here) would otherwise leave its writing to
   whoever runs next, and a sweep writes four datasets' worth."""
+  warm_page_cache(corpus)
   wall, peak, _ = run_measured([PY, '-m', 'pipeline.run', *args, '--quiet'])
   started = time.perf_counter()
   os.sync()
@@ -92,11 +93,12 @@ def run_corpus(name, repeats, sweep='nfft'):
   rounds = []
   for _ in range(repeats):
     _fresh(out)
-    swept = _run([*common, '--output_dir', out, '--variants', spec])
+    swept = _run([*common, '--output_dir', out, '--variants', spec], corpus)
     walls, own, separate_peak = [], [], 0
     for options in SWEEPS[sweep].values():
       _fresh(out)
-      wall, peak = _run([*common, '--output_dir', out, *as_flags(options)])
+      wall, peak = _run([*common, '--output_dir', out, *as_flags(options)],
+                        corpus)
       walls.append(wall)
       own.append(own_work_seconds(out))
       separate_peak = max(separate_peak, peak)
