@@ -251,7 +251,8 @@ class Trap(registry.Feature):
 def test_a_unit_that_fails_in_a_worker_fails_the_run_and_its_spool_goes(
     corpus, tmp_path):
   """A feature's error in a forked worker ends the command with that
-  error; the units' spool folder does not outlive the run."""
+  error and the advice to start again; the units' spool folder does not
+  outlive the run."""
   (tmp_path / 'trap_feature.py').write_text(TRAP)
   out = tmp_path / 'out'
   done = subprocess.run(
@@ -263,6 +264,25 @@ def test_a_unit_that_fails_in_a_worker_fails_the_run_and_its_spool_goes(
       env={**os.environ, 'PYTHONPATH': f'{ROOT}:{tmp_path}'})
   assert done.returncode != 0
   assert 'ValueError: the trap went off' in done.stderr
+  # --resume refuses this sink: the advice is to start again.
+  advice = done.stderr.strip().splitlines()[-1]
+  assert 'rerun with --overwrite' in advice and '--resume' not in advice
   temp = out / naming.TEMP_DIR
   assert not [p.name for p in temp.iterdir()
               if p.name.startswith(sink.SPOOL_FOLDER)]
+
+
+def test_a_stopped_sink_run_is_told_to_start_again(tmp_path):
+  """Interrupted or out of disk, a run of this sink (or a sweep through
+  it) is advised --overwrite: --resume refuses it."""
+  from pipeline.commands import run as run_command
+  for variants in (None, str(tmp_path / 'v.json')):
+    config = H.make_config(tmp_path / 'in', tmp_path / 'out', variants=variants,
+                           sink='write_to_tfrecord')
+    said = run_command._left_behind(config, local=True)
+    assert 'rerun with --overwrite' in said and '--resume' not in said
+    assert run_command._resume_flag(config) == ' with --overwrite'
+    shards = H.make_config(tmp_path / 'in', tmp_path / 'out',
+                           variants=variants)
+    assert 'rerun with --resume' in run_command._left_behind(shards,
+                                                             local=True)

@@ -105,3 +105,33 @@ def test_a_spool_file_short_of_its_records_is_an_error(tmp_path):
   with pytest.raises(OSError, match='4 bytes short'):
     list(sink.read_spooled(path, [sink.SpooledRecord('train', 7)], False))
   assert not os.path.exists(path)  # handed back all the same
+
+
+def _write_until_gone(folder, started):
+  started.set()
+  while True:
+    try:
+      _write(spool.claim(folder), b'x' * 50_000)
+    except FileNotFoundError:  # the folder is gone: its reader stopped
+      return
+
+
+def test_removing_the_folder_as_workers_write_leaves_nothing(tmp_path):
+  """Workers still claiming and writing while the folder is removed (a
+  bundle that failed) leave no file and no folder behind."""
+  context = multiprocessing.get_context('fork')
+  for trial in range(30):
+    folder = str(tmp_path / f'spool{trial}')
+    os.makedirs(folder)
+    started = [context.Event() for _ in range(3)]
+    workers = [context.Process(target=_write_until_gone, args=(folder, s))
+               for s in started]
+    for w in workers:
+      w.start()
+    for s in started:
+      s.wait(10)
+    spool.remove(folder)
+    for w in workers:
+      w.join(10)
+      assert w.exitcode == 0
+  assert os.listdir(tmp_path) == []

@@ -599,6 +599,17 @@ def main(argv=None, prog: str = 'python -m pipeline.run') -> int:
     os._exit(130)
 
 
+def _rerun_advice(config) -> str:
+  """How to finish a run that stopped early: --resume keeps its finished
+  shards, except with --sink write_to_tfrecord, whose files Beam writes
+  at the end of the job (so --resume refuses it)."""
+  if config.sink == 'write_to_tfrecord':
+    return ('rerun with --overwrite (--sink write_to_tfrecord finishes no '
+            'shard before the end, so there is nothing to resume)')
+  return ('rerun with --resume to finish it from its finished shards, or '
+          '--overwrite to start again')
+
+
 def _left_behind(config, advice: bool = True, local: bool = False) -> str:
   """What a run that stopped early leaves, said for its user; with
   `advice`, how to finish it. `local`: asked from a signal handler, where
@@ -611,8 +622,7 @@ def _left_behind(config, advice: bool = True, local: bool = False) -> str:
   if config.variants:
     return (f'{config.output_dir} holds no complete sweep (no '
             f'{variants_lib.FILE_NAME})' + (
-                '; rerun with --resume to finish it from its finished '
-                'shards, or --overwrite to start again' if advice else ''))
+                f'; {_rerun_advice(config)}' if advice else ''))
   if config.append:
     return (f'the dataset in {config.dataset_dir} is as it was before this '
             'run, or holds its complete part')
@@ -626,8 +636,18 @@ def _left_behind(config, advice: bool = True, local: bool = False) -> str:
     return f'{config.dataset_dir} holds a complete dataset'
   return (f'{config.dataset_dir} holds no complete dataset (no '
           f'{METADATA_FILE})' + (
-              '; rerun with --resume to finish it from its finished '
-              'shards, or --overwrite to start again' if advice else ''))
+              f'; {_rerun_advice(config)}' if advice else ''))
+
+
+def _resume_flag(config) -> str:
+  """The flag a rerun after a full disk takes: none for --append (its
+  part is undone), --overwrite for --sink write_to_tfrecord, else
+  --resume."""
+  if config.append:
+    return ''
+  if config.sink == 'write_to_tfrecord':
+    return ' with --overwrite'
+  return ' with --resume'
 
 
 def _output_of(config) -> str:
@@ -679,14 +699,14 @@ def _run(config, beam_args, show_progress: bool, start: float) -> int:
       print(f'error: the disk holding {config.output_dir} is full'
             f'{f" ({space})" if space else ""}: '
             f'{_left_behind(config, advice=False)}; free some space, then '
-            f'rerun{"" if config.append else " with --resume"}',
+            f'rerun{_resume_flag(config)}',
             file=sys.stderr)
       return 1
     logging.exception('the run failed')
     if _written(config):
       after = (f'{config.dataset_dir} holds no complete dataset (no '
-               f'{METADATA_FILE}); fix the cause above, then rerun with '
-               '--resume (or --overwrite to start again)')
+               f'{METADATA_FILE}); fix the cause above, then '
+               f'{_rerun_advice(config)}')
     else:  # it failed before the output folder was made
       after = (f'nothing was written to {_output_of(config)}; fix the cause '
                'above, then rerun')

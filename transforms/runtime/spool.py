@@ -11,6 +11,7 @@ wins.
 
 import os
 import shutil
+import time
 import uuid
 
 _FREE = 'free-'  # a released file's name begins so
@@ -51,11 +52,17 @@ def release(path: str) -> None:
 
 def remove(folder: str) -> None:
   """The folder and every file in it. Renamed first: a worker still
-  making a file there (a unit nobody waits for now) then finds no folder,
-  rather than adding a file as it is being emptied."""
+  making a file there (a unit nobody waits for now) then finds no folder.
+  One whose call had already found it may still add a file as the folder
+  is emptied (one call a worker: it finds no folder next), so emptying
+  is tried again until the folder goes."""
   gone = f'{folder}.{uuid.uuid4().hex}.removed'
   try:
     os.rename(folder, gone)
   except FileNotFoundError:
     return
-  shutil.rmtree(gone, ignore_errors=True)
+  for pause in (0.0, 0.001, 0.01, 0.1):
+    time.sleep(pause)
+    shutil.rmtree(gone, ignore_errors=True)
+    if not os.path.lexists(gone):
+      return

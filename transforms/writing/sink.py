@@ -218,7 +218,7 @@ def read_spooled(path: str, items, sweep: bool):
   record); the file handed back to the workers once read, or once the
   reading stops."""
   try:
-    with open(path, 'rb', buffering=0) as f:
+    with open(path, 'rb') as f:  # buffered: read(n) gets all n bytes
       for item in items:
         name, found = item if sweep else (None, item)
         if isinstance(found, SpooledRecord):
