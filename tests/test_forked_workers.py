@@ -249,3 +249,59 @@ def test_the_cli_writes_shards_in_them_with_the_same_bytes(tmp_path):
                                                             'threads')
   assert forked == threads and len(forked) > 4
 
+
+
+STUCK = '''
+import os, time
+import numpy as np
+from transforms.features import registry
+
+SPOT = os.environ['STUCK_SPOT']
+
+
+@registry.register
+class Stuck(registry.Feature):
+  """On sound: the first worker here sleeps (its pid in SPOT/sleeper),
+  the next one raises once the first sleeps."""
+  name = 'stuck'
+  help = 'one worker sleeps, another fails'
+
+  def compute(self, batch):
+    if np.any(batch.windows):
+      try:
+        fd = os.open(os.path.join(SPOT, 'sleeper'),
+                     os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+      except FileExistsError:
+        if open(os.path.join(SPOT, 'sleeper')).read() != str(os.getpid()):
+          raise ValueError('the trap went off')
+      else:
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+      time.sleep(600)
+    return np.zeros((len(batch.windows), 1), np.float32)
+'''
+
+
+@pytest.mark.parametrize('sink', ['shards', 'write_to_tfrecord'])
+def test_a_failed_run_ends_without_waiting_for_its_other_workers(
+    tmp_path, sink):
+  """One worker fails while another is deep in a unit: the command says
+  the error and ends, the busy worker killed, not waited for."""
+  corpus = tmp_path / 'in'
+  for i in range(8):
+    H.write_wav(str(corpus / ('a', 'b')[i % 2] / f'{i}.wav'),
+                H.noise(4096, seed=i))
+  (tmp_path / 'stuck_feature.py').write_text(STUCK)
+  done = subprocess.run(
+      [sys.executable, '-m', 'pipeline.run', '--input_dir', str(corpus),
+       '--output_dir', str(tmp_path / 'out'), '--win_len', '1024',
+       '--feature_module', 'stuck_feature', '--features', 'signal,stuck',
+       '--sink', sink, '--max_examples_per_shard', '4', '--quiet'],
+      capture_output=True, text=True, timeout=300, cwd=ROOT,
+      env={**os.environ, 'PYTHONPATH': f'{ROOT}:{tmp_path}',
+           'STUCK_SPOT': str(tmp_path)})
+  assert done.returncode == 1, done.stderr[-3000:]
+  assert 'ValueError: the trap went off' in done.stderr
+  sleeper = int((tmp_path / 'sleeper').read_text())
+  with pytest.raises(ProcessLookupError):
+    os.kill(sleeper, 0)

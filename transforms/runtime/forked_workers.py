@@ -85,7 +85,10 @@ def started(processes: int):
     finished = True
   finally:
     _executor, _processes = None, 0
-    if not finished:  # an error or Ctrl-C: no shard's work is wanted now
+    # An error or Ctrl-C, or calls still queued or running once the block
+    # is done (a run that failed, its error already said): no work is
+    # wanted now, and waiting for it could take as long as a shard.
+    if not finished or getattr(executor, '_pending_work_items', None):
       for process in list(getattr(executor, '_processes', {}).values()):
         process.kill()
     executor.shutdown(wait=True, cancel_futures=True)
@@ -193,7 +196,8 @@ class Calls:
   Each call's result goes through `then` (a function returning what to
   emit) in the order the calls started; `start` emits the oldest calls'
   once more than `in_flight` are pending (two a process: each has the
-  next at hand), `finish` the rest.
+  next at hand), `finish` the rest. The first call to fail fails the
+  bundle as it comes back, whichever started first.
   """
 
   def __init__(self, executor: concurrent.futures.ProcessPoolExecutor,
@@ -226,8 +230,9 @@ class Calls:
       yield from self._next()
 
   def _next(self):
-    future, then = self._pending.popleft()
     try:
+      self._wait_for_oldest()
+      future, then = self._pending.popleft()
       value = outcome(future)
     except BaseException:
       # The bundle fails: calls not yet running are not wanted.
@@ -236,6 +241,28 @@ class Calls:
       self._pending.clear()
       raise
     yield from then(value)
+
+  def _wait_for_oldest(self) -> None:
+    """Returns once the oldest call is done; raises the error of any
+    call that fails first: the bundle fails then, without waiting for
+    calls started before it, which may run as long as a shard."""
+    oldest = self._pending[0][0]
+    others = {future for future, _ in self._pending}
+    while not oldest.done():
+      done, others = concurrent.futures.wait(
+          others, return_when=concurrent.futures.FIRST_COMPLETED)
+      for future in done:
+        if future is not oldest and _failed(future):
+          outcome(future)
+
+
+def _failed(future: concurrent.futures.Future) -> bool:
+  """Whether a finished call raised (here, or there: _call_sendable)."""
+  if future.cancelled():
+    return False
+  if future.exception() is not None:
+    return True
+  return future.result()[0] == 'raised'
 
 
 class CallsInBundles:
