@@ -135,3 +135,20 @@ def test_removing_the_folder_as_workers_write_leaves_nothing(tmp_path):
       w.join(10)
       assert w.exitcode == 0
   assert os.listdir(tmp_path) == []
+
+
+def test_a_link_at_a_claimed_name_is_not_written_through(tmp_path):
+  """A spool folder is new, of a name nobody could plant first; and a
+  link at a claimed file's name is refused, its target left alone."""
+  from transforms.runtime import filesystem
+  parent = str(tmp_path / 'temp')
+  folder = spool.make(parent, 'spool')
+  assert os.path.basename(folder).startswith('spool-')
+  assert spool.make(parent, 'spool') != folder
+  target = tmp_path / 'elsewhere'
+  target.write_bytes(b'keep')
+  path = spool.claim(folder)
+  os.symlink(target, path)
+  with pytest.raises(filesystem.NotAFile):
+    spool.open_claimed(path)
+  assert target.read_bytes() == b'keep'

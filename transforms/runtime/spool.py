@@ -14,7 +14,18 @@ import shutil
 import time
 import uuid
 
+from transforms.runtime import filesystem
+
 _FREE = 'free-'  # a released file's name begins so
+
+
+def make(parent: str, prefix: str) -> str:
+  """A new folder in `parent` (made if missing), of a name no earlier
+  file or link there can hold: `prefix`-(a random id)."""
+  os.makedirs(parent, exist_ok=True)
+  folder = os.path.join(parent, f'{prefix}-{uuid.uuid4().hex}')
+  os.mkdir(folder, 0o700)
+  return folder
 
 
 def claim(folder: str) -> str:
@@ -34,8 +45,11 @@ def claim(folder: str) -> str:
 
 def open_claimed(path: str):
   """A claimed file opened to be written from its start, its old bytes
-  (cut at close_claimed) left in place until written over."""
-  return open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), 'wb')
+  (cut at close_claimed) left in place until written over; NotAFile for
+  a link or anything else but a file there."""
+  fd = filesystem.open_regular(path, os.O_WRONLY | os.O_CREAT, 0o600)
+  os.set_blocking(fd, True)
+  return open(fd, 'wb')
 
 
 def close_claimed(f) -> None:

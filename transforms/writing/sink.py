@@ -4,7 +4,6 @@ examples, ExampleStats and Rejections on its main output, as distinct
 types (graph.SplitByType parts them)."""
 
 import dataclasses
-import os
 import time
 
 import apache_beam as beam
@@ -91,8 +90,7 @@ class EncodeExamples(beam.DoFn):
   def start_bundle(self):
     executor = forked_workers.current()
     if executor is not None:
-      self._folder = spool_folder(self._configs)
-      os.makedirs(self._folder, exist_ok=True)
+      self._folder = spool.make(spool_parent(self._configs), SPOOL_FOLDER)
       self._calls = forked_workers.Calls(executor)
 
   def process(self, unit, class_names):
@@ -157,14 +155,13 @@ class EncodeExamples(beam.DoFn):
       yield item
 
 
-SPOOL_FOLDER = 'spool'  # in the run's temp folder: units' records
+SPOOL_FOLDER = 'spool'  # a bundle's spool folder: spool-(a random id)
 
 
-def spool_folder(configs) -> str:
+def spool_parent(configs) -> str:
   """Where units' records wait for Beam's writer: the temp folder of the
   first of `configs` ({variant: config}), on the output's file system."""
-  return naming.join(run_marker.temp_dir(next(iter(configs.values()))
-                                         .dataset_dir), SPOOL_FOLDER)
+  return run_marker.temp_dir(next(iter(configs.values())).dataset_dir)
 
 
 def makers_of(configs, extra_features) -> dict:
