@@ -1,6 +1,8 @@
 """transforms/writing/stats: the streaming moments behind metadata's
 statistics."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -50,3 +52,19 @@ def test_empty():
       'count': 0, 'mean': 0.0, 'std': 0.0, 'min': None, 'max': None}
   one = Moments.of(np.array([4.0]))
   assert Moments().merge(one) == one and one.merge(Moments()) == one
+
+
+def test_an_array_of_many_cache_parts_matches_exact_sums():
+  """Moments.of works in parts of a cache's size: over 2.5 parts, with a
+  large offset, its mean and variance match exactly rounded sums."""
+  rng = np.random.default_rng(3)
+  values = (1e4 + rng.normal(0.0, 3.0, int(2.5 * (1 << 17)))).astype(
+      np.float32)
+  exact = [float(v) for v in values]
+  mean = math.fsum(exact) / len(exact)
+  variance = math.fsum((v - mean) ** 2 for v in exact) / len(exact)
+  m = Moments.of(values).to_json()
+  assert m['count'] == values.size
+  assert m['mean'] == pytest.approx(mean, rel=1e-13)
+  assert m['std'] == pytest.approx(math.sqrt(variance), rel=1e-10)
+  assert (m['min'], m['max']) == (float(values.min()), float(values.max()))
