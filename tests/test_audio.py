@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from transforms.inputs import audio
+from transforms.runtime import cache_parts
 
 
 @pytest.mark.parametrize('frames,win,hop,pad,expected', [
@@ -36,6 +37,23 @@ def test_to_signal_dtype_full_scale_and_clipping():
       -32768, -16384, 0, 16384, 32767, 0]  # 0.5 rounds half to even
   assert audio.to_signal_dtype(x, 'int32')[4] == 2 ** 31 - 1
   assert audio.to_signal_dtype(x, 'float32')[4] == np.float32(1.5)
+
+
+def test_to_signal_dtype_of_a_batch_larger_than_a_cache_part():
+  """A batch of windows is converted a cache part at a time: each value
+  of a strided 2.5-part batch, rounded and clipped, as Python's round()
+  (half to even) gives it, in the batch's shape."""
+  rng = np.random.default_rng(4)
+  size = int(2.5 * cache_parts.VALUES)
+  wide = rng.uniform(-1.2, 1.2, (4, size // 2))  # every other value kept
+  windows = wide[:, ::2]
+  windows[0, :3] = [0.5 / 32768, 1.5 / 32768, -2.5 / 32768]
+  signal = audio.to_signal_dtype(windows, 'int16')
+  assert signal.shape == windows.shape and signal.dtype == np.int16
+  expected = [[max(-32768, min(32767, round(float(v) * 32768))) for v in row]
+              for row in windows]
+  assert signal.tolist() == expected
+  assert signal[0, :3].tolist() == [0, 2, -2]
 
 
 def _resample_whole(x, rate_in, rate_out):

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from transforms.runtime import cache_parts
 from transforms.writing.stats import Moments
 
 
@@ -58,7 +59,7 @@ def test_an_array_of_many_cache_parts_matches_exact_sums():
   """Moments.of works in parts of a cache's size: over 2.5 parts, with a
   large offset, its mean and variance match exactly rounded sums."""
   rng = np.random.default_rng(3)
-  values = (1e4 + rng.normal(0.0, 3.0, int(2.5 * (1 << 17)))).astype(
+  values = (1e4 + rng.normal(0.0, 3.0, int(2.5 * cache_parts.VALUES))).astype(
       np.float32)
   exact = [float(v) for v in values]
   mean = math.fsum(exact) / len(exact)

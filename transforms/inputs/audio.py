@@ -12,6 +12,8 @@ from typing import Tuple
 import numpy as np
 import soxr
 
+from transforms.runtime import cache_parts
+
 
 def window_count(frames: int, win_len: int, hop_len: int, pad: bool) -> int:
   """Number of windows a signal of `frames` samples yields.
@@ -82,10 +84,17 @@ def to_signal_dtype(samples: np.ndarray, dtype: str) -> np.ndarray:
   if target.kind != 'i':
     raise ValueError(f'signal dtype must be a signed integer or float: {dtype}')
   info = np.iinfo(target)
-  scaled = np.multiply(samples, 2.0 ** (info.bits - 1), dtype=np.float64)
-  np.rint(scaled, out=scaled)
-  np.clip(scaled, info.min, info.max, out=scaled)
-  return scaled.astype(target)
+  flat = np.ascontiguousarray(samples).reshape(-1)
+  signal = np.empty(flat.size, target)
+  scratch = np.empty(min(flat.size, cache_parts.VALUES), np.float64)
+  for part in cache_parts.slices(flat.size):
+    scaled = scratch[:part.stop - part.start]
+    np.multiply(flat[part], 2.0 ** (info.bits - 1), out=scaled,
+                dtype=np.float64)
+    np.rint(scaled, out=scaled)
+    np.clip(scaled, info.min, info.max, out=scaled)
+    np.copyto(signal[part], scaled, casting='unsafe')
+  return signal.reshape(np.shape(samples))
 
 
 def from_signal_dtype(signal: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ import apache_beam as beam
 import numpy as np
 
 from pipeline.contract import schema as schema_lib
+from transforms.runtime import cache_parts
 from transforms.planning.block_rejects import BlockRejects
 from transforms.inputs.blocks import ListedFiles, PlannedFiles
 from transforms.inputs.file_reports import Rejection
@@ -41,10 +42,6 @@ class ShardStats:
   kept: bool = False
 
 
-# Values per part in Moments.of: 1 MB of float64, a core's L2 cache here.
-_PART = 1 << 17
-
-
 @dataclasses.dataclass
 class Moments:
   """Streaming count, mean, variance, min and max in float64.
@@ -66,17 +63,15 @@ class Moments:
     # min and max in the stored dtype: exact, and half the bytes of
     # float64 for int32 and float32.
     low, high = float(values.min()), float(values.max())
-    # The rest a part at a time, each part's float64 copy worked in place
-    # while it is in the core's cache, the parts merged (merge): a batch's
-    # whole float64 copy, written and read three times, ran at the speed
-    # of memory. numpy's own loops, not BLAS: BLAS would wake its thread
-    # pool, whose spinning threads compete with the pipeline's workers,
-    # and split its sums by thread, so that the last bits of metadata.json
-    # would follow the thread count.
-    scratch = np.empty(min(values.size, _PART), np.float64)
+    # The rest a part at a time (cache_parts), each part's float64 copy
+    # worked in place, the parts merged (merge). numpy's own loops, not
+    # BLAS: BLAS would wake its thread pool, whose spinning threads compete
+    # with the pipeline's workers, and split its sums by thread, so that
+    # the last bits of metadata.json would follow the thread count.
+    scratch = np.empty(min(values.size, cache_parts.VALUES), np.float64)
     moments = cls()
-    for start in range(0, values.size, _PART):
-      part = values[start:start + _PART]
+    for span in cache_parts.slices(values.size):
+      part = values[span]
       deviations = scratch[:part.size]
       np.copyto(deviations, part)
       mean = float(deviations.sum()) / part.size
