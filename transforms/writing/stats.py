@@ -73,7 +73,7 @@ class Moments:
     for span in cache_parts.slices(values.size):
       part = values[span]
       deviations = scratch[:part.size]
-      np.copyto(deviations, part)
+      np.copyto(deviations, part, casting='unsafe')  # any numeric dtype
       mean = float(deviations.sum()) / part.size
       deviations -= mean
       np.square(deviations, out=deviations)
