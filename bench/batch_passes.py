@@ -3,11 +3,12 @@ cache_parts) against the same formulas over the whole batch at once.
 
   .venv/bin/python -m bench.batch_passes
 
-A bench batch: 64 windows of 32768 samples (float64, as read), their
-stored int16 signal and their spectrogram (n_fft 512, hop 256: float32).
-Medians of 7 interleaved passes of 20 calls, one core, allocator as in
-workers; the results are checked equal (the signal bit for bit, the
-moments to 1e-12).
+Batches of 4 windows of 32768 samples (float64, as read: a compute batch
+of the default job, 1 MB of float64, one part) and of 64 (whole
+utterances, a model's batches): their stored int16 signal and their
+spectrogram (n_fft 512, hop 256: float32). Medians of 7 interleaved passes,
+one core, allocator as in workers; the results are checked equal (the
+signal bit for bit, the moments to 1e-12).
 """
 import statistics
 import time
@@ -52,34 +53,42 @@ def _medians_ms(functions, calls=20, passes=7):
   return {name: statistics.median(t) for name, t in times.items()}
 
 
-def main():
-  allocator.keep_freed_memory()
-  rng = np.random.default_rng(0)
-  windows = rng.integers(-32768, 32768, (64, 32768)) / 32768.0
-  spectrogram = np.abs(rng.standard_normal((64, 127, 257))).astype(
+def _compare(windows_per_batch: int, rng) -> None:
+  n = windows_per_batch
+  windows = rng.integers(-32768, 32768, (n, 32768)) / 32768.0
+  spectrogram = np.abs(rng.standard_normal((n, 127, 257))).astype(
       np.float32)
-  assert np.array_equal(audio.to_signal_dtype(windows, 'int16'),
-                        whole_signal(windows, np.int16))
   signal = audio.to_signal_dtype(windows, 'int16')
+  assert np.array_equal(signal, whole_signal(windows, np.int16))
   for values in (signal, spectrogram):
     parts, whole = Moments.of(values), whole_moments(values)
     assert abs(parts.mean - whole.mean) <= 1e-12 * abs(whole.mean)
     assert abs(parts.m2 - whole.m2) <= 1e-12 * whole.m2
-  print('| work, one bench batch | whole batch ms | in cache parts ms | '
-        'ratio |')
-  print('|---|---|---|---|')
   for name, whole_fn, parts_fn in (
-      ('stored int16 signal of 64 windows of 32768',
-       lambda: whole_signal(windows, np.int16),
+      ('stored int16 signal', lambda: whole_signal(windows, np.int16),
        lambda: audio.to_signal_dtype(windows, 'int16')),
-      ('statistics of that signal',
+      ('statistics of the signal',
        lambda: whole_moments(signal), lambda: Moments.of(signal)),
-      ('statistics of their spectrogram (float32)',
+      ('statistics of the spectrogram (float32)',
        lambda: whole_moments(spectrogram),
        lambda: Moments.of(spectrogram))):
-    ms = _medians_ms({'whole': whole_fn, 'parts': parts_fn})
-    print(f'| {name} | {ms["whole"]:.2f} | {ms["parts"]:.2f} | '
+    ms = _medians_ms({'whole': whole_fn, 'parts': parts_fn},
+                     calls=max(20, 320 // n))
+    print(f'| {n} | {name} | {ms["whole"]:.3f} | {ms["parts"]:.3f} | '
           f'{ms["whole"] / ms["parts"]:.2f}x |')
+
+
+def main():
+  allocator.keep_freed_memory()
+  rng = np.random.default_rng(0)
+  print('| windows of 32768 | work | whole batch ms | in cache parts ms | '
+        'ratio |')
+  print('|---|---|---|---|---|')
+  # A compute batch of the default job (extractor.compute_windows), and
+  # a larger one, as whole utterances (--example_unit file) and a model's
+  # batches make.
+  for windows_per_batch in (4, 64):
+    _compare(windows_per_batch, rng)
 
 
 if __name__ == '__main__':

@@ -84,17 +84,25 @@ def to_signal_dtype(samples: np.ndarray, dtype: str) -> np.ndarray:
   if target.kind != 'i':
     raise ValueError(f'signal dtype must be a signed integer or float: {dtype}')
   info = np.iinfo(target)
-  flat = np.ascontiguousarray(samples).reshape(-1)
+  if np.size(samples) <= cache_parts.VALUES:
+    return _full_scale(samples, info, np.empty(np.shape(samples))).astype(
+        target)
+  flat = np.asarray(samples).reshape(-1)
   signal = np.empty(flat.size, target)
-  scratch = np.empty(min(flat.size, cache_parts.VALUES), np.float64)
+  scratch = np.empty(cache_parts.VALUES)
   for part in cache_parts.slices(flat.size):
-    scaled = scratch[:part.stop - part.start]
-    np.multiply(flat[part], 2.0 ** (info.bits - 1), out=scaled,
-                dtype=np.float64)
-    np.rint(scaled, out=scaled)
-    np.clip(scaled, info.min, info.max, out=scaled)
+    scaled = _full_scale(flat[part], info, scratch[:part.stop - part.start])
     np.copyto(signal[part], scaled, casting='unsafe')
   return signal.reshape(np.shape(samples))
+
+
+def _full_scale(samples: np.ndarray, info: np.iinfo,
+                scaled: np.ndarray) -> np.ndarray:
+  """samples x 2**(bits-1), rounded and clipped, into `scaled` (float64,
+  their shape)."""
+  np.multiply(samples, 2.0 ** (info.bits - 1), out=scaled, dtype=np.float64)
+  np.rint(scaled, out=scaled)
+  return np.clip(scaled, info.min, info.max, out=scaled)
 
 
 def from_signal_dtype(signal: np.ndarray) -> np.ndarray:
