@@ -89,10 +89,9 @@ def to_signal_dtype(samples: np.ndarray, dtype: str) -> np.ndarray:
         target)
   flat = np.asarray(samples).reshape(-1)
   signal = np.empty(flat.size, target)
-  scratch = np.empty(cache_parts.VALUES)
-  for part in cache_parts.slices(flat.size):
-    scaled = _full_scale(flat[part], info, scratch[:part.stop - part.start])
-    np.copyto(signal[part], scaled, casting='unsafe')
+  for where, part, scratch in cache_parts.parts(flat):
+    np.copyto(signal[where], _full_scale(part, info, scratch),
+              casting='unsafe')
   return signal.reshape(np.shape(samples))
 
 

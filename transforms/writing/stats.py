@@ -68,11 +68,8 @@ class Moments:
     # BLAS: BLAS would wake its thread pool, whose spinning threads compete
     # with the pipeline's workers, and split its sums by thread, so that
     # the last bits of metadata.json would follow the thread count.
-    scratch = np.empty(min(values.size, cache_parts.VALUES), np.float64)
     moments = cls()
-    for span in cache_parts.slices(values.size):
-      part = values[span]
-      deviations = scratch[:part.size]
+    for _, part, deviations in cache_parts.parts(values):
       np.copyto(deviations, part, casting='unsafe')  # any numeric dtype
       mean = float(deviations.sum()) / part.size
       deviations -= mean
