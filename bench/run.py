@@ -87,7 +87,7 @@ def writers(corpus, out, win_len=32768, audio_format='wav'):
       'wavbeam_win16k': whole + ['--win_len', '16000'],
       'wavbeam_2proc': base + ['--direct_num_workers=2',
                                '--direct_running_mode=multi_processing'],
-      # The specified shape: Beam's WriteToTFRecord, runner-chosen shards.
+      # The specified shape: Beam's file-based sink, runner-chosen shards.
       'wavbeam_sink': base + ['--sink', 'write_to_tfrecord'],
       'wavbeam_sink_2proc': base + ['--sink', 'write_to_tfrecord',
                                     '--direct_num_workers=2',

@@ -333,12 +333,13 @@ class WriteSegments(beam.PTransform):
 
 
 class EncodeAndWriteToTFRecord(beam.PTransform):
-  """StoredBlocks -> examples written by Beam's WriteToTFRecord, one per
+  """StoredBlocks -> examples written by Beam's file-based sink, one per
   split: the shape the project was specified with (--sink
   write_to_tfrecord). Windows go in work units of references to a ParDo
-  that computes features and encodes examples; its main output goes to the
-  split's WriteToTFRecord, its per-unit facts (schema, counts, statistics)
-  and rejections to the run's summary combine, and each file the sink
+  that computes features and encodes and frames examples; its main output
+  goes to the split's sink (beam.io.Write, as in WriteToTFRecord), its
+  per-unit facts (schema, counts, statistics) and rejections to the run's
+  summary combine, and each file the sink
   reports as written has its records counted, one element per file.
   Runner-chosen sharding unless --num_shards; no shuffle of any kind.
 
@@ -383,8 +384,8 @@ class EncodeAndWriteToTFRecord(beam.PTransform):
 
 
 def _write_encoded(encoded, config: PipelineConfig, suffix: str = ''):
-  """Encoded examples, stats and rejections, mixed -> ShardStats (one per
-  file each split's WriteToTFRecord wrote), ExampleStats and Rejections."""
+  """Framed records, stats and rejections, mixed -> ShardStats (one per
+  file each split's sink wrote), ExampleStats and Rejections."""
   c = config
   encoded = encoded | f'SplitEncoded{suffix}' >> SplitByType(
       records=tuple, stats=stats_lib.ExampleStats, rejected=audio_io.Rejection)
@@ -404,7 +405,7 @@ def _write_encoded(encoded, config: PipelineConfig, suffix: str = ''):
   return results | f'SinkResults{suffix}' >> beam.Flatten()
 
 
-SINK_FOLDER = 'sink'  # in the temp folder: WriteToTFRecord's output
+SINK_FOLDER = 'sink'  # in the temp folder: the file-based sink's output
 
 
 def _allowance(allowed):
@@ -416,26 +417,26 @@ def _allowance(allowed):
 
 
 def write_to_tfrecord(config: PipelineConfig, prefix: str):
-  """Beam's WriteToTFRecord for one split's shards.
+  """Beam's file-based sink for one split's shards: beam.io.Write of a
+  FramedRecordSink, the files WriteToTFRecord writes, with the records'
+  framing done where they were encoded.
 
-  WriteToTFRecord takes no size cap, but the sink under it does (Beam's
-  FileBasedSink: a file ends at the first record that reaches the cap):
-  with runner-chosen sharding, --max_examples_per_shard caps records and
-  otherwise --max_shard_bytes caps the bytes (before compression). A fixed
+  Beam's FileBasedSink ends a file at the first record that reaches a
+  cap: with runner-chosen sharding, --max_examples_per_shard caps records
+  and otherwise --max_shard_bytes caps the bytes (before compression). A fixed
   --num_shards groups every example by shard instead, which the local
   runner holds in memory (4-6 GB at 1-2 h of audio).
   """
-  write = beam.io.WriteToTFRecord(
+  caps = {}
+  if not config.num_shards:
+    caps = ({'max_records_per_shard': config.max_examples_per_shard}
+            if config.max_examples_per_shard else
+            {'max_bytes_per_shard': config.max_shard_bytes})
+  return beam.io.Write(sink.FramedRecordSink(
       prefix, num_shards=config.num_shards or 0,
       shard_name_template=naming.SHARD_NAME_TEMPLATE,
-      compression_type=filesystem.beam_compression(config.compression))
-  if not config.num_shards:
-    sink = write._sink  # pylint: disable=protected-access
-    if config.max_examples_per_shard:
-      sink.max_records_per_shard = config.max_examples_per_shard
-    else:
-      sink.max_bytes_per_shard = config.max_shard_bytes
-  return write
+      compression_type=filesystem.beam_compression(config.compression),
+      **caps))
 
 
 def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
@@ -564,8 +565,8 @@ def _check_runner_and_sink(p: beam.Pipeline, config: PipelineConfig
     # write results reach its finalize step as an empty side input), and
     # the final step's count check refused to publish them.
     raise ConfigError('sink', config.sink, "Beam 2.77's DaskRunner loses "
-                      "WriteToTFRecord's records (its shards come out "
-                      'empty); use --sink shards on Dask')
+                      "the records of Beam's file-based sink (its shards "
+                      'come out empty); use --sink shards on Dask')
   if config.array_record:
     if not filesystem.is_local(config.dataset_dir):
       raise ConfigError('array_record', True, 'ArrayRecord files are written '

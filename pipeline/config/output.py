@@ -37,9 +37,10 @@ class OutputOptions:
                          choices=COMPRESSIONS)
   sink: str = opt(
       "shards: wavbeam's own shard writer (deterministic layout and global "
-      "shuffle); write_to_tfrecord: Beam's WriteToTFRecord with "
-      'runner-chosen sharding (or --num_shards), fused with the feature '
-      'work, in no global order (no shuffle of any kind, no --shuffle_seed)',
+      "shuffle); write_to_tfrecord: Beam's file-based sink (the files of "
+      'WriteToTFRecord) with runner-chosen sharding (or --num_shards), '
+      'fused with the feature work, in no global order (no shuffle of any '
+      'kind, no --shuffle_seed)',
       default='shards', choices=SINKS)
   array_record: bool = opt(
       'also write every shard as ArrayRecord (the same Example bytes, '
@@ -104,7 +105,7 @@ class OutputOptions:
     # checks (after these).
     if self.sink == 'write_to_tfrecord' and self.split_from == 'subdir':
       raise ConfigError('sink', self.sink, 'needs the split names before '
-                        'the run (one WriteToTFRecord per split): use '
+                        'the run (one sink per split): use '
                         '--splits, or --sink shards with --split_from '
                         'subdir')
 

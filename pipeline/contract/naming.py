@@ -80,7 +80,8 @@ def old_index_name(shard_file: str) -> str:
   return shard_file + OLD_INDEX_SUFFIX
 
 
-# What WriteToTFRecord's shard_name_template makes shard_name's suffix.
+# What Beam's file-based sink's shard_name_template makes shard_name's
+# suffix.
 SHARD_NAME_TEMPLATE = '-SSSSS-of-NNNNN'
 
 

@@ -22,12 +22,23 @@ def masked_crc(data) -> int:
   return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
+def _head(size: int) -> bytes:
+  """A record's framing before its data: the length, its masked CRC."""
+  length = struct.pack('<Q', size)
+  return length + struct.pack('<I', masked_crc(length))
+
+
+def framed(data) -> bytes:
+  """One record as it is stored: its data with the framing around it."""
+  return b''.join((_head(len(data)), data,
+                   struct.pack('<I', masked_crc(data))))
+
+
 def write_record(f: BinaryIO, data: bytes,
                  digest: Optional['RecordsDigest'] = None) -> int:
   """Writes one record, added to `digest` if given; returns the bytes
   written (data + 16 of framing)."""
-  length = struct.pack('<Q', len(data))
-  f.write(length + struct.pack('<I', masked_crc(length)))
+  f.write(_head(len(data)))
   f.write(data)
   data_crc = masked_crc(data)
   f.write(struct.pack('<I', data_crc))

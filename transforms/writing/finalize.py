@@ -129,7 +129,7 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
     split_stats = stats.get(name) or SplitSummary(split=name)
     if shards and shards[0].num_shards:  # the writer chose how many
       if split_stats.num_examples == 0:
-        shards = []  # WriteToTFRecord's one empty file for an empty split
+        shards = []  # the file-based sink's one empty file for an empty split
       expected = shards[0].num_shards if shards else 0
     else:
       expected = layouts[name].num_shards if name in layouts else 0

@@ -27,7 +27,7 @@ class ShardStats:
   # start and last finish bound the phase that scales with workers.
   started_ms: int
   finished_ms: int
-  # Shards of the split, when the writer chose it (WriteToTFRecord's
+  # Shards of the split, when the writer chose it (Beam's file-based sink's
   # -of-NNNNN); 0 when the layout decided it.
   num_shards: int = 0
   # Its `tfrecord`-package index (naming.index_name), when uncompressed.
