@@ -339,8 +339,8 @@ class EncodeAndWriteToTFRecord(beam.PTransform):
   that computes features and encodes and frames examples; its main output
   goes to the split's sink (beam.io.Write, as in WriteToTFRecord), its
   per-unit facts (schema, counts, statistics) and rejections to the run's
-  summary combine, and each file the sink
-  reports as written has its records counted, one element per file.
+  summary combine, and each file the sink reports as written has its
+  records counted, one element per file.
   Runner-chosen sharding unless --num_shards; no shuffle of any kind.
 
   Returns ShardStats, ExampleStats and Rejections, mixed.

@@ -176,7 +176,8 @@ def makers_of(configs, extra_features) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class SpooledRecord:
-  """Where a record went: the next `size` bytes of its unit's spool file."""
+  """Where a record went: the next `size` bytes of its unit's spool file,
+  the record in its framing."""
   split: str
   size: int
 
