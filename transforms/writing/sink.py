@@ -138,7 +138,7 @@ class EncodeExamples(beam.DoFn):
     if self._makers is None:
       self._makers = makers_of(self._configs, self.extra_features)
     sweep = self.variant_configs is not None
-    return [framed(item, sweep) for item in encode_unit(
+    return [_framed_item(item, sweep) for item in encode_unit(
         self._makers, self.config, sweep, unit, class_names)]
 
   def _unspooled(self, spooled):
@@ -202,24 +202,27 @@ def spool_unit(state: bytes, folder: str, unit, class_names):
   f = spool.open_claimed(path)
   try:
     for item in encode_unit(makers, config, sweep, unit, class_names):
-      name, found = item if sweep else (None, item)
-      if isinstance(found, tuple):
-        split, record = found
-        found = SpooledRecord(split, tfrecord.write_record(f, record))
-        item = (name, found) if sweep else found
-      items.append(item)
+      items.append(_with_record(item, sweep, tuple, lambda found: (
+          SpooledRecord(found[0], tfrecord.write_record(f, found[1])))))
   finally:
     spool.close_claimed(f)
   return path, items
 
 
-def framed(item, sweep: bool):
-  """An item of encode_unit with its record, if it is one, framed."""
+def _with_record(item, sweep: bool, kind: type, change):
+  """An item of encode_unit ((variant, item) in a sweep) with what it
+  holds, if that is a `kind` (a record), replaced by change(it)."""
   name, found = item if sweep else (None, item)
-  if not isinstance(found, tuple):
+  if not isinstance(found, kind):
     return item
-  found = (found[0], tfrecord.framed(found[1]))
+  found = change(found)
   return (name, found) if sweep else found
+
+
+def _framed_item(item, sweep: bool):
+  """An item of encode_unit with its record, if it is one, framed."""
+  return _with_record(item, sweep, tuple, lambda found: (
+      found[0], tfrecord.framed(found[1])))
 
 
 class FramedRecordSink(filebasedsink.FileBasedSink):
@@ -248,20 +251,20 @@ class FramedRecordSink(filebasedsink.FileBasedSink):
 
 def read_spooled(path: str, items, sweep: bool):
   """spool_unit's items with each SpooledRecord read back as (split,
-  record); the file handed back to the workers once read, or once the
-  reading stops."""
+  framed record); the file handed back to the workers once read, or once
+  the reading stops."""
+
+  def read_back(found: SpooledRecord):
+    record = f.read(found.size)
+    if len(record) != found.size:
+      raise OSError(f'{path} ended {found.size - len(record)} bytes '
+                    'short of its records')
+    return found.split, record
+
   try:
     with open(path, 'rb') as f:  # buffered: read(n) gets all n bytes
       for item in items:
-        name, found = item if sweep else (None, item)
-        if isinstance(found, SpooledRecord):
-          record = f.read(found.size)
-          if len(record) != found.size:
-            raise OSError(f'{path} ended {found.size - len(record)} bytes '
-                          'short of its records')
-          found = (found.split, record)
-          item = (name, found) if sweep else found
-        yield item
+        yield _with_record(item, sweep, SpooledRecord, read_back)
   finally:
     spool.release(path)
 
