@@ -98,6 +98,7 @@ def _features_part(paths, win_len, barrier, queue):
   puts the seconds spent computing."""
   from pipeline import config as config_lib
   from transforms.runtime import allocator
+  from transforms.inputs import audio
   from transforms.inputs import audio_io
   from transforms.features import extractor as window_features
   import numpy as np
@@ -107,19 +108,27 @@ def _features_part(paths, win_len, barrier, queue):
   extractor = window_features.FeatureExtractor(config)
   step = window_features.compute_windows(win_len)
   parts, rates = [], set()
-  for path in paths:
-    info = audio_io.probe(0, path)[0]
-    n = info.frames // win_len
-    if n:
-      signal = audio_io.read_range(path, 0, n * win_len)[:, 0]
-      parts.append(signal.reshape(n, win_len))
-      rates.add(info.sample_rate)
+  with audio_io.OpenFiles() as files:
+    for path in paths:
+      info = audio_io.probe(0, path)[0]
+      n = info.frames // win_len
+      if n:
+        # As a shard reads them: a mono 16-bit file's stored values
+        # (extract.read_windows), other files' full-scale float64.
+        rows = np.empty((n, win_len), np.int16)
+        if not files.read_mono_into(path, 0, rows, info):
+          rows = files.read_range(path, 0, n * win_len, info)[:, 0].reshape(
+              n, win_len)
+        parts.append(rows)
+        rates.add(info.sample_rate)
+  if len({p.dtype for p in parts}) > 1:  # a batch holds one kind
+    parts = [audio.full_scale(p) for p in parts]
   # As in a shard: batches of `step` windows whatever their files.
   windows = np.concatenate(parts) if parts else np.empty((0, win_len))
   rate, = rates or {16000}
   # Each batch is copied into one buffer before it is timed: in the run a
   # batch is computed just after it is read, from the processor's cache.
-  buffer = np.empty((step, win_len), np.float64)
+  buffer = np.empty((step, win_len), windows.dtype)
   barrier.wait()
   spent = 0
   for i in range(0, len(windows), step):

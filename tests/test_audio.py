@@ -56,6 +56,29 @@ def test_to_signal_dtype_of_a_batch_larger_than_a_cache_part():
   assert signal[0, :3].tolist() == [0, 2, -2]
 
 
+def test_int16_pcm_values_convert_as_their_full_scale_floats():
+  """Windows read as a 16-bit file's stored values give, in every signal
+  dtype and as float32, the values their full-scale float64 gives, bit
+  for bit; full scale is value / 32768 (Python's division)."""
+  values = np.arange(-32768, 32768, dtype=np.int16)
+  values = np.stack([values, values[::-1]])[:, ::3]   # strided rows
+  floats = audio.full_scale(values)
+  assert floats.dtype == np.float64
+  assert floats.ravel().tolist() == [int(v) / 32768 for v in values.ravel()]
+  for dtype in ('int16', 'int32', 'float32', 'float64'):
+    got = audio.to_signal_dtype(values, dtype)
+    want = audio.to_signal_dtype(floats, dtype)
+    assert got.dtype == want.dtype == np.dtype(dtype) and got.shape == (
+        want.shape)
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), dtype
+  assert audio.to_signal_dtype(values, 'int32').ravel().tolist() == [
+      int(v) * 65536 for v in values.ravel()]
+  as32 = audio.as_float32(values)
+  assert np.array_equal(as32.view(np.uint32),
+                        floats.astype(np.float32).view(np.uint32))
+  assert audio.full_scale(floats) is floats
+
+
 def _resample_whole(x, rate_in, rate_out):
   n = audio.resampled_length(len(x), rate_in, rate_out)
   return audio.resample_range(x, 0, len(x), rate_in, rate_out, 0, n)

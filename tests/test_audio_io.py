@@ -9,6 +9,7 @@ import soundfile as sf
 
 from tests import helpers as H
 from tests import hostile
+from transforms.inputs import audio
 from transforms.inputs import audio_io
 
 SUBTYPES = ('PCM_U8', 'PCM_16', 'PCM_24', 'PCM_32', 'FLOAT', 'DOUBLE')
@@ -137,6 +138,25 @@ def _assert_reads_like_libsndfile(path):
       raise AssertionError('read past the end')
     except audio_io.BadWav as e:
       assert 'read 1 of 2 frames' in str(e)
+    # Into int16 rows: a 16-bit file's stored values, other files none.
+    values = np.full((2, n // 2), 7, np.int16)
+    if info.subtype != 'PCM_16':
+      assert not files.read_mono_into(path, 0, values, info)
+      assert (values == 7).all()
+      return
+    assert files.read_mono_into(path, n - 2 * (n // 2), values, info)
+    assert np.array_equal(audio.full_scale(values).ravel().view(np.uint64),
+                          expected[n - 2 * (n // 2):, 0].view(np.uint64))
+    k = min(3, n - 1)
+    column = np.full((k, 2), 7, np.int16)[:, 0]  # not one block of memory
+    assert files.read_mono_into(path, 1, column, info)
+    assert np.array_equal(audio.full_scale(column), expected[1:k + 1, 0])
+    for into in (np.empty(2, np.int16), np.empty((3, 2), np.int16)[:2, 0]):
+      try:
+        files.read_mono_into(path, n - 1, into, info)
+        raise AssertionError('read past the end')
+      except audio_io.BadWav as e:
+        assert 'read 1 of 2 frames' in str(e)
 
 
 def test_probe_of_a_plain_file_equals_the_libsndfile_probe(tmp_path):
@@ -195,10 +215,15 @@ def test_windows_decoded_straight_into_the_batch_equal_the_general_read(
     with audio_io.OpenFiles() as files:
       got, kept, rejected = _windows_read(path, win, hop, refs, files)
     assert (kept, rejected) == (list(range(len(refs))), [])
-    assert np.array_equal(got.view(np.uint64), expected.view(np.uint64)), (
-        subtype, channels, hop, order)
+    # A mono 16-bit recording's windows are the values it stores.
+    assert got.dtype == (np.int16 if (subtype, channels) == ('PCM_16', 1)
+                         else np.float64), (subtype, channels)
+    assert np.array_equal(audio.full_scale(got).view(np.uint64),
+                          expected.view(np.uint64)), (
+                              subtype, channels, hop, order)
     without_files, _, _ = _windows_read(path, win, hop, refs, None)
-    assert np.array_equal(got.view(np.uint64), without_files.view(np.uint64))
+    assert without_files.dtype == got.dtype
+    assert np.array_equal(got, without_files)
 
 
 def test_a_recording_cut_after_probing_is_rejected_not_read_straight(

@@ -137,6 +137,31 @@ def test_a_file_rewritten_after_probing_is_rejected_not_mixed(tmp_path):
     assert rejections[0].reason.startswith('changed since it was probed')
 
 
+def test_a_16_bit_file_rewritten_as_float_is_rejected_not_wrapped(tmp_path):
+  """Read without the open files' check (each range opened on its own):
+  a mono 16-bit file rewritten as float samples the int16 windows cannot
+  hold has those windows rejected with the reason, not wrapped into
+  16-bit values."""
+  from transforms.writing import extract
+  from transforms.planning import rules as plan_lib
+  path = str(tmp_path / 'in' / 'a' / 'take.wav')
+  H.write_wav(path, hostile._pcm16(hostile.WIN * 4, 1))
+  config = H.make_config(tmp_path / 'in', tmp_path / 'out',
+                         win_len=hostile.WIN, label_from='none')
+  info, _ = audio_io.probe(0, path)
+  plan = plan_lib.plan_file(info, config, hostile.RATE)
+  refs = [(0, w) for w in range(plan.num_windows)]
+  windows, kept, rejections = extract.read_windows(refs, {0: plan}, config)
+  assert windows.dtype == np.int16 and kept == [0, 1, 2, 3]
+  H.write_wav(path, np.full(hostile.WIN * 4, 1.25), subtype='FLOAT')
+  for run_of in (1, 4):   # one window at a time (shuffled), and a run
+    _, kept, rejections = extract.read_windows(refs[:run_of], {0: plan},
+                                               config)
+    assert kept == [] and len(rejections) == 1, rejections
+    assert rejections[0].reason == ('samples that are not the 16-bit PCM '
+                                    'it was probed as')
+
+
 def test_a_folder_tree_deeper_than_the_recursion_limit(tmp_path):
   deep = str(tmp_path / 'in')
   os.mkdir(deep)

@@ -64,7 +64,8 @@ class FeatureExtractor:
   def compute(self, windows: np.ndarray, sample_rate: int,
               shared: Optional[dict] = None,
               group=None) -> Dict[str, np.ndarray]:
-    """(n, win_len) float64 windows -> {feature: (n, ...) array}.
+    """(n, win_len) windows as read (full-scale float64, or int16 PCM
+    values: audio.full_scale) -> {feature: (n, ...) array}.
 
     `shared`: a dict kept for one batch of windows across the extractors
     of a sweep's variants: what depends only on the windows and on options

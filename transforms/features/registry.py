@@ -32,6 +32,7 @@ from typing import (Callable, Dict, List, NamedTuple, Optional,
 import numpy as np
 
 from pipeline.contract.errors import ConfigError
+from transforms.inputs import audio
 
 # Samples (num_samples) or STFT frames (num_frames): what a feature's
 # first axis per example follows under --example_unit file or segment.
@@ -126,7 +127,9 @@ class Batch:
   def __init__(self, windows: np.ndarray, sample_rate: int, config,
                constants: Dict, shared: Optional[dict] = None,
                extra=None, objects=None, group=None):
-    self.windows = windows              # float64, (n, length)
+    # (n, length), as read: float64 full scale, or int16 PCM values
+    # (audio.full_scale); `windows` is float64 either way.
+    self.samples = windows
     # (ReadGroup, the index of this batch's first row in it), or None.
     self.group: Optional[Tuple[ReadGroup, int]] = group
     self.sample_rate = sample_rate
@@ -137,8 +140,15 @@ class Batch:
     self._objects = objects or {}       # what the caller gave a feature
     self.w32 = self.once('float32', self._float32)
 
+  @property
+  def windows(self) -> np.ndarray:
+    """The samples as full-scale float64 (n, length), made once."""
+    if self.samples.dtype == np.float64:
+      return self.samples
+    return self.once('float64', lambda: audio.full_scale(self.samples))
+
   def _float32(self):
-    return self.windows.astype(np.float32)
+    return audio.as_float32(self.samples)
 
   def option(self, name: str):
     return option_value(self.config, name)
@@ -229,8 +239,8 @@ class Feature:
     than min_samples (whole recordings that short are rejected at
     planning)."""
     need = self.min_samples(batch.config, batch.sample_rate)
-    if batch.windows.shape[1] < need.samples:
-      raise ConfigError('win_len', batch.windows.shape[1], f'is too short '
+    if batch.samples.shape[1] < need.samples:
+      raise ConfigError('win_len', batch.samples.shape[1], f'is too short '
                         f'at {batch.sample_rate} Hz: {need.why}')
 
   def min_samples_options(self, config) -> tuple:

@@ -20,7 +20,7 @@ class Signal(registry.Feature):
   length = registry.SAMPLES
 
   def compute(self, batch):
-    return audio.to_signal_dtype(batch.windows, batch.option('signal_dtype'))
+    return audio.to_signal_dtype(batch.samples, batch.option('signal_dtype'))
 
   def compute_tf(self, batch):
     """audio.to_signal_dtype: integers at full scale, rounded half to

@@ -71,14 +71,40 @@ def slice_windows(samples: np.ndarray, starts: np.ndarray,
   return view[starts]
 
 
+# Windows of 16-bit PCM recordings are read as the int16 values stored:
+# the full-scale float of value v is v * PCM16_SCALE, exact in float32 as
+# in float64, so every conversion from them is exact and the float64
+# array need never be made.
+PCM16_SCALE = 2.0 ** -15
+
+
+def full_scale(samples: np.ndarray) -> np.ndarray:
+  """Samples as read (full-scale float64, or int16 PCM values) as
+  full-scale float64; float64 ones as they are."""
+  if samples.dtype == np.int16:
+    return np.multiply(samples, PCM16_SCALE, dtype=np.float64)
+  return samples
+
+
+def as_float32(samples: np.ndarray) -> np.ndarray:
+  """full_scale(samples) as float32, rounded to nearest even (numpy's
+  cast); int16 PCM values converted in one exact pass."""
+  if samples.dtype == np.int16:
+    return np.multiply(samples, np.float32(PCM16_SCALE), dtype=np.float32)
+  return samples.astype(np.float32)
+
+
 def to_signal_dtype(samples: np.ndarray, dtype: str) -> np.ndarray:
-  """Full-scale float samples ([-1, 1)) as the stored signal dtype.
+  """Full-scale float samples ([-1, 1)) as the stored signal dtype; int16
+  PCM values (full_scale) give the same values.
 
   Integer dtypes are full scale (as libsndfile reads PCM): x * 2**(bits-1),
   rounded half to even and clipped to the dtype's range. Float dtypes keep
   the value, including peaks above 1.0.
   """
   target = np.dtype(dtype)
+  if samples.dtype == np.int16:
+    return _pcm16_as(samples, target)
   if target.kind == 'f':
     return samples.astype(target)
   if target.kind != 'i':
@@ -102,6 +128,23 @@ def _full_scale(samples: np.ndarray, info: np.iinfo,
   np.multiply(samples, 2.0 ** (info.bits - 1), out=scaled, dtype=np.float64)
   np.rint(scaled, out=scaled)
   return np.clip(scaled, info.min, info.max, out=scaled)
+
+
+def _pcm16_as(samples: np.ndarray, target: np.dtype) -> np.ndarray:
+  """to_signal_dtype of int16 PCM values, exactly: a wider integer is the
+  value shifted to its full scale (never clipped), a narrower one its
+  value rounded half to even after the shift."""
+  if target == np.float32:
+    return as_float32(samples)
+  if target.kind == 'f':
+    return full_scale(samples).astype(target)
+  if target.kind != 'i':
+    raise ValueError(f'signal dtype must be a signed integer or float: '
+                     f'{target}')
+  shift = np.iinfo(target).bits - 16
+  if shift >= 0:
+    return np.left_shift(samples, shift, dtype=target)
+  return to_signal_dtype(full_scale(samples), target.name)
 
 
 def from_signal_dtype(signal: np.ndarray) -> np.ndarray:

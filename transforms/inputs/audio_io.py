@@ -9,6 +9,7 @@ import contextlib
 import itertools
 import os
 import struct
+import sys
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -313,19 +314,47 @@ class PlainWav:
     return decode_plain(data, self.info.subtype, self.info.channels)
 
   def read_into(self, out: np.ndarray) -> None:
-    """The next out.size // channels frames decoded into `out`; BadWav
+    """The next out.size // channels frames decoded into `out` (float64),
+    or, for int16 `out` and a PCM_16 file, their stored values; BadWav
     when the recording ends first."""
     start = self._frame()
     wanted = out.size // self.info.channels
-    data = self.raw.read(max(0, min(wanted, self.info.frames - start))
-                         * self.frame_bytes)
-    if len(data) != wanted * self.frame_bytes:
-      raise BadWav(f'read {len(data) // self.frame_bytes} of {wanted} '
+    size = max(0, min(wanted, self.info.frames - start)) * self.frame_bytes
+    stored = out.dtype == np.int16
+    if stored and self.info.subtype != 'PCM_16':
+      raise ValueError(f'int16 values of {self.info.subtype} samples')
+    if stored and out.flags.c_contiguous and size == out.nbytes:
+      done = _read_straight_into(self.raw, out)
+      if done == size:
+        return
+    else:
+      data = self.raw.read(size)
+      done = len(data)
+    if done != wanted * self.frame_bytes:
+      raise BadWav(f'read {done // self.frame_bytes} of {wanted} '
                    f'frames from {start}')
-    decode_plain_into(data, self.info.subtype, out)
+    if stored:
+      out[...] = np.frombuffer(data, '<i2').reshape(out.shape)
+    else:
+      decode_plain_into(data, self.info.subtype, out)
 
   def _frame(self) -> int:
     return (self.raw.tell() - self.info.data_offset) // self.frame_bytes
+
+
+def _read_straight_into(raw, out: np.ndarray) -> int:
+  """Fills `out` (contiguous int16) with the next bytes of `raw`, the
+  little-endian values a PCM_16 file stores, without a copy in between;
+  the number of bytes read (fewer where the file ends first)."""
+  view, done = memoryview(out.reshape(-1).view(np.uint8)), 0
+  while done < out.nbytes:
+    got = raw.readinto(view[done:])
+    if not got:
+      break
+    done += got
+  if sys.byteorder != 'little':
+    out.byteswap(inplace=True)
+  return done
 
 
 def read_range(path: str, start: int, count: int) -> np.ndarray:
@@ -362,9 +391,11 @@ class OpenFiles:
   def read_mono_into(self, path: str, start: int, out: np.ndarray,
                      probed: WavInfo) -> bool:
     """Frames [start, start + out.size) of a mono plain WAV decoded
-    straight into `out`, the values read_range gives; False, and nothing
-    read, for any other file."""
-    if probed.data_offset < 0 or probed.channels != 1:
+    straight into `out`, the values read_range gives (float64 `out`), or
+    the values the file stores (int16 `out`, a PCM_16 file); False, and
+    nothing read, for any other file."""
+    if probed.data_offset < 0 or probed.channels != 1 or (
+        out.dtype == np.int16 and probed.subtype != 'PCM_16'):
       return False
     wav = self._opened(path, probed)
     if not isinstance(wav, PlainWav):  # opened earlier without `probed`

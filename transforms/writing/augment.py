@@ -202,6 +202,7 @@ def apply(windows: np.ndarray, refs: Sequence[Tuple[tuple, int]], plans,
 
 def applied(batch, config: PipelineConfig):
   """A WindowBatch with its copies' effects applied and recorded."""
-  windows, done = apply(batch.windows, batch.refs, batch.plans, config)
+  windows, done = apply(audio.full_scale(batch.windows), batch.refs,
+                        batch.plans, config)
   return dataclasses.replace(batch, windows=windows,
                              augmentations=tuple(done))

@@ -66,7 +66,9 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
                  files: Optional[audio_io.OpenFiles] = None
                  ) -> Tuple[np.ndarray, List[int],
                             List[file_reports.Rejection]]:
-  """Windows for (plan key, window) refs, float64, in the order given.
+  """Windows for (plan key, window) refs, in the order given: the int16
+  values stored (audio.full_scale) where every one comes from a mono
+  16-bit PCM recording at the dataset's rate, else full-scale float64.
 
   Consecutive windows of a file are read as one range (bounded by the chunk
   budget). Returns (windows of the usable refs, positions of those refs in
@@ -74,12 +76,14 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
   range that cannot be read, is rejected with its frame range.
   """
   where = {tuple(ref): i for i, ref in enumerate(refs)}
-  out = np.empty((len(refs), config.win_len), np.float64)
-  good = np.zeros(len(refs), bool)
-  rejections = []
   by_file: Dict[int, List[int]] = {}
   for index, window in refs:
     by_file.setdefault(index, []).append(window)
+  stored = all(_pcm16_as_read(plans[index]) for index in by_file)
+  out = np.empty((len(refs), config.win_len),
+                 np.int16 if stored else np.float64)
+  good = np.zeros(len(refs), bool)
+  rejections = []
   for index, windows in sorted(by_file.items()):
     plan = plans[index]
     limit = windows_per_chunk(plan, config.hop_len)
@@ -99,6 +103,8 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
         continue
       try:
         block = read_chunk_windows(chunk, config, files)
+        if out.dtype == np.int16:
+          block = _pcm16_values(block)
       except file_reports.BadWav as e:
         rejections.append(file_reports.Rejection(
             plan.info.path, str(e), 'read',
@@ -118,6 +124,27 @@ def read_windows(refs: Sequence[Tuple[int, int]], plans: Mapping[int, FilePlan],
               chunk_input_range(one, config.win_len, config.hop_len)))
   kept = np.flatnonzero(good).tolist()
   return (out if good.all() else out[good]), kept, rejections
+
+
+def _pcm16_as_read(plan: FilePlan) -> bool:
+  """A mono 16-bit PCM recording at the dataset's rate: each window's
+  samples are the values it stores, scaled (audio.full_scale)."""
+  info = plan.info
+  return (info.subtype == 'PCM_16' and info.channels == 1 and
+          info.sample_rate == plan.sample_rate)
+
+
+def _pcm16_values(samples: np.ndarray) -> np.ndarray:
+  """Full-scale samples of a 16-bit PCM recording as the int16 values
+  they were decoded from, exactly; BadWav where one is not such a value
+  (the file is no longer what was probed)."""
+  scaled = samples * 2.0 ** 15
+  with np.errstate(invalid='ignore'):
+    values = scaled.astype(np.int16)
+  if not np.array_equal(values, scaled):
+    raise file_reports.BadWav('samples that are not the 16-bit PCM it was '
+                              'probed as')
+  return values
 
 
 def _read_straight(files: audio_io.OpenFiles, chunk: Chunk,
@@ -165,9 +192,10 @@ def _read_one(files: audio_io.OpenFiles, chunk: Chunk, config: PipelineConfig,
     straight = files.read_mono_into(plan.info.path, start, row[:n],
                                     plan.info)
     if not straight:
-      row[:n] = audio.one_channel(
+      samples = audio.one_channel(
           files.read_range(plan.info.path, start, n, plan.info),
           config.channels, chunk.channel)
+      row[:n] = _pcm16_values(samples) if row.dtype == np.int16 else samples
   except file_reports.BadWav as e:
     rejections.append(file_reports.Rejection(plan.info.path, str(e), 'read',
                                              frames))
@@ -189,7 +217,9 @@ def _read_one(files: audio_io.OpenFiles, chunk: Chunk, config: PipelineConfig,
 class WindowBatch:
   """Windows read together, whose features are computed together."""
   refs: List[Tuple[tuple, int]]    # (plan key, window), in written order
-  windows: np.ndarray              # (len(refs), win_len) float64
+  # (len(refs), win_len) as read: full-scale float64, or int16 PCM values
+  # (audio.full_scale).
+  windows: np.ndarray
   plans: Mapping[tuple, FilePlan]  # plan key -> its plan
   # (registry.ReadGroup, index of the first row in it): the whole
   # recordings read with these, or None.
