@@ -181,10 +181,11 @@ def _read_write_part(paths, record_bytes, num_records, folder, barrier,
   queue.put((time.perf_counter_ns() - started) / 1e9)
 
 
-def read_write_floor(corpus: str, num_bytes: int, num_records: int) -> float:
+def read_write_floor(corpus: str, num_bytes: int, num_records: int,
+                     output_root: str = bench_run.ROOT) -> float:
   """Seconds 2 processes take to read the corpus and write `num_bytes` in
-  `num_records` records (the slower one's)."""
-  folder = os.path.join(bench_run.ROOT, 'stages_floor')
+  `num_records` records (the slower one's), under output_root."""
+  folder = os.path.join(output_root, 'stages_floor')
   shutil.rmtree(folder, ignore_errors=True)
   os.makedirs(folder)
   os.sync()
@@ -197,9 +198,11 @@ def read_write_floor(corpus: str, num_bytes: int, num_records: int) -> float:
     shutil.rmtree(folder)
 
 
-def job_round(corpus: str, win_len: int, env) -> dict:
-  """One default run, timed whole; its phases and the tasks' work."""
-  out = os.path.join(bench_run.ROOT, 'stages_out')
+def job_round(corpus: str, win_len: int, env,
+              output_root: str = bench_run.ROOT) -> dict:
+  """One default run, timed whole, its dataset under output_root; its
+  phases and the tasks' work."""
+  out = os.path.join(output_root, 'stages_out')
   marks = os.path.abspath(os.path.join(bench_run.ROOT, 'stages.timeline'))
   shutil.rmtree(out, ignore_errors=True)
   if os.path.exists(marks):
@@ -218,6 +221,7 @@ def job_round(corpus: str, win_len: int, env) -> dict:
   with open(marks) as f:
     events = timeline.parse(f)
   first = bench_run.phases(bench_run.metadata(out), started, wall)[0] + started
+  shutil.rmtree(out)  # its space is the floor's (tmpfs is memory)
   return {'wall': wall, 'peak_mb': peak / 1e6,
           'bytes': sum(s['num_bytes'] for s in shards),
           'records': sum(s['num_examples'] for s in shards),
@@ -288,6 +292,10 @@ def main(argv=None):
                       help='bench.run corpora (default: '
                       f'{bench_run.DEFAULT_CORPORA})')
   parser.add_argument('--repeats', type=int, default=5)
+  parser.add_argument('--output_root', default=bench_run.ROOT,
+                      help='where the jobs and the floor write (default: '
+                      f'{bench_run.ROOT}); a tmpfs folder such as /dev/shm/x '
+                      'leaves the disk out of both')
   args = parser.parse_args(argv)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   corpora = {}
@@ -300,10 +308,11 @@ def main(argv=None):
   floors = {name: [] for name in corpora}
   for round_number in range(args.repeats):
     for name, (path, _, _, win_len, _) in corpora.items():
-      jobs[name].append(job_round(path, win_len, env))
+      jobs[name].append(job_round(path, win_len, env, args.output_root))
       limits[name].append(features_limit(path, win_len))
       floors[name].append(read_write_floor(path, jobs[name][-1]['bytes'],
-                                           jobs[name][-1]['records']))
+                                           jobs[name][-1]['records'],
+                                           args.output_root))
       print(f'{round_number + 1}/{args.repeats} {name}: job '
             f'{jobs[name][-1]["wall"]:.2f} s, limit {limits[name][-1]:.2f} s,'
             f' floor {floors[name][-1]:.2f} s', file=sys.stderr)
