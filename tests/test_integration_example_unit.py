@@ -478,17 +478,24 @@ def test_a_feature_function_of_your_own_sees_the_whole_recording(tmp_path):
 def test_clips_of_one_length_are_computed_together_exactly(tmp_path):
   # In file order, the equal-length clips follow each other and share
   # feature batches; the odd lengths between them end a batch.
+  # 16-bit clips are read as their stored values, a 24-bit one among
+  # them as full-scale floats: it ends their batch too.
   lengths = [9000] * 7 + [7000] + [9000] * 6 + [5000, 5000, 5000]
+  wide = {3, 11}
   paths = [H.write_wav(str(tmp_path / 'in' / 'yes' / f'c{i:02d}.wav'),
-                       H.noise(n, seed=i)) for i, n in enumerate(lengths)]
+                       H.noise(n, seed=i),
+                       subtype='PCM_24' if i in wide else 'PCM_16')
+           for i, n in enumerate(lengths)]
   _run(tmp_path / 'in', tmp_path / 'out', '--no_shuffle')
   meta = json.loads((tmp_path / 'out' / 'metadata.json').read_text())
   config = _config(meta)
   got = _by_path(numpy_reader.numpy_dataset(str(tmp_path / 'out')))
   assert sorted(got) == sorted(os.path.basename(p) for p in paths)
-  for path in paths:
+  for i, path in enumerate(paths):
     e = got[os.path.basename(path)]
-    assert np.array_equal(e['signal'], sf.read(path, dtype='int16')[0])
+    expected = (audio.to_signal_dtype(_source(path), 'int16') if i in wide
+                else sf.read(path, dtype='int16')[0])
+    assert np.array_equal(e['signal'], expected), path
     reference = H.reference_features(_source(path)[np.newaxis], config, RATE)
     assert e['num_samples'] == len(e['signal'])
     assert e['num_frames'] == len(reference['spectrogram'][0])

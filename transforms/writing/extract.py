@@ -264,6 +264,8 @@ def _read_files(config: PipelineConfig, split: str, refs):
   (registry.ReadGroup) that it can compute on together, whatever their
   lengths."""
   batch_samples = registry.batch_samples(config)
+  # A model's group and --augment take full-scale float64 recordings.
+  stored = not batch_samples and not config.augment
   rows, signals, done = [], [], []
 
   def batches():
@@ -273,6 +275,7 @@ def _read_files(config: PipelineConfig, split: str, refs):
       length = len(signals[start])
       stop = start + 1
       while (stop < len(rows) and len(signals[stop]) == length and
+             signals[stop].dtype == signals[start].dtype and
              stop - start < compute_windows(length, batch_samples)):
         stop += 1
       yield WindowBatch(
@@ -291,6 +294,7 @@ def _read_files(config: PipelineConfig, split: str, refs):
     if batch_samples:
       return sum(map(len, signals)) + len(signal) > batch_samples
     return (len(signal) != len(signals[0]) or
+            signal.dtype != signals[0].dtype or
             len(signals) == compute_windows(len(signal), batch_samples))
 
   with audio_io.OpenFiles() as files:
@@ -299,7 +303,7 @@ def _read_files(config: PipelineConfig, split: str, refs):
       frames = ((0, plan.info.frames) if span is None else
                 _input_frames(plan, span.start, span.stop))
       try:
-        signal = window_features.read_file_signal(plan, config, files, span)
+        signal = _read_file_samples(plan, config, files, span, stored)
       except file_reports.BadWav as e:
         yield file_reports.Rejection(plan.info.path, str(e), 'read',
                                      frames, split)
@@ -318,6 +322,28 @@ def _read_files(config: PipelineConfig, split: str, refs):
       signals.append(signal)
   if signals:
     yield from batches()
+
+
+def _read_file_samples(plan: FilePlan, config: PipelineConfig,
+                       files: audio_io.OpenFiles, span, stored: bool
+                       ) -> np.ndarray:
+  """window_features.read_file_signal's recording or span, or, where
+  `stored` and it is mono 16-bit PCM at the dataset's rate, the int16
+  values it stores (as read_windows reads windows)."""
+  if not (stored and _pcm16_as_read(plan) and
+          (span is None or span.channel in (None, 0))):
+    return window_features.read_file_signal(plan, config, files, span)
+  start, stop = (0, plan.frames) if span is None else (span.start, span.stop)
+  values = np.empty(stop - start, np.int16)
+  try:
+    if files.read_mono_into(plan.info.path, start, values, plan.info):
+      return values
+  except file_reports.BadWav:
+    raise
+  except file_reports.INPUT_ERRORS as e:
+    raise file_reports.unreadable(e) from e
+  return _pcm16_values(window_features.read_file_signal(plan, config, files,
+                                                        span))
 
 
 def _input_frames(plan: FilePlan, start: int, stop: int) -> Tuple[int, int]:
