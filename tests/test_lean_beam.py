@@ -64,7 +64,9 @@ def test_the_commands_never_import_dataframe_libraries(argv, tmp_path):
       'google.cloud.storage.', 'google.cloud.bigquery.', 'pymongo.',
       'apitools.base.protorpclite', 'oauth2client.',
       'apache_beam.io.gcp.bigquery_tools', 'apache_beam.io.gcp.gcsio',
-      'scipy.fft.', 'scipy.special.', 'numpy.random.'))]
+      'scipy.fft.', 'scipy.special.', 'numpy.random.',
+      # Nor beartype or Beam's HTTP client (lean_beam.DEFERRED_MODULES).
+      'beartype.', 'httplib2.', 'pyparsing.'))]
 
 
 def test_a_program_importing_wavbeam_keeps_beam_whole():
@@ -152,6 +154,30 @@ def test_a_local_run_imports_beam_without_cloud_service_clients():
   assert out.splitlines() == [
       '[]', 'False LocalFileSystem', 'GCSFileSystem True',
       'Client DataflowRunner WriteToBigQuery MongoClient HttpError']
+
+
+def test_deferred_modules_are_imported_when_first_called():
+  """Beam's type check answers through beartype's stand-in as through
+  beartype (a hint beartype refuses: no, not an error), and its stager's
+  HTTP client is httplib2's; each real module comes on that first call,
+  and an import after Beam's finds the real modules."""
+  out = _python("""
+      import sys
+      from pipeline.commands import cli
+      cli.load('run', ['--input_dir', 'in', '--output_dir', 'out'])
+      print('beartype' in sys.modules, 'httplib2' in sys.modules)
+      from apache_beam.typehints import typehints
+      print(typehints.is_consistent_with(int, object),
+            typehints.is_consistent_with(str, int),
+            typehints.is_consistent_with(3, int), 'beartype' in sys.modules)
+      from apache_beam.runners.portability import stager
+      print(type(stager.get_new_http()).__name__)
+      import beartype.door
+      from apache_beam.internal import http_client
+      print(beartype.door.is_subhint(bool, int), http_client.__file__ != '')
+      """)
+  assert out.splitlines() == ['False False', 'True False False True', 'Http',
+                              'True True']
 
 
 def test_a_local_write_to_tfrecord_graph_leaves_pub_sub_out(tmp_path):

@@ -55,6 +55,15 @@ CLOUD_SERVICE_LIBRARIES = (
 # Pub/Sub module to tell a Pub/Sub sink apart (0.15 s, with
 # --sink write_to_tfrecord).
 IMPORTED_WHILE_HIDDEN = ('apache_beam.io.gcp.pubsub',)
+# What Beam imports at its start for calls a run may never make: while
+# Beam is imported, each of these modules is stood in for by one whose
+# functions import the real module when first called (stand_ins).
+# beartype's door (0.06-0.1 s): Beam's type hints ask it whether one
+# hint is a sub-hint of another, which no wavbeam graph reaches. Beam's
+# HTTP client (httplib2 and pyparsing, 0.04 s): its stager fetches a
+# remote artifact with it, which a local run never stages.
+DEFERRED_MODULES = ('beartype.door', 'beartype.roar',
+                    'apache_beam.internal.http_client')
 # Beam's loggers that report a hidden library as missing.
 HIDDEN_LIBRARY_LOGGERS = ('apache_beam.io.mongodbio',)
 # Beam's file systems for schemes a local command line names nowhere,
@@ -113,6 +122,9 @@ def import_beam(argv: Sequence[str] = ()):
                if name not in sys.modules]
   for name in hidden:
     sys.modules[name] = None  # `import name` raises ImportError
+  standing_in = {name: module for name, module in stand_ins().items()
+                 if name not in sys.modules}
+  sys.modules.update(standing_in)
   quieted = ([logging.getLogger(name) for name in HIDDEN_LIBRARY_LOGGERS]
              if hidden else [])
   was_disabled = [logger.disabled for logger in quieted]
@@ -136,6 +148,9 @@ def import_beam(argv: Sequence[str] = ()):
     for name in hidden:
       if sys.modules.get(name, ...) is None:
         del sys.modules[name]
+    for name, module in standing_in.items():
+      if sys.modules.get(name) is module:
+        del sys.modules[name]
     for logger, disabled in zip(quieted, was_disabled):
       logger.disabled = disabled
   if any(name in hidden for name in ON_DEMAND_FILE_SYSTEMS.values()):
@@ -144,6 +159,39 @@ def import_beam(argv: Sequence[str] = ()):
   global _COMMAND  # pylint: disable=global-statement
   _COMMAND = True
   return apache_beam
+
+
+def stand_ins() -> dict:
+  """{name: module} for DEFERRED_MODULES: the names Beam imports from
+  each, its functions importing the real module (no longer stood in for
+  by then) on their first call. Beam catches beartype's
+  BeartypeDoorException around is_subhint: the stand-in raises the
+  stand-in exception in its place."""
+
+  class BeartypeDoorException(Exception):
+    """beartype.roar's, as the stand-in of beartype.door raises it."""
+
+  def is_subhint(subhint, superhint) -> bool:
+    # pylint: disable=import-outside-toplevel
+    from beartype import door, roar
+    try:
+      return door.is_subhint(subhint, superhint)
+    except roar.BeartypeDoorException as e:
+      raise BeartypeDoorException(str(e)) from e
+
+  def get_new_http(*args, **kwargs):
+    http_client = importlib.import_module('apache_beam.internal.http_client')
+    return http_client.get_new_http(*args, **kwargs)
+
+  modules = {}
+  for name, attributes in (
+      ('beartype.door', {'is_subhint': is_subhint}),
+      ('beartype.roar', {'BeartypeDoorException': BeartypeDoorException}),
+      ('apache_beam.internal.http_client', {'get_new_http': get_new_http})):
+    module = types.ModuleType(name, f'Stands in for {name} (lean_beam).')
+    module.__dict__.update(attributes)
+    modules[name] = module
+  return modules
 
 
 def file_systems_on_demand() -> None:
