@@ -139,6 +139,10 @@ def declared_data_bytes(head: bytes) -> Optional[Tuple[int, int]]:
   return None
 
 
+# libsndfile's subtype of 16-bit PCM: such a file's windows can be read as
+# the int16 values it stores.
+PCM_16 = 'PCM_16'
+
 # (format tag, bits per sample) -> libsndfile's subtype, for the plain
 # little-endian WAVs that plain_wav_header reads itself.
 _PLAIN_SUBTYPES = {(1, 8): 'PCM_U8', (1, 16): 'PCM_16', (1, 24): 'PCM_24',
@@ -321,7 +325,7 @@ class PlainWav:
     wanted = out.size // self.info.channels
     size = max(0, min(wanted, self.info.frames - start)) * self.frame_bytes
     stored = out.dtype == np.int16
-    if stored and self.info.subtype != 'PCM_16':
+    if stored and self.info.subtype != PCM_16:
       raise ValueError(f'int16 values of {self.info.subtype} samples')
     if stored and out.flags.c_contiguous and size == out.nbytes:
       done = _read_straight_into(self.raw, out)
@@ -395,7 +399,7 @@ class OpenFiles:
     the values the file stores (int16 `out`, a PCM_16 file); False, and
     nothing read, for any other file."""
     if probed.data_offset < 0 or probed.channels != 1 or (
-        out.dtype == np.int16 and probed.subtype != 'PCM_16'):
+        out.dtype == np.int16 and probed.subtype != PCM_16):
       return False
     wav = self._opened(path, probed)
     if not isinstance(wav, PlainWav):  # opened earlier without `probed`

@@ -130,7 +130,7 @@ def _pcm16_as_read(plan: FilePlan) -> bool:
   """A mono 16-bit PCM recording at the dataset's rate: each window's
   samples are the values it stores, scaled (audio.full_scale)."""
   info = plan.info
-  return (info.subtype == 'PCM_16' and info.channels == 1 and
+  return (info.subtype == audio_io.PCM_16 and info.channels == 1 and
           info.sample_rate == plan.sample_rate)
 
 
@@ -138,7 +138,7 @@ def _pcm16_values(samples: np.ndarray) -> np.ndarray:
   """Full-scale samples of a 16-bit PCM recording as the int16 values
   they were decoded from, exactly; BadWav where one is not such a value
   (the file is no longer what was probed)."""
-  scaled = samples * 2.0 ** 15
+  scaled = samples / audio.PCM16_SCALE  # exact: a power of two
   with np.errstate(invalid='ignore'):
     values = scaled.astype(np.int16)
   if not np.array_equal(values, scaled):
