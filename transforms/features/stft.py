@@ -26,8 +26,11 @@ def frames(batch) -> np.ndarray:
 
 
 def magnitude(batch) -> np.ndarray:
-  """(n, frames, n_fft // 2 + 1) float32: |rFFT| of each frame."""
-  return batch.once(_key(batch), lambda: F.frame_magnitude(frames(batch)))
+  """(n, frames, n_fft // 2 + 1) float32: |rFFT| of each frame, framed a
+  part at a time (F.stft_magnitude), not from `frames`."""
+  return batch.once(_key(batch), lambda: F.stft_magnitude(
+      batch.w32, batch.option('n_fft'), batch.option('fft_hop'),
+      analysis_window(batch)))
 
 
 def tf_frames(batch):
