@@ -356,6 +356,13 @@ SWEEP_APPEND_STEPS = ['locked', 'prepared', 'finalizing', 'sweep_listing',
                       'listed']
 
 
+def ctrl_c_as_at_a_terminal() -> None:
+  """A child process's SIGINT as a terminal gives it (preexec_fn): a test
+  run in the background of a shell without job control inherits SIGINT
+  ignored, and Python then never raises KeyboardInterrupt."""
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class DrivenRun:
   """A real `pipeline.run` process started through DRIVER, which stops it
   at `step` (one of DRIVEN_STEPS): `kill` (SIGKILL there, as the OOM
@@ -367,13 +374,9 @@ class DrivenRun:
     env = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
     self._log = cwd / f'{step}-{action}.log'
     with open(self._log, 'w') as log:
-      # SIGINT as a terminal gives it: a test run in the background
-      # inherits it ignored, and Python then never raises
-      # KeyboardInterrupt.
       self._proc = subprocess.Popen(
           [sys.executable, '-c', DRIVER, step, action, *args], cwd=cwd,
-          env=env, stdout=log, stderr=log,
-          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+          env=env, stdout=log, stderr=log, preexec_fn=ctrl_c_as_at_a_terminal)
     self.pid = self._proc.pid
     self._cwd, self._action = cwd, action
 

@@ -8,11 +8,13 @@ import textwrap
 
 import pytest
 
+from tests import helpers as H
+
 
 def _python(code: str, tmp_path):
   return subprocess.run([sys.executable, '-c', textwrap.dedent(code)],
                         capture_output=True, text=True, cwd=tmp_path,
-                        timeout=120)
+                        timeout=120, preexec_fn=H.ctrl_c_as_at_a_terminal)
 
 
 @pytest.mark.parametrize('code', [0, 1, 2])
@@ -133,7 +135,8 @@ def test_what_was_printed_before_a_ctrl_c_is_kept(tmp_path):
       startup.interrupted_in_one_line(command)
       """)], capture_output=True, text=True, cwd=tmp_path, timeout=120,
                         env={k: v for k, v in os.environ.items()
-                             if k != 'PYTHONUNBUFFERED'})
+                             if k != 'PYTHONUNBUFFERED'},
+                        preexec_fn=H.ctrl_c_as_at_a_terminal)
   assert done.returncode == 130
   assert done.stdout == 'first lines of a report\n'
 
