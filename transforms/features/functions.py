@@ -5,7 +5,7 @@ samples, and returns an array whose first axis is n. Rows never interact, so
 a batch's result equals the row-by-row result bit for bit (tested).
 """
 
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -38,15 +38,21 @@ def windowed_frames(windows: np.ndarray, n_fft: int, fft_hop: int,
   Frames are not centred or padded (as tf.signal.stft): frame k covers
   samples [k * fft_hop, k * fft_hop + n_fft) of the window.
   """
-  frames = np.lib.stride_tricks.sliding_window_view(
+  return _frames_of(windows, n_fft, fft_hop) * window
+
+
+def _frames_of(windows: np.ndarray, n_fft: int, fft_hop: int) -> np.ndarray:
+  """(n, frames, n_fft): a view of each window's frames, nothing copied."""
+  return np.lib.stride_tricks.sliding_window_view(
       windows, n_fft, axis=-1)[:, ::fft_hop]
-  return frames * window
 
 
-def frame_magnitude(frames: np.ndarray) -> np.ndarray:
-  """|rFFT| of each windowed frame: (..., n_fft) -> (..., n_fft // 2 + 1)."""
+def frame_magnitude(frames: np.ndarray,
+                    out: Optional[np.ndarray] = None) -> np.ndarray:
+  """|rFFT| of each windowed frame: (..., n_fft) -> (..., n_fft // 2 + 1),
+  into `out` if given."""
   # float32 in, complex64 out: pocketfft transforms single precision natively.
-  return np.abs(pocketfft.rfft(frames, axis=-1))
+  return np.abs(pocketfft.rfft(frames, axis=-1), out=out)
 
 
 # Frame values an STFT part holds (1 MB of float32): its frames, their
@@ -64,8 +70,7 @@ def stft_magnitude(windows: np.ndarray, n_fft: int, fft_hop: int,
   frame_magnitude(windowed_frames(...)), computed a part of the frames at
   a time (whole windows, or a long window's frames in runs); each frame's
   values are the same either way."""
-  frames = np.lib.stride_tricks.sliding_window_view(
-      windows, n_fft, axis=-1)[:, ::fft_hop]
+  frames = _frames_of(windows, n_fft, fft_hop)
   n, count = frames.shape[:2]
   out = np.empty((n, count, n_fft // 2 + 1), np.float32)
   per_part = max(1, STFT_PART_VALUES // n_fft)
@@ -73,7 +78,7 @@ def stft_magnitude(windows: np.ndarray, n_fft: int, fft_hop: int,
   for row in range(0, n, rows):
     for first in range(0, count, run):
       part = (slice(row, row + rows), slice(first, first + run))
-      np.abs(pocketfft.rfft(frames[part] * window, axis=-1), out=out[part])
+      frame_magnitude(frames[part] * window, out=out[part])
   return out
 
 
