@@ -79,6 +79,45 @@ def test_a_program_importing_wavbeam_keeps_beam_whole():
   assert out == 'True True True'
 
 
+# What a real pipeline's bundles sample their state every (ms).
+_SAMPLING_PERIODS = textwrap.dedent("""
+    import apache_beam as beam
+    from apache_beam.runners.worker import statesampler
+    periods = set()
+    class Seen(statesampler.StateSampler):
+      def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        periods.add(self.sampling_period_ms)
+    statesampler.StateSampler = Seen
+    with beam.Pipeline(runner='FnApiRunner') as p:
+      _ = p | beam.Create([1, 2, 3]) | beam.Map(lambda x: x + 1)
+    print(sorted(periods))
+    """)
+
+
+def test_a_commands_bundles_sample_their_state_briefly():
+  """A bundle ends by joining its state sampler's thread, which finishes
+  its sleep first: in a command's process the samplers a real pipeline's
+  bundles run sleep STATE_SAMPLING_PERIOD_MS at most, not Beam's 200."""
+  out = _python(textwrap.dedent("""
+      from pipeline.commands import lean_beam
+      lean_beam.import_beam()
+      print(lean_beam.STATE_SAMPLING_PERIOD_MS)
+      """) + _SAMPLING_PERIODS + textwrap.dedent("""
+      lean_beam.quick_bundle_ends()  # a second call changes nothing
+      print(statesampler.StateSampler is Seen)
+      """))
+  period, periods, unchanged = out.splitlines()[-3:]
+  assert int(period) < 200
+  assert periods == f'[{period}]'
+  assert unchanged == 'True'
+
+
+def test_a_program_importing_beam_keeps_its_sampling_period():
+  out = _python('import pipeline.commands.run\n' + _SAMPLING_PERIODS)
+  assert out.splitlines()[-1] == '[200]'
+
+
 def test_beam_runs_when_pandas_comes_later():
   out = _python("""
       from pipeline.commands import lean_beam
