@@ -269,6 +269,67 @@ def test_runs_here(argv, here):
   assert lean_beam.runs_here(argv) is here
 
 
+@pytest.mark.parametrize('argv, here', [
+    ([], True),
+    (['--runner=FnApiRunner', '--direct_num_workers=2'], True),
+    (['--direct_running_mode', 'multi_threading'], True),
+    (['--direct_running_mode', 'multi_processing'], False),
+    (['--direct_running_mode=multi_processing'], False),
+    (['--environment_type=PROCESS'], False),
+    (['--environment_type', 'LOOPBACK'], False),
+    (['--runner', 'PrismRunner'], False),
+    (['--manifest', 'gs://b/m.csv'], False)])
+def test_pickles_stay_here(argv, here):
+  from pipeline.commands import lean_beam
+  assert lean_beam.pickles_stay_here(argv) is here
+
+
+# Beam's pickles of a DoFn and of a coder, and a pickle each of its
+# compressors made, read back.
+_PICKLES = textwrap.dedent("""
+    import base64, bz2, zlib
+    import apache_beam as beam
+    from apache_beam.coders import coders
+    from apache_beam.internal import pickler
+    from apache_beam.internal import cloudpickle_pickler
+    encoded = pickler.dumps(beam.Map(len))
+    coder = coders.VarIntCoder()
+    print(base64.b64decode(encoded)[:1] == b'\\x80',
+          type(pickler.loads(encoded)).__name__,
+          coders.deserialize_coder(coders.serialize_coder(coder)) == coder)
+    raw = cloudpickle_pickler._dumps({'a': [1, 2]})
+    print(pickler.loads(base64.b64encode(bz2.compress(raw))),
+          pickler.loads(base64.b64encode(zlib.compress(raw)), use_zlib=True))
+    with beam.Pipeline(runner='FnApiRunner') as p:
+      _ = (p | beam.Create([1, 2, 3]) | beam.Map(lambda x: x * 2)
+           | beam.combiners.ToList() | beam.Map(lambda xs: print(sorted(xs))))
+    """)
+
+
+@pytest.mark.parametrize('argv, uncompressed', [
+    ([], True), (['--direct_running_mode=multi_processing'], False)])
+def test_beam_pickles_uncompressed_only_where_the_pickles_stay(argv,
+                                                               uncompressed):
+  out = _python(textwrap.dedent(f"""
+      from pipeline.commands import lean_beam
+      lean_beam.import_beam({argv!r})
+      """) + _PICKLES)
+  assert out.splitlines() == [f'{uncompressed} ParDo True',
+                              "{'a': [1, 2]} {'a': [1, 2]}", '[2, 4, 6]']
+
+
+def test_uncompressed_pickles_a_second_time_changes_nothing():
+  out = _python("""
+      from pipeline.commands import lean_beam
+      lean_beam.import_beam([])
+      lean_beam.uncompressed_pickles()
+      from apache_beam.internal import cloudpickle_pickler
+      print(type(cloudpickle_pickler.bz2.real).__name__,
+            type(cloudpickle_pickler.zlib.real).__name__)
+      """)
+  assert out == 'module module'
+
+
 def test_dofn_specs_are_remembered_per_dofn_and_stay_right():
   out = _python("""
       import apache_beam as beam
