@@ -295,11 +295,17 @@ def test_a_sweep_resumes_every_variant(corpus, tmp_path, step):
   if step == 'finalizing':  # pieces were recorded too, and are kept
     assert any('-piece-' in p for v in ('small', 'big')
                for p in kept_shards.record_paths(str(out / v)))
+    # Each shard's pieces went once it was assembled; their records stay.
+    assert not [name for v in ('small', 'big')
+                for name in os.listdir(out / v / naming.TEMP_DIR)
+                if name.startswith('piece-')]
   refused = _run(corpus, out, *sweep)
   assert refused.returncode == 2
   began = datetime.datetime.now(datetime.timezone.utc)
   resumed = _run(corpus, out, '--resume', *sweep)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
+  # A piece gone into its assembled shard is not one to write again.
+  assert 'damaged' not in resumed.stderr
   assert digest(out) == digest(clean)
   for variant in ('small', 'big'):  # the stopped run's time is not this run's
     written = json.loads((out / variant / 'metadata.json').read_text())[

@@ -126,11 +126,14 @@ def read_record(path: str) -> Optional[dict]:
 
 
 def write_record(dataset_dir: str, path: str, digest: str, inputs,
-                 items: Sequence) -> None:
+                 items: Sequence, pieces: Sequence[int] = ()) -> None:
   """Writes a task's record (by a rename: whole or not at all). `items`:
-  what the task yields (Rejections, ShardStats, ExampleStats)."""
+  what the task yields (Rejections, ShardStats, ExampleStats); `pieces`:
+  where the pieces a sweep's shard was assembled from start."""
   record = {'digest': digest, 'inputs': list(inputs),
             'items': [_item_json(dataset_dir, item) for item in items]}
+  if pieces:
+    record['pieces'] = list(pieces)
   # A name of its own: two attempts at one shard (a retry, a runner that
   # repeats work) may record it at once.
   tmp = f'{path}.{uuid.uuid4().hex}.tmp'
@@ -163,7 +166,7 @@ def kept(config: PipelineConfig, path: str, digest: str) -> Optional[list]:
   for item in items:
     if _is_piece(item):
       problem = _piece_damage(item)
-      if problem:
+      if problem and not _assembled_from(config, item):
         logging.getLogger('wavbeam').warning(
             'a piece of a shard of the earlier run is damaged (%s); it is '
             'written again', problem)
@@ -223,6 +226,23 @@ def damage(config: PipelineConfig, stats: ShardStats) -> Optional[str]:
 
 def _is_piece(item) -> bool:
   return hasattr(item, 'record_sizes') and hasattr(item, 'shard_start')
+
+
+def _assembled_from(config: PipelineConfig, piece) -> bool:
+  """Whether a sweep's piece went into its shard: the shard's record says
+  it was assembled from the piece, and the shard is whole. The piece is
+  then needed no more (sweep_writer.assemble_shard removes it)."""
+  record = read_record(record_path(config.dataset_dir, piece.split,
+                                   piece.shard))
+  if record is None or piece.start not in record.get('pieces', ()):
+    return False
+  try:
+    shards = [item for item in (_item_from_json(config.dataset_dir, obj)
+                                for obj in record['items'])
+              if isinstance(item, ShardStats)]
+  except (KeyError, TypeError, ValueError):
+    return False
+  return len(shards) == 1 and damage(config, shards[0]) is None
 
 
 def _piece_damage(piece) -> Optional[str]:

@@ -30,6 +30,7 @@ from pipeline.config import PipelineConfig
 from pipeline.contract import naming
 from pipeline.contract import tfrecord
 from transforms.runtime import allocator
+from transforms.runtime import filesystem
 from transforms.runtime import forked_workers
 from transforms.planning import passes as planning
 from transforms.runtime import output_lock as run_marker
@@ -321,19 +322,27 @@ class AssembleShard(forked_workers.CallsInBundles, beam.DoFn):
     if self.calls is None:
       yield from _counted(assemble_shard(*args))
     else:
+      # This machine's forked workers assemble each shard once: its pieces
+      # go as soon as it is written, in the workers, not in the launcher's
+      # final step (0.4 s of a four-variant sweep of 4 h: freeing a
+      # gigabyte of written pages).
       size = sum(sum(piece.record_sizes) for piece in pieces)
-      self.calls.largest_first(size, _counted, assemble_shard, *args)
+      self.calls.largest_first(size, _counted, assemble_shard, *args,
+                               True)  # remove_pieces
 
 
 def assemble_shard(config: PipelineConfig, run_id: Optional[str],
-                   variant: str, split: str, shard: int, pieces) -> list:
+                   variant: str, split: str, shard: int, pieces,
+                   remove_pieces: bool = False) -> list:
   """A variant's shard written from its pieces in key order: [(variant,
   ShardStats), (variant, ExampleStats)].
 
   A piece may come twice (a retried segment task, or a runner that repeats
   outputs): one of each is used. Raises ValueError when the pieces do not
   cover the shard's keys exactly, which the final step would otherwise
-  find as missing records.
+  find as missing records. `remove_pieces`: the pieces are deleted once
+  the shard and its record are written, where no other attempt at the
+  shard can be reading them.
   """
   by_start = {}
   for piece in sorted(pieces, key=lambda p: (p.start, p.path)):
@@ -357,16 +366,18 @@ def assemble_shard(config: PipelineConfig, run_id: Optional[str],
     run_marker.check_marker(config.dataset_dir, run_id)
     return [(variant, item) for item in earlier]
   stats = ExampleStats(split=split, shard=shard)
-  # Pieces stay until the final step removes the temp folder: a runner
-  # may assemble a shard twice (Beam's DaskRunner repeats outputs, others
-  # retry), and each time finds them as they were.
+  # Elsewhere pieces stay until the final step removes the temp folder: a
+  # runner may assemble a shard twice (Beam's DaskRunner repeats outputs,
+  # others retry), and each time finds them as they were.
   with ShardFile(config, run_id, split, shard,
                  min(p.started_ms for p in ordered)) as out:
     for piece in ordered:
       out.copy_framed(piece.path, piece.record_sizes)
       stats.merge(piece.stats)
   kept_shards.write_record(config.dataset_dir, record, digest, [],
-                           [out.stats, stats])
+                           [out.stats, stats], [p.start for p in ordered])
+  if remove_pieces:
+    filesystem.delete([piece.path for piece in ordered])
   return [(variant, out.stats), (variant, stats)]
 
 
