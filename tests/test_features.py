@@ -280,3 +280,31 @@ def _peak(windows, sample_rate):
   """A scalar, not a row per recording: refused."""
   del sample_rate
   return np.abs(windows).max()
+
+
+def test_mfcc_variants_share_one_dct_of_log_mel_per_batch(tmp_path,
+                                                           monkeypatch):
+  """A sweep's variants that differ in n_mfcc alone take their
+  coefficients from one DCT of the batch's log_mel, and each gives what
+  mfcc (checked against TensorFlow's above) gives for that log_mel."""
+  from transforms.features import pocketfft
+  transforms = []
+  real_dct = pocketfft.dct
+
+  def counted(x, *args, **kwargs):
+    transforms.append(x.shape)
+    return real_dct(x, *args, **kwargs)
+
+  monkeypatch.setattr(pocketfft, 'dct', counted)
+  extractors = [FeatureExtractor(H.make_config(
+      tmp_path, tmp_path / 'out', features=('log_mel', 'mfcc'), n_mfcc=n,
+      win_len=4096)) for n in (13, 20)]
+  windows = H.noise(3 * 4096, seed=2).reshape(3, 4096)
+  shared = {}
+  outs = [extractor.compute(windows, 16000, shared)
+          for extractor in extractors]
+  assert len(transforms) == 1
+  assert outs[0]['log_mel'] is outs[1]['log_mel']
+  monkeypatch.undo()
+  for out, n in zip(outs, (13, 20)):
+    assert np.array_equal(out['mfcc'], features.mfcc(out['log_mel'], n))

@@ -151,10 +151,21 @@ def mfcc(log_mel: np.ndarray, n_mfcc: int) -> np.ndarray:
   The DCT-II of the log-mel bands scaled by 1 / sqrt(2 * n_mels), as
   tf.signal.mfccs_from_log_mel_spectrograms computes them.
   """
-  n_mels = log_mel.shape[-1]
-  coefficients = pocketfft.dct(log_mel.astype(np.float64),
-                               axis=-1)[..., :n_mfcc]
-  return (coefficients / np.sqrt(2.0 * n_mels)).astype(np.float32)
+  return mfcc_of_dct(log_mel_dct(log_mel), n_mfcc)
+
+
+def log_mel_dct(log_mel: np.ndarray) -> np.ndarray:
+  """The unscaled DCT-II of each log-mel frame, every coefficient:
+  (..., n_mels) -> (..., n_mels) float64. Whatever n_mfcc, mfcc takes its
+  first ones: a sweep's mfcc variants share it."""
+  return pocketfft.dct(log_mel.astype(np.float64), axis=-1)
+
+
+def mfcc_of_dct(coefficients: np.ndarray, n_mfcc: int) -> np.ndarray:
+  """mfcc from log_mel_dct's coefficients."""
+  n_mels = coefficients.shape[-1]
+  return (coefficients[..., :n_mfcc] / np.sqrt(2.0 * n_mels)).astype(
+      np.float32)
 
 
 def autocorrelation(frames: np.ndarray, max_lag: int) -> np.ndarray:
