@@ -160,3 +160,23 @@ def test_a_heartbeat_of_a_reused_pid_is_not_alive(tmp_path):
   (temp / 'heartbeat').write_text(json.dumps(
       dict(beat, process_start=run_marker.process_start(os.getpid()))))
   assert run_marker.live_heartbeat(str(tmp_path))['pid'] == os.getpid()
+
+
+def test_the_final_removal_of_the_temp_folder_never_races_a_heartbeat(
+    tmp_path, monkeypatch):
+  """A beat into the temporary folder while it is being removed left a
+  file in it after its files were gone, and the removal of the folder
+  then failed the finished run. Beating continuously, the removal of a
+  full folder succeeds every time, and what a later beat makes goes with
+  the heartbeat."""
+  monkeypatch.setattr(run_marker, 'HEARTBEAT_SECONDS', 0.0002)
+  out = str(tmp_path / 'out')
+  temp = run_marker.temp_dir(out)
+  with run_marker.Heartbeat(out, 'run-1'):
+    for _ in range(40):
+      os.makedirs(os.path.join(temp, 'probes'), exist_ok=True)
+      for i in range(200):
+        with open(os.path.join(temp, 'probes', f'block-{i}'), 'wb') as f:
+          f.write(b'x')
+      run_marker.remove_temp_dir(out)
+  assert not os.path.exists(temp)

@@ -130,9 +130,8 @@ def import_beam(argv: Sequence[str] = ()):
   runs here (runs_here), and freezes what the import made (gc.freeze: it
   lasts); then remember_repeated_lookups and quick_bundle_ends, and
   uncompressed_pickles where the pickles stay here (pickles_stay_here).
-  Unless Beam or a
-  dataframe library is already imported: then nothing is hidden and Beam
-  keeps what it registered."""
+  Unless Beam or a dataframe library is already imported: then nothing
+  is hidden and Beam keeps what it registered."""
   one_blas_thread()
   if 'apache_beam' in sys.modules:
     return sys.modules['apache_beam']

@@ -113,6 +113,24 @@ def live_heartbeat(dataset_dir: str) -> Optional[dict]:
   return dict(beat, age=age) if alive else None
 
 
+# Held by a heartbeat while it writes, and by remove_temp_dir while it
+# removes the folder the heartbeat is in: a beat written into a folder
+# being removed (every 5 s, by each of a sweep's datasets) left a file in
+# it after its files were gone, and the removal of the folder itself
+# failed the finished run ("Directory not empty").
+_WRITING = threading.Lock()
+
+
+def remove_temp_dir(dataset_dir: str) -> None:
+  """Removes the run's temporary folder, if there is one, while no
+  heartbeat of this process writes into it. A beat after it makes the
+  folder again with its file alone, which the Heartbeat's end removes."""
+  temp = temp_dir(dataset_dir)
+  with _WRITING:
+    if FileSystems.exists(temp):
+      filesystem.delete([temp])
+
+
 class Heartbeat:
   """While open, refreshes this run's heartbeat every HEARTBEAT_SECONDS."""
 
@@ -130,7 +148,7 @@ class Heartbeat:
                        'host': socket.gethostname(), 'time': time.time(),
                        'process_start': self._process_start})
     try:
-      with filesystem.create(self.path) as f:
+      with _WRITING, filesystem.create(self.path) as f:
         f.write(data.encode('utf-8'))
     except Exception:  # the folder is gone: the run will say why
       pass

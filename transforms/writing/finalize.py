@@ -216,9 +216,7 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
   write_text(path, metadata_lib.dumps(metadata))
   # Last: until metadata.json is written, a stop leaves what --resume
   # finishes from (the run's record, the shards' records, the renames).
-  temp = naming.temp_dir(out)
-  if FileSystems.exists(temp):
-    filesystem.delete([temp])
+  run_marker.remove_temp_dir(out)
   timeline.mark(timeline.FINALISED)
   logging.info('wrote %s: %d examples in %d shards, %d files rejected', path,
                examples, sum(len(e["shards"]) for e in splits.values()),
