@@ -164,11 +164,11 @@ def test_a_heartbeat_of_a_reused_pid_is_not_alive(tmp_path):
 
 def test_the_final_removal_of_the_temp_folder_never_races_a_heartbeat(
     tmp_path, monkeypatch):
-  """A beat into the temporary folder while it is being removed left a
-  file in it after its files were gone, and the removal of the folder
-  then failed the finished run. Beating continuously, the removal of a
-  full folder succeeds every time, and what a later beat makes goes with
-  the heartbeat."""
+  """A beat into the temporary folder while it is being removed would
+  leave a file in it once its files are gone, and the removal of the
+  folder would then fail a finished run. Beating continuously, the
+  removal of a full folder succeeds every time, and what a later beat
+  makes goes with the heartbeat."""
   monkeypatch.setattr(run_marker, 'HEARTBEAT_SECONDS', 0.0002)
   out = str(tmp_path / 'out')
   temp = run_marker.temp_dir(out)

@@ -72,10 +72,11 @@ ON_DEMAND_FILE_SYSTEMS = {'gs': 'apache_beam.io.gcp.gcsfilesystem'}
 # The longest sleep, in ms, of the state sampler each bundle of Beam's SDK
 # harness runs in a thread of its own (Beam's default: 200). A bundle ends
 # by joining that thread, which first finishes its sleep, and the sleep
-# grows to the longest within a second of the bundle's start: a run's
-# shard phase ended 0-0.2 s after its last task (0.08-0.18 s in all on
-# 4 h, up to 0.4 s in a sweep's run). Every 10 ms it samples no more
-# than any wavbeam step needs (Beam's per-step msecs counters).
+# grows to the longest within a second of the bundle's start: at 200, a
+# run's shard phase ends 0-0.2 s after its last task (the bundles' ends
+# wait 0.08-0.18 s in all on 4 h, 0.4 s in an eight-variant sweep). Every
+# 10 ms it samples no more than any wavbeam step needs (Beam's per-step
+# msecs counters).
 STATE_SAMPLING_PERIOD_MS = 10
 # --runner values that run on this machine (pipeline.run's local runner).
 LOCAL_RUNNERS = ('DirectRunner', 'FnApiRunner', 'SwitchingDirectRunner')

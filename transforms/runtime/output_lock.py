@@ -115,9 +115,9 @@ def live_heartbeat(dataset_dir: str) -> Optional[dict]:
 
 # Held by a heartbeat while it writes, and by remove_temp_dir while it
 # removes the folder the heartbeat is in: a beat written into a folder
-# being removed (every 5 s, by each of a sweep's datasets) left a file in
-# it after its files were gone, and the removal of the folder itself
-# failed the finished run ("Directory not empty").
+# being removed (every 5 s, by each of a sweep's datasets) would leave a
+# file in it once its files are gone, and the removal of the folder
+# itself would fail a finished run ("Directory not empty").
 _WRITING = threading.Lock()
 
 
