@@ -162,6 +162,7 @@ def test_a_heartbeat_of_a_reused_pid_is_not_alive(tmp_path):
   assert run_marker.live_heartbeat(str(tmp_path))['pid'] == os.getpid()
 
 
+@pytest.mark.slow  # a race tried many times over
 def test_the_final_removal_of_the_temp_folder_never_races_a_heartbeat(
     tmp_path, monkeypatch):
   """A beat into the temporary folder while it is being removed would
@@ -180,3 +181,38 @@ def test_the_final_removal_of_the_temp_folder_never_races_a_heartbeat(
           f.write(b'x')
       run_marker.remove_temp_dir(out)
   assert not os.path.exists(temp)
+
+
+_BEATING = '''
+import sys, time
+from transforms.runtime import output_lock as run_marker
+run_marker.HEARTBEAT_SECONDS = 0.0002
+with run_marker.Heartbeat(sys.argv[1], 'run-1'):
+  print('beating', flush=True)
+  time.sleep(120)
+'''
+
+
+@pytest.mark.slow  # a race tried many times over
+def test_a_heartbeat_of_another_process_never_fails_the_final_removal(
+    tmp_path):
+  """On a cluster the final step runs in a worker while the launcher
+  beats: a beat between the removal of the folder's files and of the
+  folder itself would fail the finished run. Beating continuously from
+  another process, the removal of a full folder succeeds every time."""
+  out = str(tmp_path / 'out')
+  temp = run_marker.temp_dir(out)
+  beating = subprocess.Popen([sys.executable, '-c', _BEATING, out],
+                             stdout=subprocess.PIPE, text=True,
+                             cwd=os.path.dirname(os.path.dirname(__file__)))
+  try:
+    assert beating.stdout.readline() == 'beating\n'
+    for _ in range(20):
+      os.makedirs(os.path.join(temp, 'probes'), exist_ok=True)
+      for i in range(50):
+        with open(os.path.join(temp, 'probes', f'block-{i}'), 'wb') as f:
+          f.write(b'x')
+      run_marker.remove_temp_dir(out)
+  finally:
+    beating.kill()
+    beating.wait()

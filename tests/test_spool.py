@@ -116,6 +116,7 @@ def _write_until_gone(folder, started):
       return
 
 
+@pytest.mark.slow  # a race tried many times over
 def test_removing_the_folder_as_workers_write_leaves_nothing(tmp_path):
   """Workers still claiming and writing while the folder is removed (a
   bundle that failed) leave no file and no folder behind."""

@@ -30,6 +30,7 @@ import time
 import uuid
 from typing import Optional
 
+from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import naming
@@ -121,14 +122,28 @@ def live_heartbeat(dataset_dir: str) -> Optional[dict]:
 _WRITING = threading.Lock()
 
 
+# Attempts at removing the temporary folder: a beat of another process
+# (the launcher's, while a Dask worker runs the final step) may land in it
+# between the removal of its files and of the folder itself.
+_REMOVALS = 3
+
+
 def remove_temp_dir(dataset_dir: str) -> None:
   """Removes the run's temporary folder, if there is one, while no
-  heartbeat of this process writes into it. A beat after it makes the
-  folder again with its file alone, which the Heartbeat's end removes."""
+  heartbeat of this process writes into it; again where a beat of another
+  process left a file in it. A beat after it makes the folder again with
+  its file alone, which the Heartbeat's end removes."""
   temp = temp_dir(dataset_dir)
   with _WRITING:
-    if FileSystems.exists(temp):
-      filesystem.delete([temp])
+    for attempt in range(_REMOVALS):
+      if not FileSystems.exists(temp):
+        return
+      try:
+        filesystem.delete([temp])
+        return
+      except BeamIOError:
+        if attempt == _REMOVALS - 1 or not filesystem.is_local(temp):
+          raise
 
 
 class Heartbeat:

@@ -185,6 +185,27 @@ class ShardFile:
     if self._copy is not None:
       self._copy.write(record)
 
+  def adopt_framed(self, path: str, record_sizes) -> bool:
+    """Makes a plain TFRecord file (framed sizes given) the start of this
+    shard by moving it here, where this shard is plain and local and
+    nothing is written yet: its bytes are not copied. The file is gone
+    from `path`. False, with nothing done, otherwise."""
+    if not self.plain_local() or self.sizes:
+      return False
+    self._file.close()
+    os.rename(path, self.path)
+    # A symbolic link planted as the piece moves with it and is refused
+    # here: nothing is appended to where it leads. Not O_APPEND:
+    # copy_file_range refuses to write to such a file.
+    self._file = self._stack.enter_context(os.fdopen(os.open(
+        self.path, os.O_WRONLY | os.O_NOFOLLOW), 'wb'))
+    self._file.seek(0, os.SEEK_END)
+    with os.fdopen(os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW),
+                   'rb') as f:
+      self.digest.add_stored(f, record_sizes, path)
+    self.sizes.extend(record_sizes)
+    return True
+
   def copy_framed(self, path: str, record_sizes) -> None:
     """Appends the records of a plain TFRecord file (framed sizes given):
     its bytes as they are, copied by the kernel, when this shard is plain

@@ -371,13 +371,18 @@ def assemble_shard(config: PipelineConfig, run_id: Optional[str],
   # others retry), and each time finds them as they were.
   with ShardFile(config, run_id, split, shard,
                  min(p.started_ms for p in ordered)) as out:
-    for piece in ordered:
-      out.copy_framed(piece.path, piece.record_sizes)
+    # Where the pieces go once joined, the first becomes the shard's start
+    # and only the others are copied.
+    adopted = remove_pieces and out.adopt_framed(ordered[0].path,
+                                                 ordered[0].record_sizes)
+    for i, piece in enumerate(ordered):
+      if i or not adopted:
+        out.copy_framed(piece.path, piece.record_sizes)
       stats.merge(piece.stats)
   kept_shards.write_record(config.dataset_dir, record, digest, [],
                            [out.stats, stats], [p.start for p in ordered])
   if remove_pieces:
-    filesystem.delete([piece.path for piece in ordered])
+    filesystem.delete([piece.path for piece in ordered[int(adopted):]])
   return [(variant, out.stats), (variant, stats)]
 
 
