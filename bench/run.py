@@ -75,6 +75,9 @@ def writers(corpus, out, win_len=32768, audio_format='wav'):
   return {
       'wavbeam': base,
       'wavbeam_1worker': base + ['--direct_num_workers=1'],
+      # The memory of a 16-core machine's forked workers, on any machine:
+      # the count follows --direct_num_workers, not the cores.
+      'wavbeam_16workers': base + ['--direct_num_workers=16'],
       'wavbeam_threads': base + ['--direct_num_workers=2',
                                  '--direct_running_mode=multi_threading'],
       'wavbeam_noshuffle': base + ['--no_shuffle'],

@@ -27,9 +27,9 @@ SLOW_MODULES = frozenset({
     'test_variants.py', 'test_verify.py'})
 
 
-# pytest's rewritten test modules are kept as bytecode too, whatever the
-# environment says: rewriting every module again took 3-4 s of each
-# worker's start in the fast loop.
+# pytest's rewritten test modules are kept as bytecode, as the checkout's
+# modules are (pytest_sessionstart), whatever the environment says:
+# rewriting them all costs each test worker 3-4 s at its start.
 sys.dont_write_bytecode = False
 
 

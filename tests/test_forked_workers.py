@@ -14,6 +14,7 @@ import pytest
 from pipeline import config as config_lib
 from pipeline.commands import run as run_lib
 from tests import helpers as H
+from transforms.runtime import cpus
 from transforms.runtime import forked_workers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -186,12 +187,17 @@ def test_no_fork_once_a_thread_exists():
     ([], 2),
     (['--direct_running_mode=multi_threading', '--direct_num_workers=2'], 0),
     (['--direct_num_workers=1'], 0),
+    (['--direct_num_workers=3'], 3),
+    (['--direct_num_workers=0'], 2),
+    (['--direct_num_workers', '16'], 16),
     (['--runner', 'DaskRunner'], 0),
     (['--no_such_flag'], 0),
 ])
 def test_only_a_default_local_threaded_run_gets_them(tmp_path, extra,
                                                      expected, monkeypatch):
-  monkeypatch.setattr(os, 'cpu_count', lambda: 2)
+  """One per usable core, or --direct_num_workers of them, where wavbeam
+  picks the running mode."""
+  monkeypatch.setattr(cpus, 'usable_cpus', lambda *args: 2)
   H.write_wav(str(tmp_path / 'in' / 'a.wav'), H.noise(4096))
   config, beam_args = config_lib.parse_known_args(
       ['--input_dir', str(tmp_path / 'in'), '--output_dir',

@@ -82,13 +82,13 @@ PROCESSES_FROM_FILES = 5000
 def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
   """Beam's options, with wavbeam's defaults for the local runner.
 
-  Locally, unless --direct_num_workers or --direct_running_mode is given,
-  one worker per CPU the process may use (its affinity, as taskset sets
-  it, and its container's CPU quota: transforms/runtime/cpus.py), as
-  threads of one process (run_config forks workers instead and runs Beam
-  in its one thread, or else switches to
-  Beam's worker processes for corpora of PROCESSES_FROM_FILES files or
-  more). One core: one process.
+  Locally, unless --direct_running_mode is given, --direct_num_workers
+  workers (default, or 0: one per CPU the process may use, its affinity,
+  as taskset sets it, and its container's CPU quota:
+  transforms/runtime/cpus.py), as threads of one process (run_config
+  forks workers instead and runs Beam in its one thread, or else switches
+  to Beam's worker processes for corpora of PROCESSES_FROM_FILES files or
+  more). One worker: one process, one thread.
 
   On every runner, Beam's construction-time type check is off (as with
   --no_pipeline_type_check): the graph declares no type hints for it to
@@ -114,7 +114,8 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
   if workers == 0:  # Beam would take the machine's cores
     direct.direct_num_workers = cpus.usable_cpus()
   if standard.runner == LOCAL_RUNNER and not _running_mode_given(beam_args):
-    direct.direct_num_workers = cpus.usable_cpus()
+    if not any(arg.startswith('--direct_num_workers') for arg in beam_args):
+      direct.direct_num_workers = cpus.usable_cpus()
     direct.direct_running_mode = (
         'in_memory' if direct.direct_num_workers == 1
         else 'multi_threading')
@@ -122,8 +123,7 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
 
 
 def _running_mode_given(beam_args: Sequence[str]) -> bool:
-  return any(arg.startswith(('--direct_num_workers', '--direct_running_mode'))
-             for arg in beam_args)
+  return any(arg.startswith('--direct_running_mode') for arg in beam_args)
 
 
 def _reject_unknown_flags(options: PipelineOptions,
@@ -540,7 +540,8 @@ def forked_workers_for(config: config_lib.PipelineConfig,
                          beam_args: Sequence[str]) -> int:
   """Forked workers (transforms/runtime/forked_workers.py) for a run: one per
   worker thread of a local threaded run whose input and output are local
-  folders, 0 for anything else (other runners and modes, remote or
+  folders and whose running mode wavbeam chose (--direct_num_workers sets
+  their count), 0 for anything else (other runners and modes, remote or
   in-memory file systems, options the run itself will refuse)."""
   try:
     options = pipeline_options(beam_args)

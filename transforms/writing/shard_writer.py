@@ -186,23 +186,39 @@ class ShardFile:
       self._copy.write(record)
 
   def adopt_framed(self, path: str, record_sizes) -> bool:
-    """Makes a plain TFRecord file (framed sizes given) the start of this
-    shard by moving it here, where this shard is plain and local and
-    nothing is written yet: its bytes are not copied. The file is gone
-    from `path`. False, with nothing done, otherwise."""
+    """Makes a plain TFRecord file of these framed record sizes (a sweep's
+    piece) the start of this shard, where this shard is plain and local and
+    nothing is written yet: the shard is then that file, grown in place,
+    its records not copied. Bytes past them (an attempt that stopped) are
+    cut off first; the records themselves stay as they are, so the file
+    still holds its piece for a resume. False, with nothing done,
+    otherwise."""
     if not self.plain_local() or self.sizes:
       return False
+    size = sum(record_sizes)
+    fd = filesystem.open_regular(path, os.O_RDWR)
+    try:
+      found = os.fstat(fd)
+      # A second name (a hard link planted to it) would see the shard
+      # grow: only a file named once is grown.
+      if found.st_nlink != 1:
+        raise OSError(f'{path} has {found.st_nlink} names: wavbeam grows '
+                      'only a file of its own, named once')
+      if found.st_size < size:
+        raise OSError(f'{path}: {found.st_size} bytes, fewer than its '
+                      f'records\' {size}')
+      os.set_blocking(fd, True)
+      os.ftruncate(fd, size)
+      grown = os.fdopen(fd, 'r+b')
+    except BaseException:
+      os.close(fd)
+      raise
     self._file.close()
-    os.rename(path, self.path)
-    # A symbolic link planted as the piece moves with it and is refused
-    # here: nothing is appended to where it leads. Not O_APPEND:
-    # copy_file_range refuses to write to such a file.
-    self._file = self._stack.enter_context(os.fdopen(os.open(
-        self.path, os.O_WRONLY | os.O_NOFOLLOW), 'wb'))
-    self._file.seek(0, os.SEEK_END)
-    with os.fdopen(os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW),
-                   'rb') as f:
-      self.digest.add_stored(f, record_sizes, path)
+    os.remove(self.path)
+    self.path = path
+    self._file = self._stack.enter_context(grown)
+    self.digest.add_stored(grown, record_sizes, path)
+    grown.seek(size)
     self.sizes.extend(record_sizes)
     return True
 
@@ -213,7 +229,9 @@ class ShardFile:
     if self.plain_local():
       self._file.flush()
       with open(path, 'rb') as f:
-        left = os.fstat(f.fileno()).st_size
+        # Its records only: a piece grown into a shard by an attempt that
+        # stopped holds more.
+        left = sum(record_sizes)
         while left > 0:
           done = os.copy_file_range(f.fileno(), self._file.fileno(), left)
           if done == 0:
@@ -223,7 +241,9 @@ class ShardFile:
       self.sizes.extend(record_sizes)
       return
     with FileSystems.open(path, compression_type='uncompressed') as f:
-      for _, record in tfrecord.read_records(f, path, check_crc=False):
+      for _, record in itertools.islice(
+          tfrecord.read_records(f, path, check_crc=False),
+          len(record_sizes)):
         self.write(record)
 
   def __exit__(self, kind, value, traceback):
