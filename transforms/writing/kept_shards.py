@@ -22,7 +22,6 @@ Records are JSON, never pickles: the output folder is data, not code.
 import collections
 import dataclasses
 import hashlib
-import itertools
 import json
 import logging
 import os
@@ -232,8 +231,7 @@ def _is_piece(item) -> bool:
 def _assembled_from(config: PipelineConfig, piece) -> bool:
   """Whether a sweep's piece went into its shard: the shard's record says
   it was assembled from the piece, and the shard is whole. The piece is
-  then needed no more (sweep_writer.assemble_shard removes it, or grows
-  it into the shard)."""
+  then needed no more (sweep_writer.assemble_shard removes it)."""
   record = read_record(record_path(config.dataset_dir, piece.split,
                                    piece.shard))
   if record is None or piece.start not in record.get('pieces', ()):
@@ -248,20 +246,16 @@ def _assembled_from(config: PipelineConfig, piece) -> bool:
 
 
 def _piece_damage(piece) -> Optional[str]:
-  """What is wrong with a sweep's recorded piece file, or None. Its
-  records are what counts: a piece that an assembly which stopped began
-  to grow into its shard (sweep_writer.assemble_shard) holds more after
-  them."""
+  """What is wrong with a sweep's recorded piece file, or None."""
   if filesystem.is_local(piece.path) and os.path.islink(piece.path):
     return f'{piece.path} is a symbolic link, not the file that was written'
   try:
-    if filesystem.metadata(piece.path).size_in_bytes < sum(
+    if filesystem.metadata(piece.path).size_in_bytes != sum(
         piece.record_sizes):
-      return f'{piece.path}: fewer than {sum(piece.record_sizes)} bytes'
+      return f'{piece.path}: not {sum(piece.record_sizes)} bytes'
     with FileSystems.open(piece.path, compression_type='uncompressed') as f:
-      sizes = tuple(len(data) + 16 for _, data in itertools.islice(
-          tfrecord.read_records(f, piece.path, check_crc=True),
-          len(piece.record_sizes)))
+      sizes = tuple(len(data) + 16 for _, data in tfrecord.read_records(
+          f, piece.path, check_crc=True))
     if sizes != tuple(piece.record_sizes):
       return f'{piece.path}: not the records that were written'
   except Exception as e:  # missing, unreadable, a bad CRC

@@ -185,52 +185,16 @@ class ShardFile:
     if self._copy is not None:
       self._copy.write(record)
 
-  def adopt_framed(self, path: str, record_sizes) -> bool:
-    """Makes a plain TFRecord file of these framed record sizes (a sweep's
-    piece) the start of this shard, where this shard is plain and local and
-    nothing is written yet: the shard is then that file, grown in place,
-    its records not copied. Bytes past them (an attempt that stopped) are
-    cut off first; the records themselves stay as they are, so the file
-    still holds its piece for a resume. False, with nothing done,
-    otherwise."""
-    if not self.plain_local() or self.sizes:
-      return False
-    size = sum(record_sizes)
-    fd = filesystem.open_regular(path, os.O_RDWR)
-    try:
-      found = os.fstat(fd)
-      # A second name (a hard link planted to it) would see the shard
-      # grow: only a file named once is grown.
-      if found.st_nlink != 1:
-        raise OSError(f'{path} has {found.st_nlink} names: wavbeam grows '
-                      'only a file of its own, named once')
-      if found.st_size < size:
-        raise OSError(f'{path}: {found.st_size} bytes, fewer than its '
-                      f'records\' {size}')
-      os.set_blocking(fd, True)
-      os.ftruncate(fd, size)
-      grown = os.fdopen(fd, 'r+b')
-    except BaseException:
-      os.close(fd)
-      raise
-    self._file.close()
-    os.remove(self.path)
-    self.path = path
-    self._file = self._stack.enter_context(grown)
-    self.digest.add_stored(grown, record_sizes, path)
-    grown.seek(size)
-    self.sizes.extend(record_sizes)
-    return True
-
   def copy_framed(self, path: str, record_sizes) -> None:
-    """Appends the records of a plain TFRecord file (framed sizes given):
-    its bytes as they are, copied by the kernel, when this shard is plain
-    and local too."""
+    """Appends the records of a plain TFRecord file (framed sizes given),
+    those records and nothing past them: their bytes as they are, copied
+    by the kernel, when this shard is plain and local too. A link or a
+    FIFO planted at the name is refused (filesystem.NotAFile), not read."""
     if self.plain_local():
       self._file.flush()
-      with open(path, 'rb') as f:
-        # Its records only: a piece grown into a shard by an attempt that
-        # stopped holds more.
+      fd = filesystem.open_regular(path, os.O_RDONLY)
+      os.set_blocking(fd, True)
+      with os.fdopen(fd, 'rb') as f:
         left = sum(record_sizes)
         while left > 0:
           done = os.copy_file_range(f.fileno(), self._file.fileno(), left)

@@ -340,10 +340,9 @@ def assemble_shard(config: PipelineConfig, run_id: Optional[str],
   A piece may come twice (a retried segment task, or a runner that repeats
   outputs): one of each is used. Raises ValueError when the pieces do not
   cover the shard's keys exactly, which the final step would otherwise
-  find as missing records. `remove_pieces`, where no other attempt at the
-  shard can be reading its pieces: the first piece's file becomes the
-  shard (its records kept as they are: ShardFile.adopt_framed), and the
-  others are deleted once the shard and its record are written.
+  find as missing records. `remove_pieces`: the pieces are deleted once
+  the shard and its record are written, where no other attempt at the
+  shard can be reading them.
   """
   by_start = {}
   for piece in sorted(pieces, key=lambda p: (p.start, p.path)):
@@ -372,18 +371,13 @@ def assemble_shard(config: PipelineConfig, run_id: Optional[str],
   # others retry), and each time finds them as they were.
   with ShardFile(config, run_id, split, shard,
                  min(p.started_ms for p in ordered)) as out:
-    # Where no other attempt reads the pieces, the first grows into the
-    # shard: only the others are copied.
-    adopted = remove_pieces and out.adopt_framed(ordered[0].path,
-                                                 ordered[0].record_sizes)
-    for i, piece in enumerate(ordered):
-      if i or not adopted:
-        out.copy_framed(piece.path, piece.record_sizes)
+    for piece in ordered:
+      out.copy_framed(piece.path, piece.record_sizes)
       stats.merge(piece.stats)
   kept_shards.write_record(config.dataset_dir, record, digest, [],
                            [out.stats, stats], [p.start for p in ordered])
   if remove_pieces:
-    filesystem.delete([piece.path for piece in ordered[int(adopted):]])
+    filesystem.delete([piece.path for piece in ordered])
   return [(variant, out.stats), (variant, stats)]
 
 
