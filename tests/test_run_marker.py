@@ -174,13 +174,19 @@ def test_the_final_removal_of_the_temp_folder_never_races_a_heartbeat(
   out = str(tmp_path / 'out')
   temp = run_marker.temp_dir(out)
   with run_marker.Heartbeat(out, 'run-1'):
-    for _ in range(40):
-      os.makedirs(os.path.join(temp, 'probes'), exist_ok=True)
-      for i in range(200):
-        with open(os.path.join(temp, 'probes', f'block-{i}'), 'wb') as f:
-          f.write(b'x')
-      run_marker.remove_temp_dir(out)
+    _fill_and_remove(out, times=40, files=200)
   assert not os.path.exists(temp)
+
+
+def _fill_and_remove(out, times, files):
+  """The temporary folder filled with files and removed, `times` over."""
+  temp = run_marker.temp_dir(out)
+  for _ in range(times):
+    os.makedirs(os.path.join(temp, 'probes'), exist_ok=True)
+    for i in range(files):
+      with open(os.path.join(temp, 'probes', f'block-{i}'), 'wb') as f:
+        f.write(b'x')
+    run_marker.remove_temp_dir(out)
 
 
 _BEATING = '''
@@ -201,18 +207,12 @@ def test_a_heartbeat_of_another_process_never_fails_the_final_removal(
   folder itself would fail the finished run. Beating continuously from
   another process, the removal of a full folder succeeds every time."""
   out = str(tmp_path / 'out')
-  temp = run_marker.temp_dir(out)
   beating = subprocess.Popen([sys.executable, '-c', _BEATING, out],
                              stdout=subprocess.PIPE, text=True,
                              cwd=os.path.dirname(os.path.dirname(__file__)))
   try:
     assert beating.stdout.readline() == 'beating\n'
-    for _ in range(20):
-      os.makedirs(os.path.join(temp, 'probes'), exist_ok=True)
-      for i in range(50):
-        with open(os.path.join(temp, 'probes', f'block-{i}'), 'wb') as f:
-          f.write(b'x')
-      run_marker.remove_temp_dir(out)
+    _fill_and_remove(out, times=20, files=50)
   finally:
     beating.kill()
     beating.wait()
