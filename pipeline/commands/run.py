@@ -114,7 +114,7 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
   if workers == 0:  # Beam would take the machine's cores
     direct.direct_num_workers = cpus.usable_cpus()
   if standard.runner == LOCAL_RUNNER and not _running_mode_given(beam_args):
-    if not any(arg.startswith('--direct_num_workers') for arg in beam_args):
+    if not _given(beam_args, '--direct_num_workers'):
       direct.direct_num_workers = cpus.usable_cpus()
     direct.direct_running_mode = (
         'in_memory' if direct.direct_num_workers == 1
@@ -123,7 +123,11 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
 
 
 def _running_mode_given(beam_args: Sequence[str]) -> bool:
-  return any(arg.startswith('--direct_running_mode') for arg in beam_args)
+  return _given(beam_args, '--direct_running_mode')
+
+
+def _given(beam_args: Sequence[str], flag: str) -> bool:
+  return any(arg.startswith(flag) for arg in beam_args)
 
 
 def _reject_unknown_flags(options: PipelineOptions,
@@ -440,7 +444,7 @@ def _run_config(config, beam_args, extra_features, show_progress, forked,
   if in_one_thread(forked):
     direct.direct_running_mode, direct.direct_num_workers = 'in_memory', 1
   if (not forked and direct.direct_running_mode == 'multi_threading' and
-      not any(a.startswith('--direct_running_mode') for a in beam_args) and
+      not _running_mode_given(beam_args) and
       _input_files(config, PROCESSES_FROM_FILES) >= PROCESSES_FROM_FILES):
     direct.direct_running_mode = 'multi_processing'
   timeline.mark(timeline.PIPELINE)

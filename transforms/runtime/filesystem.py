@@ -82,6 +82,15 @@ def open_regular(path: str, flags: int, mode: int = 0o666) -> int:
   return fd
 
 
+def open_regular_file(path: str, flags: int, mode: str,
+                      permissions: int = 0o666):
+  """open_regular's file, blocking from then on, as a file object opened
+  in `mode` ('rb', 'wb', ...)."""
+  fd = open_regular(path, flags, permissions)
+  os.set_blocking(fd, True)
+  return os.fdopen(fd, mode)
+
+
 def create(path: str):
   """FileSystems.create(path), except that a local file is opened without
   following a symbolic link at its name (NotAFile then, as for a FIFO or
@@ -92,9 +101,7 @@ def create(path: str):
   folder = os.path.dirname(path)
   if folder:
     os.makedirs(folder, exist_ok=True)
-  fd = open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-  os.set_blocking(fd, True)
-  return os.fdopen(fd, 'wb')
+  return open_regular_file(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 'wb')
 
 
 def move_into_place(tmp: str, path: str) -> None:

@@ -47,9 +47,8 @@ def open_claimed(path: str):
   """A claimed file opened to be written from its start, its old bytes
   (cut at close_claimed) left in place until written over; NotAFile for
   a link or anything else but a file there."""
-  fd = filesystem.open_regular(path, os.O_WRONLY | os.O_CREAT, 0o600)
-  os.set_blocking(fd, True)
-  return open(fd, 'wb')
+  return filesystem.open_regular_file(path, os.O_WRONLY | os.O_CREAT, 'wb',
+                                      0o600)
 
 
 def close_claimed(f) -> None:

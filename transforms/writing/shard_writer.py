@@ -192,9 +192,7 @@ class ShardFile:
     FIFO planted at the name is refused (filesystem.NotAFile), not read."""
     if self.plain_local():
       self._file.flush()
-      fd = filesystem.open_regular(path, os.O_RDONLY)
-      os.set_blocking(fd, True)
-      with os.fdopen(fd, 'rb') as f:
+      with filesystem.open_regular_file(path, os.O_RDONLY, 'rb') as f:
         left = sum(record_sizes)
         while left > 0:
           done = os.copy_file_range(f.fileno(), self._file.fileno(), left)
