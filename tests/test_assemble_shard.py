@@ -1,6 +1,7 @@
 """A sweep's shard joined from its pieces (sweep_writer.assemble_shard):
 the records a single writer would write, byte for byte, and only the
-pieces' recorded records, read from files of wavbeam's own."""
+pieces' recorded records, read from files of wavbeam's own; joined as
+soon as its pieces are written where forked workers run the segments."""
 
 import os
 import threading
@@ -8,13 +9,14 @@ import threading
 import pytest
 
 from transforms.runtime import filesystem
+from transforms.runtime import forked_workers
 
 from pipeline.contract import naming
 from pipeline.contract import tfrecord
 from tests import helpers as H
 from transforms.writing import shard_writer
 from transforms.writing import sweep_writer
-from transforms.writing.stats import ExampleStats
+from transforms.writing.stats import ExampleStats, ShardStats
 
 RECORDS = [b'a' * 10, b'b' * 300, b'', b'c' * 4000, b'd' * 7]
 CUTS = [(0, 2), (2, 4), (4, 5)]  # the pieces' sort keys
@@ -27,16 +29,16 @@ def config(tmp_path):
   return H.make_config(tmp_path / 'in', out, features=('signal',))
 
 
-def _pieces(config):
+def _pieces(config, shard=0):
   pieces = []
   for start, stop in CUTS:
-    with sweep_writer.PieceFile(config, None, 'train', 0, (start, stop),
+    with sweep_writer.PieceFile(config, None, 'train', shard, (start, stop),
                                 (0, len(RECORDS)), 1000) as out:
       for record in RECORDS[start:stop]:
         out.write(record)
     pieces.append(out.piece.__class__(**{
         **out.piece.__dict__, 'stats': ExampleStats(
-            split='train', shard=0, num_examples=stop - start)}))
+            split='train', shard=shard, num_examples=stop - start)}))
   return pieces
 
 
@@ -85,6 +87,40 @@ def test_only_a_piece_s_recorded_records_are_copied(config):
     f.write(b'\0' * 10_000)
   assert _assembled(config, pieces, remove_pieces=False)[0] == _one_writer(
       config)[0]
+
+
+def test_a_shard_is_joined_once_the_bundle_has_written_all_its_pieces(
+    config):
+  whole, unfinished = _pieces(config, shard=0), _pieces(config, shard=1)
+  write = sweep_writer.WriteSegment({'v': config})
+  write.setup()
+  with forked_workers.started(2):
+    write.start_bundle()
+    # Segment tasks' results, as they come back: out of key order, the
+    # middle piece of shard 1 never.
+    emitted = []
+    for piece in [whole[2], unfinished[0], whole[0], whole[1],
+                  unfinished[2]]:
+      emitted += write._written([('v', piece)])
+    assert emitted == []
+    emitted = [item.value for item in write.finish_bundle()]
+  shards = [item for _, item in emitted if isinstance(item, ShardStats)]
+  assert [s.shard for s in shards] == [0]
+  with open(shards[0].path, 'rb') as f:
+    assert f.read() == _one_writer(config)[0]
+  assert not any(os.path.exists(p.path) for p in whole)
+  # Shard 1's pieces go on, as they were, to AssembleShards.
+  left = [item for _, item in emitted if isinstance(item, sweep_writer.Piece)]
+  assert left == [unfinished[0], unfinished[2]]
+  assert all(os.path.exists(p.path) for p in left)
+
+
+def test_pieces_cover_a_shard_only_with_each_of_its_keys_once(config):
+  pieces = _pieces(config)
+  assert sweep_writer.covers_shard(sweep_writer.in_key_order(pieces * 2))
+  assert not sweep_writer.covers_shard(pieces[:2])
+  assert not sweep_writer.covers_shard([pieces[0], pieces[2]])
+  assert not sweep_writer.covers_shard(pieces[1:])
 
 
 @pytest.mark.parametrize('kind', ['link', 'fifo'])

@@ -222,6 +222,13 @@ class Calls:
     are the smallest."""
     self._held.append((size, len(self._held), then, fn, args))
 
+  def start_now(self, then: Callable, fn: Callable, *args):
+    """A call started at once, without waiting for any: for a `then`,
+    which runs while the pending calls are drained, to start the work
+    their results made possible (its result is emitted after theirs)."""
+    self._pending.append(
+        (self._executor.submit(_call_sendable, fn, *args), then))
+
   def finish(self):
     held, self._held = sorted(self._held, key=lambda h: (-h[0], h[1])), []
     for _, _, then, fn, args in held:

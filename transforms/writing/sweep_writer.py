@@ -8,10 +8,10 @@ segments, and the window references are grouped by segment. A segment task
 reads its windows once and, for every variant, computes the features and
 encodes the examples. Where the segment is a whole shard of a variant, it
 writes that shard as the dataset holds it (shard_writer.ShardFile);
-otherwise it writes a piece (plain TFRecord framing), and the shard is then
-assembled from its pieces in key order. Either way a shard holds the
-records, in the order, that a separate run with the variant's options
-writes.
+otherwise it writes a piece (plain TFRecord framing), and the shard is
+assembled from its pieces in key order once they are all written. Either
+way a shard holds the records, in the order, that a separate run with the
+variant's options writes.
 """
 
 import bisect
@@ -25,6 +25,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 import apache_beam as beam
 from apache_beam.internal import pickler
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindows
 
 from pipeline.config import PipelineConfig
 from pipeline.contract import naming
@@ -251,6 +252,10 @@ class WriteSegment(forked_workers.CallsInBundles, beam.DoFn):
     self._makers = None
     self._pickled = None
 
+  def start_bundle(self):
+    super().start_bundle()
+    self._held = {}  # (variant, split, shard) -> its pieces written so far
+
   def process(self, keyed_refs, bounds, layouts, class_names):
     (split, segment, _), ref_lists = keyed_refs
     keys = (bounds[split][segment], bounds[split][segment + 1])
@@ -265,10 +270,37 @@ class WriteSegment(forked_workers.CallsInBundles, beam.DoFn):
       if self._pickled is None:
         self._pickled = pickler.dumps((self.configs, self.extra_features))
       ref_lists = list(ref_lists)
-      self.calls.largest_first(sum(map(len, ref_lists)), _counted,
+      self.calls.largest_first(sum(map(len, ref_lists)), self._written,
                                _write_segment_there, self._pickled,
                                self.run_ids, split, keys, segment_targets,
                                ref_lists, class_names)
+
+  def _written(self, items):
+    """A segment task's items, where forked workers run it: a shard whose
+    pieces are all written is assembled at once, in a worker, while
+    other segments are still computed (not after all of them, behind
+    AssembleShards' GroupByKey); pieces of the shards left go on to
+    AssembleShards when the bundle ends."""
+    for variant, item in _counted(items):
+      if not isinstance(item, Piece):
+        yield variant, item
+        continue
+      shard = (variant, item.split, item.shard)
+      pieces = in_key_order([*self._held.get(shard, ()), item])
+      if not covers_shard(pieces):
+        self._held[shard] = pieces
+        continue
+      self._held.pop(shard, None)
+      self.calls.start_now(_counted, assemble_shard, self.configs[variant],
+                           self.run_ids[variant], variant, item.split,
+                           item.shard, pieces, True)  # remove_pieces
+
+  def finish_bundle(self):
+    yield from super().finish_bundle()
+    for (variant, _, _), pieces in sorted(self._held.items()):
+      for piece in pieces:
+        yield GlobalWindows.windowed_value((variant, piece))
+    self._held = {}
 
 
 def _counted(items):
@@ -303,10 +335,11 @@ def piece_key(variant_item):
 class AssembleShard(forked_workers.CallsInBundles, beam.DoFn):
   """((variant, split, shard), Pieces) -> (variant, ShardStats) and
   (variant, ExampleStats): the shard written from its pieces in key order,
-  as a separate run writes it (assemble_shard). Shards are assembled in
-  the forked workers where they exist, several at once, largest first:
-  the launcher's one thread would copy them one after another, once every
-  segment task has ended.
+  as a separate run writes it (assemble_shard). Where forked workers run
+  the segment tasks, WriteSegment has assembled every shard whose pieces
+  its bundle wrote: only the others come here, and are assembled in those
+  workers, several at once, largest first (the launcher's one thread
+  would copy them one after another).
   """
 
   def __init__(self, configs: Mapping[str, PipelineConfig],
@@ -331,6 +364,26 @@ class AssembleShard(forked_workers.CallsInBundles, beam.DoFn):
                                True)  # remove_pieces
 
 
+def in_key_order(pieces) -> List[Piece]:
+  """A shard's pieces by start key, one of each (a piece may come twice:
+  a retried segment task, or a runner that repeats outputs)."""
+  by_start = {}
+  for piece in sorted(pieces, key=lambda p: (p.start, p.path)):
+    by_start.setdefault(piece.start, piece)
+  return [by_start[k] for k in sorted(by_start)]
+
+
+def covers_shard(ordered: List[Piece]) -> bool:
+  """Whether pieces in key order (in_key_order) hold every key of their
+  shard, each once."""
+  end = ordered[0].shard_start
+  for piece in ordered:
+    if piece.start != end:
+      return False
+    end = piece.stop
+  return end == ordered[0].shard_stop
+
+
 def assemble_shard(config: PipelineConfig, run_id: Optional[str],
                    variant: str, split: str, shard: int, pieces,
                    remove_pieces: bool = False) -> list:
@@ -344,17 +397,8 @@ def assemble_shard(config: PipelineConfig, run_id: Optional[str],
   the shard and its record are written, where no other attempt at the
   shard can be reading them.
   """
-  by_start = {}
-  for piece in sorted(pieces, key=lambda p: (p.start, p.path)):
-    by_start.setdefault(piece.start, piece)
-  ordered = [by_start[k] for k in sorted(by_start)]
-  covered = [ordered[0].shard_start]
-  for piece in ordered:
-    if piece.start != covered[-1]:
-      break
-    covered.append(piece.stop)
-  if covered[-1] != ordered[0].shard_stop or len(covered) != len(
-      ordered) + 1:
+  ordered = in_key_order(pieces)
+  if not covers_shard(ordered):
     raise ValueError(
         f'variant {variant!r}, split {split!r}, shard {shard}: pieces '
         f'{[(p.start, p.stop) for p in ordered]} do not cover its keys '
