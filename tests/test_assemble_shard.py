@@ -3,6 +3,7 @@ the records a single writer would write, byte for byte, and only the
 pieces' recorded records, read from files of wavbeam's own; joined as
 soon as its pieces are written where forked workers run the segments."""
 
+import concurrent.futures
 import os
 import threading
 
@@ -94,13 +95,17 @@ def test_a_shard_is_joined_once_the_bundle_has_written_all_its_pieces(
   whole, unfinished = _pieces(config, shard=0), _pieces(config, shard=1)
   write = sweep_writer.WriteSegment({'v': config})
   write.setup()
-  with forked_workers.started(2):
+  # A pool of threads in place of the forked workers, which a process
+  # that has started threads may no longer fork.
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
     write.start_bundle()
+    write.calls = forked_workers.Calls(pool)
     # Segment tasks' results, as they come back: out of key order, the
-    # middle piece of shard 1 never.
+    # middle piece of shard 1 never, one of shard 0 twice (a runner that
+    # repeats outputs), once its shard is joined.
     emitted = []
     for piece in [whole[2], unfinished[0], whole[0], whole[1],
-                  unfinished[2]]:
+                  unfinished[2], whole[1]]:
       emitted += write._written([('v', piece)])
     assert emitted == []
     emitted = [item.value for item in write.finish_bundle()]

@@ -1,6 +1,7 @@
 """Forked workers: forked before any thread, used by a local threaded
 run's shard tasks, and the same bytes as threads alone."""
 
+import concurrent.futures
 import hashlib
 import os
 import signal
@@ -140,6 +141,39 @@ def test_calls_held_for_the_bundle_end_start_largest_first():
         assert not list(calls.finish())  # nothing held twice
       ''')
   assert out.split() == ['bdcea', 'True']
+
+
+def test_calls_started_now_leave_in_flight_to_the_calls_started():
+  """A call a `then` starts (start_now) runs beside the others without
+  taking their place: `start` waits only while more than `in_flight` of
+  its own calls are pending, so calls started now that are still running
+  (here, until a gate opens) hold nothing up; they come back in the order
+  they started, here at `finish`."""
+  gate = threading.Event()
+  # Were they counted, start would wait for the gate: it opens in the end,
+  # so that the test fails instead of hanging.
+  opening = threading.Timer(20, gate.set)
+  opening.daemon = True
+  opening.start()
+  try:
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+      calls = forked_workers.Calls(pool, in_flight=1)
+
+      def then(value):
+        calls.start_now(lambda opened: [('gated', value, opened)],
+                        gate.wait, 60)
+        yield value
+
+      emitted = []
+      for i in range(4):
+        emitted += calls.start(then, int, i)
+      assert not gate.is_set()
+      assert emitted == [0, 1, 2]
+      gate.set()
+      emitted += calls.finish()
+  finally:
+    opening.cancel()
+  assert emitted == [0, 1, 2, 3, *[('gated', i, True) for i in range(4)]]
 
 
 def test_in_child_runs_elsewhere_and_brings_back_value_or_error():

@@ -204,14 +204,17 @@ class Calls:
                in_flight: Optional[int] = None):
     self._executor = executor
     self._in_flight = in_flight or 2 * max(1, _processes)
-    self._pending = collections.deque()
+    self._pending = collections.deque()  # (future, then) of `start`
+    self._started_now = collections.deque()  # (future, then) of start_now
     self._held = []
 
   def start(self, then: Callable, fn: Callable, *args):
     self._pending.append(
         (self._executor.submit(_call_sendable, fn, *args), then))
     while len(self._pending) > self._in_flight:
-      yield from self._next()
+      yield from self._next(self._pending)
+    while self._started_now and self._started_now[0][0].done():
+      yield from self._next(self._started_now)
 
   def largest_first(self, size: int, then: Callable, fn: Callable, *args):
     """A call started at the bundle's end (`finish`), where the calls held
@@ -223,10 +226,12 @@ class Calls:
     self._held.append((size, len(self._held), then, fn, args))
 
   def start_now(self, then: Callable, fn: Callable, *args):
-    """A call started at once, without waiting for any: for a `then`,
-    which runs while the pending calls are drained, to start the work
-    their results made possible (its result is emitted after theirs)."""
-    self._pending.append(
+    """A call started at once: for a `then` to start the work its
+    result made possible. Such calls come back in the order they started,
+    once done (`start` waits for none of them) or at `finish`; they are
+    not counted in `in_flight`, so the calls `start` starts keep as many
+    processes busy as before."""
+    self._started_now.append(
         (self._executor.submit(_call_sendable, fn, *args), then))
 
   def finish(self):
@@ -234,27 +239,31 @@ class Calls:
     for _, _, then, fn, args in held:
       yield from self.start(then, fn, *args)
     while self._pending:
-      yield from self._next()
+      yield from self._next(self._pending)
+    while self._started_now:
+      yield from self._next(self._started_now)
 
-  def _next(self):
+  def _next(self, calls: collections.deque):
+    """The oldest of `calls` (one of the two queues) emitted."""
     try:
-      self._wait_for_oldest()
-      future, then = self._pending.popleft()
+      self._wait_for_oldest(calls)
+      future, then = calls.popleft()
       value = outcome(future)
     except BaseException:
       # The bundle fails: calls not yet running are not wanted.
-      for pending, _ in self._pending:
+      for pending, _ in (*self._pending, *self._started_now):
         pending.cancel()
       self._pending.clear()
+      self._started_now.clear()
       raise
     yield from then(value)
 
-  def _wait_for_oldest(self) -> None:
-    """Returns once the oldest call is done; raises the error of any
-    call that fails first: the bundle fails then, without waiting for
+  def _wait_for_oldest(self, calls: collections.deque) -> None:
+    """Returns once the oldest of `calls` is done; raises the error of
+    any call that fails first: the bundle fails then, without waiting for
     calls started before it, which may run as long as a shard."""
-    oldest = self._pending[0][0]
-    others = {future for future, _ in self._pending}
+    oldest = calls[0][0]
+    others = {future for future, _ in (*self._pending, *self._started_now)}
     while not oldest.done():
       done, others = concurrent.futures.wait(
           others, return_when=concurrent.futures.FIRST_COMPLETED)

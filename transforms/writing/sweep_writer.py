@@ -255,6 +255,7 @@ class WriteSegment(forked_workers.CallsInBundles, beam.DoFn):
   def start_bundle(self):
     super().start_bundle()
     self._held = {}  # (variant, split, shard) -> its pieces written so far
+    self._joined = set()  # shards assembled in this bundle
 
   def process(self, keyed_refs, bounds, layouts, class_names):
     (split, segment, _), ref_lists = keyed_refs
@@ -286,11 +287,14 @@ class WriteSegment(forked_workers.CallsInBundles, beam.DoFn):
         yield variant, item
         continue
       shard = (variant, item.split, item.shard)
+      if shard in self._joined:
+        continue  # a piece come twice, its shard already assembled
       pieces = in_key_order([*self._held.get(shard, ()), item])
       if not covers_shard(pieces):
         self._held[shard] = pieces
         continue
       self._held.pop(shard, None)
+      self._joined.add(shard)
       self.calls.start_now(_counted, assemble_shard, self.configs[variant],
                            self.run_ids[variant], variant, item.split,
                            item.shard, pieces, True)  # remove_pieces
@@ -300,7 +304,7 @@ class WriteSegment(forked_workers.CallsInBundles, beam.DoFn):
     for (variant, _, _), pieces in sorted(self._held.items()):
       for piece in pieces:
         yield GlobalWindows.windowed_value((variant, piece))
-    self._held = {}
+    self._held, self._joined = {}, set()
 
 
 def _counted(items):
