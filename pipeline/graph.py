@@ -32,6 +32,7 @@ from pipeline.config import ConfigError, PipelineConfig
 from pipeline.contract import array_record_file
 from transforms.planning import balance
 from transforms.runtime import filesystem
+from transforms.runtime import forked_workers
 from transforms.runtime.forked_workers import in_child
 from transforms.writing import augment
 from transforms.writing import finalize
@@ -287,15 +288,18 @@ class WriteSegments(beam.PTransform):
   shard files (temp names), stats and rejections, from one read of each
   window (transforms/writing/sweep_writer).
 
-  Window references are grouped by segment (the keys between two shard
-  boundaries of any variant); each segment task writes every variant's
-  shard, or piece of a shard, and pieces are then assembled into shards.
+  Window references are grouped by segment (keys between shard starts of
+  the variants, sweep_writer.segment_bounds: about `segments` a split, or
+  without it, between every two); each segment task writes every
+  variant's shards, or pieces of shards, and pieces are then assembled
+  into shards.
   """
 
   def __init__(self, config: PipelineConfig, variant_configs,
                extra_features=None, dask_partitions: Optional[int] = None,
-               run_ids=None, allowed=None):
+               run_ids=None, allowed=None, segments: Optional[int] = None):
     super().__init__()
+    self.segments = segments
     self.config = config
     self.variant_configs = variant_configs
     self.extra_features = extra_features
@@ -308,7 +312,7 @@ class WriteSegments(beam.PTransform):
     c = self.config
     side = beam.pvalue
     bounds = layouts | 'CutSegments' >> beam.Map(
-        sweep_writer.segment_bounds)
+        sweep_writer.segment_bounds, self.segments)
     group_keys = bounds | 'ChooseGroupKeys' >> beam.Map(
         balance.dask_group_keys, self.dask_partitions,
         sizes_of=sweep_writer.segment_sizes)
@@ -551,7 +555,10 @@ def _write_group(shared, plan_config, variant_configs, layouts,
   return ((planned['stored'], all_layouts, class_names, planned['rate'])
           | f'WriteSegments{suffix}' >> WriteSegments(
               plan_config, variant_configs, extra_features, dask_partitions,
-              run_ids, planned['allowed']))
+              run_ids, planned['allowed'],
+              # One segment a forked worker: the shards inside each are
+              # written whole, not copied together from pieces.
+              forked_workers.processes() or None))
 
 
 def _check_runner_and_sink(p: beam.Pipeline, config: PipelineConfig

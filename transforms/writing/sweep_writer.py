@@ -3,15 +3,15 @@ each window.
 
 The variants of a sweep hold the same windows in the same splits and sort
 order, but each variant's shard boundaries follow its own example size. So
-a split's sort keys are cut at every variant's shard boundaries into
-segments, and the window references are grouped by segment. A segment task
-reads its windows once and, for every variant, computes the features and
-encodes the examples. Where the segment is a whole shard of a variant, it
-writes that shard as the dataset holds it (shard_writer.ShardFile);
-otherwise it writes a piece (plain TFRecord framing), and the shard is
-assembled from its pieces in key order once they are all written. Either
-way a shard holds the records, in the order, that a separate run with the
-variant's options writes.
+a split's sort keys are cut at variants' shard boundaries into segments
+(segment_bounds), and the window references are grouped by segment. A
+segment task reads its windows once and, for every variant, computes the
+features and encodes the examples. A shard of a variant inside the
+segment it writes as the dataset holds it (shard_writer.ShardFile); of a
+shard the segment's ends cut, it writes a piece (plain TFRecord framing),
+and the shard is assembled from its pieces in key order once they are all
+written. Either way a shard holds the records, in the order, that a
+separate run with the variant's options writes.
 """
 
 import bisect
@@ -47,21 +47,58 @@ from transforms.writing.stats import ExampleStats
 SweepLayouts = Mapping[str, Mapping[str, SplitLayout]]
 
 
-def segment_bounds(layouts: SweepLayouts) -> Dict[str, List[int]]:
-  """{split: sorted keys where a segment starts, then the split's total}:
-  every variant's shard starts. The variants plan the same windows, so a
-  split has one total."""
-  bounds: Dict[str, set] = {}
+def segment_bounds(layouts: SweepLayouts,
+                   segments: Optional[int] = None) -> Dict[str, List[int]]:
+  """{split: sorted keys where a segment starts, then the split's total}.
+  Segments start at variants' shard starts only: a cut anywhere else would
+  piece a shard of every variant.
+
+  Without `segments`, every variant's shard start: each segment lies in
+  one shard of every variant, as many tasks as a runner can spread. With
+  it (the local worker processes), about that many segments a split, cut
+  where most variants' shards start near equal shares of the windows: a
+  segment task writes the shards inside it whole, and only the shards its
+  ends cut are written in pieces and copied together (cutting at every
+  start, a four-variant sweep of 4 h copied 7 of its 9 shards). The
+  variants plan the same windows, so a split has one total."""
+  starts: Dict[str, Dict[int, int]] = {}
   totals: Dict[str, set] = {}
   for variant_layouts in layouts.values():
     for split, layout in variant_layouts.items():
-      bounds.setdefault(split, set()).update(layout.shard_starts())
+      shared = starts.setdefault(split, {})
+      for key in layout.shard_starts():
+        shared[key] = shared.get(key, 0) + 1
       totals.setdefault(split, set()).add(layout.total)
   for split, total in totals.items():
     if len(total) != 1:
       raise ValueError(f'split {split!r}: the variants planned '
                        f'{sorted(total)} windows')
-  return {split: sorted(keys) for split, keys in bounds.items()}
+  if not segments:
+    return {split: sorted(keys) for split, keys in starts.items()}
+  return {split: _cuts(keys, next(iter(totals[split])), len(layouts),
+                       segments)
+          for split, keys in starts.items()}
+
+
+def _cuts(shared: Mapping[int, int], total: int, variants: int,
+          segments: int) -> List[int]:
+  """A split's segment bounds: 0, about `segments` - 1 cuts among the
+  shard starts (`shared`: start -> variants whose shard starts there),
+  then `total`. Each cut is the start nearest an equal share, or one
+  hardly farther (a sixteenth of a share) that fewer variants' shards
+  cross."""
+  inside = sorted(k for k in shared if 0 < k < total)
+  share = total / segments
+  cuts = {0, total}
+  for i in range(1, segments):
+    if not inside:
+      break
+    ideal = i * share
+    nearest = min(abs(k - ideal) for k in inside)
+    near = [k for k in inside if abs(k - ideal) <= nearest + share / 16]
+    cuts.add(min(near, key=lambda k: (variants - shared[k],
+                                      abs(k - ideal), k)))
+  return sorted(cuts)
 
 
 def segment_sizes(bounds: List[int]) -> List[int]:
@@ -131,114 +168,159 @@ class PieceFile:
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-  """What a segment task writes for one variant."""
+  """What a segment task writes of one variant's shard: the shard whole,
+  or a piece of it."""
   variant: str
   shard: int
   shard_keys: Tuple[int, int]  # the shard's sort keys [start, stop)
+  keys: Tuple[int, int]        # those in the segment
 
-  def whole(self, keys: Tuple[int, int]) -> bool:
-    return tuple(keys) == tuple(self.shard_keys)
+  def whole(self) -> bool:
+    return tuple(self.keys) == tuple(self.shard_keys)
+
+  def holds(self, key: int) -> bool:
+    return self.keys[0] <= key < self.keys[1]
 
 
 def targets(layouts: SweepLayouts, split: str,
             keys: Tuple[int, int]) -> List[Target]:
-  """Each variant's shard that holds the sort keys [start, stop)."""
+  """Each variant's shards that hold sort keys of [start, stop), by
+  variant, then in key order."""
   found = []
   for variant, variant_layouts in sorted(layouts.items()):
     starts = variant_layouts[split].shard_starts()
     shard = bisect.bisect_right(starts, keys[0]) - 1
-    found.append(Target(variant, shard, (starts[shard], starts[shard + 1])))
+    while shard + 1 < len(starts) and starts[shard] < keys[1]:
+      shard_keys = (starts[shard], starts[shard + 1])
+      if shard_keys[0] < shard_keys[1]:
+        found.append(Target(variant, shard, shard_keys,
+                            (max(keys[0], shard_keys[0]),
+                             min(keys[1], shard_keys[1]))))
+      shard += 1
   return found
 
 
 def write_segment(makers: Mapping[str, ExampleMaker],
                   run_ids: Mapping[str, Optional[str]], split: str,
-                  keys: Tuple[int, int], segment_targets: List[Target],
-                  ref_lists, class_names) -> list:
+                  segment_targets: List[Target], ref_lists,
+                  class_names) -> list:
   """Reads a segment's windows (lists of refs, one per block) once; for
-  each variant writes its shard (a whole one) or piece. Returns (variant,
-  item) pairs: a Rejection per window that could not be used, then
-  ShardStats and ExampleStats, or a Piece carrying its ExampleStats."""
-  started_ms = int(time.time() * 1000)
+  each variant writes the shards (whole ones) or pieces of its targets.
+  Returns (variant, item) pairs: per target, a Rejection per window of
+  its keys that could not be used, then ShardStats and ExampleStats, or
+  a Piece carrying its ExampleStats."""
   refs = shard_order(itertools.chain.from_iterable(ref_lists))
+  sort_keys = [ref[2] for ref in refs]
   # A resumed sweep keeps what a variant's record says was finished
   # (kept_shards), and writes the rest.
   earlier, records, todo = {}, {}, []
   for target in segment_targets:
     config = makers[target.variant].config
-    whole = target.whole(keys)
+    target_refs = _refs_of(refs, sort_keys, target.keys)
     path = kept_shards.record_path(config.dataset_dir, split, target.shard,
-                                   None if whole else keys[0])
+                                   None if target.whole() else
+                                   target.keys[0])
     digest = kept_shards.task_digest(
-        config, split, target.shard, refs, class_names,
-        '' if whole else repr((tuple(keys), tuple(target.shard_keys))))
+        config, split, target.shard, target_refs, class_names,
+        '' if target.whole() else
+        repr((tuple(target.keys), tuple(target.shard_keys))))
     found = kept_shards.kept(config, path, digest)
     if found is None:
       todo.append(target)
-      records[target.variant] = (path, digest)
+      records[target] = (path, digest, kept_shards.inputs_of(target_refs))
     else:
-      earlier[target.variant] = found
-  items = _write_targets(makers, run_ids, split, keys, todo, refs,
-                         class_names, started_ms) if todo else []
-  for target in todo:
-    config = makers[target.variant].config
-    kept_shards.write_record(
-        config.dataset_dir, *records[target.variant],
-        kept_shards.inputs_of(refs),
-        [item for variant, item in items if variant == target.variant])
-  for target in segment_targets:
-    if target.variant in earlier:
-      run_marker.check_marker(makers[target.variant].config.dataset_dir,
-                              run_ids[target.variant])
-      items.extend((target.variant, item)
-                   for item in earlier[target.variant])
-  return items
-
-
-def _write_targets(makers, run_ids, split, keys, segment_targets, refs,
-                   class_names, started_ms) -> list:
-  """write_segment's work for the targets it writes."""
-  outs, stats, rejections = {}, {}, []
-  with contextlib.ExitStack() as stack:
-    for target in segment_targets:
-      config = makers[target.variant].config
-      run_id = run_ids[target.variant]
-      stats[target.variant] = ExampleStats(split=split, shard=target.shard)
-      outs[target.variant] = stack.enter_context(
-          ShardFile(config, run_id, split, target.shard, started_ms)
-          if target.whole(keys) else
-          PieceFile(config, run_id, split, target.shard, keys,
-                    target.shard_keys, started_ms))
-    some_config = makers[segment_targets[0].variant].config
-    # The windows are read once: their time goes to the first variant.
-    for batch in timed(read_batches(some_config, split, refs),
-                       stats[segment_targets[0].variant]):
-      if isinstance(batch, audio_io.Rejection):
-        rejections.append(batch)
-        continue
-      shared = {}  # what variants have in common, computed once per batch
-      for target in segment_targets:
-        out, spent = outs[target.variant], stats[target.variant]
-        for record in makers[target.variant].encode(
-            spent, batch, class_names, shared):
-          writing = time.perf_counter_ns()
-          out.write(record)
-          spent.write_ns += time.perf_counter_ns() - writing
+      earlier[target] = found
+  written = _write_targets(makers, run_ids, split, todo, refs, sort_keys,
+                           class_names, records) if todo else {}
   items = []
   for target in segment_targets:
-    variant, out = target.variant, outs[target.variant]
-    items.extend((variant, r) for r in rejections)
-    if isinstance(out, ShardFile):
-      items.extend([(variant, out.stats), (variant, stats[variant])])
-    else:
-      items.append((variant, dataclasses.replace(out.piece,
-                                                 stats=stats[variant])))
+    if target in earlier:
+      run_marker.check_marker(makers[target.variant].config.dataset_dir,
+                              run_ids[target.variant])
+    items.extend((target.variant, item) for item in (
+        earlier[target] if target in earlier else written[target]))
   return items
+
+
+def _refs_of(refs, sort_keys: List[int], keys: Tuple[int, int]) -> list:
+  """The refs (in sort-key order) of keys [start, stop)."""
+  return refs[bisect.bisect_left(sort_keys, keys[0]):
+              bisect.bisect_left(sort_keys, keys[1])]
+
+
+def _runs_of_targets(segment_targets: List[Target]):
+  """(keys [start, stop), the targets holding them) of each run of keys
+  that no target's bound cuts, in key order."""
+  bounds = sorted({k for t in segment_targets for k in t.keys})
+  for start, stop in zip(bounds, bounds[1:]):
+    holding = [t for t in segment_targets if t.holds(start)]
+    if holding:
+      yield (start, stop), holding
+
+
+def _write_targets(makers, run_ids, split, segment_targets, refs, sort_keys,
+                   class_names, records) -> Dict[Target, list]:
+  """write_segment's work for the targets it writes: {target: its
+  results}. The keys are read a run at a time (_runs_of_targets), each
+  run once for all variants, into every variant's file open there. A
+  target's record (`records`: target -> path, digest, inputs) is written
+  as its file closes, so that a resume keeps what was finished before
+  the segment was."""
+  results = {target: [] for target in segment_targets}
+  outs, stats, closing = {}, {}, {}
+  with contextlib.ExitStack() as all_open:
+    for keys, holding in _runs_of_targets(segment_targets):
+      for target in holding:
+        if target not in outs:
+          config = makers[target.variant].config
+          run_id = run_ids[target.variant]
+          started_ms = int(time.time() * 1000)
+          stats[target] = ExampleStats(split=split, shard=target.shard)
+          # Its own stack, closed where its keys end; the run's, unwound
+          # on an error, closes it with the error.
+          closing[target] = all_open.enter_context(contextlib.ExitStack())
+          outs[target] = closing[target].enter_context(
+              ShardFile(config, run_id, split, target.shard, started_ms)
+              if target.whole() else
+              PieceFile(config, run_id, split, target.shard, target.keys,
+                        target.shard_keys, started_ms))
+      run_refs = _refs_of(refs, sort_keys, keys)
+      some_config = makers[holding[0].variant].config
+      # The windows are read once: their time goes to the first variant.
+      for batch in timed(read_batches(some_config, split, run_refs),
+                         stats[holding[0]]):
+        if isinstance(batch, audio_io.Rejection):
+          for target in holding:
+            results[target].append(batch)
+          continue
+        shared = {}  # what variants have in common, computed once a batch
+        for target in holding:
+          out, spent = outs[target], stats[target]
+          for record in makers[target.variant].encode(
+              spent, batch, class_names, shared):
+            writing = time.perf_counter_ns()
+            out.write(record)
+            spent.write_ns += time.perf_counter_ns() - writing
+      for target in holding:
+        if target.keys[1] == keys[1]:
+          closing[target].close()
+          _add_written(results[target], outs[target], stats[target])
+          kept_shards.write_record(makers[target.variant].config.dataset_dir,
+                                   *records[target], results[target])
+  return results
+
+
+def _add_written(results: list, out, spent: ExampleStats) -> None:
+  """What a target's closed file adds to its results."""
+  if isinstance(out, ShardFile):
+    results.extend([out.stats, spent])
+  else:
+    results.append(dataclasses.replace(out.piece, stats=spent))
 
 
 class WriteSegment(forked_workers.CallsInBundles, beam.DoFn):
   """((split, segment, salt), lists of window refs) -> (variant, item):
-  each variant's shard or piece of the segment (write_segment)."""
+  each variant's shards and pieces of the segment (write_segment)."""
 
   def __init__(self, configs: Mapping[str, PipelineConfig],
                extra_features=None,
@@ -265,7 +347,7 @@ class WriteSegment(forked_workers.CallsInBundles, beam.DoFn):
       if self._makers is None:
         self._makers = _makers_for(self.configs, self.extra_features)
       yield from _counted(write_segment(self._makers, self.run_ids, split,
-                                        keys, segment_targets, ref_lists,
+                                        segment_targets, ref_lists,
                                         class_names))
     else:
       if self._pickled is None:
@@ -273,7 +355,7 @@ class WriteSegment(forked_workers.CallsInBundles, beam.DoFn):
       ref_lists = list(ref_lists)
       self.calls.largest_first(sum(map(len, ref_lists)), self._written,
                                _write_segment_there, self._pickled,
-                               self.run_ids, split, keys, segment_targets,
+                               self.run_ids, split, segment_targets,
                                ref_lists, class_names)
 
   def _written(self, items):

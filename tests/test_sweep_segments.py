@@ -1,0 +1,183 @@
+"""How a sweep cuts its windows into segment tasks (sweep_writer): where
+segments start, which of each variant's shards a segment holds, and a
+segment task's files, which joined in key order are the shards a separate
+writer of each variant writes."""
+
+import os
+
+import pytest
+
+from pipeline.contract import naming
+from tests import helpers as H
+from transforms.inputs import audio_io
+from transforms.planning.layout import SplitLayout
+from transforms.planning.rules import plan_file
+from transforms.writing import shard_writer
+from transforms.writing import sweep_writer
+from transforms.writing.extract import ExampleMaker
+from transforms.writing.stats import ExampleStats, ShardStats
+
+
+def _layouts(total, **shard_counts):
+  return {variant: {'train': SplitLayout('train', total, n, {})}
+          for variant, n in shard_counts.items()}
+
+
+def test_without_a_segment_count_every_shard_start_starts_a_segment():
+  layouts = _layouts(6930, mel128=3, mel64=2, mfcc=2)
+  assert sweep_writer.segment_bounds(layouts) == {
+      'train': [0, 2310, 3465, 4620, 6930]}
+
+
+def test_segments_are_cut_at_shard_starts_near_equal_shares():
+  layouts = _layouts(6930, mel128=3, mel64=2, mfcc=2)
+  # One cut, where two of the three variants' shards start: only the
+  # middle shard of mel128 is written in two pieces.
+  assert sweep_writer.segment_bounds(layouts, 2) == {
+      'train': [0, 3465, 6930]}
+  assert sweep_writer.segment_bounds(layouts, 3) == {
+      'train': [0, 2310, 4620, 6930]}
+  # No more segments than shard starts.
+  assert sweep_writer.segment_bounds(_layouts(10, a=1, b=1), 4) == {
+      'train': [0, 10]}
+
+
+def test_a_cut_a_little_farther_that_fewer_shards_cross_is_preferred():
+  # a: a shard start every 10 keys, 500 among them; b and c: 21 shards,
+  # starts at 477 and 524. 477 cuts only a shard of a; 500, one of b and
+  # one of c.
+  layouts = _layouts(1000, a=100, b=21, c=21)
+  assert sweep_writer.segment_bounds(layouts, 2) == {'train': [0, 477, 1000]}
+  # Past a sixteenth of a share away, the nearest start is taken.
+  layouts = _layouts(1000, a=100, b=9, c=9)  # b, c: 445, 556
+  assert sweep_writer.segment_bounds(layouts, 2) == {'train': [0, 500, 1000]}
+
+
+def test_a_segment_holds_each_variant_s_shards_whole_or_a_part():
+  layouts = _layouts(12, a=3, b=2)  # a: 0 4 8 12; b: 0 6 12
+  targets = sweep_writer.targets(layouts, 'train', (2, 12))
+  assert [(t.variant, t.shard, t.keys, t.whole()) for t in targets] == [
+      ('a', 0, (2, 4), False), ('a', 1, (4, 8), True),
+      ('a', 2, (8, 12), True), ('b', 0, (2, 6), False),
+      ('b', 1, (6, 12), True)]
+
+
+@pytest.fixture
+def two_variants(tmp_path):
+  """Two variants (examples of other sizes) of one corpus: their
+  configs, and window refs (plan, window, key) of 14 windows; key 6's
+  window holds a NaN."""
+  configs, refs = {}, []
+  for variant, features in (('sig', ('signal',)),
+                            ('spec', ('signal', 'spectrogram'))):
+    out = tmp_path / variant
+    os.makedirs(out / naming.TEMP_DIR)
+    configs[variant] = H.make_config(tmp_path / 'in', out, win_len=1024,
+                                     hop_len=1024, features=features)
+  config = configs['sig']
+  for index, length in enumerate((5 * 1024, 9 * 1024)):
+    samples = H.noise(length, seed=index)
+    samples[1500 * index] = float('nan')  # file 1's window 1
+    path = H.write_wav(str(tmp_path / 'in' / 'owl' / f'{index}.wav'),
+                       samples, subtype='FLOAT' if index else 'PCM_16')
+    plan = plan_file(audio_io.probe(index, path)[0], config, 16000)
+    refs += [(plan, w, len(refs) + w) for w in range(plan.num_windows)]
+  assert len(refs) == 14
+  return configs, refs
+
+
+def _alone(config, split_refs, shard):
+  """A shard as one writer writes it from its refs (a separate run's
+  shard task)."""
+  maker = ExampleMaker(config)
+  with shard_writer.ShardFile(config, None, 'train', shard, 0) as out:
+    for record in maker.examples('train', split_refs, ['owl'],
+                                 ExampleStats()):
+      if not isinstance(record, audio_io.Rejection):
+        out.write(record)
+  with open(out.stats.path, 'rb') as f:
+    return f.read()
+
+
+def test_segment_tasks_write_whole_shards_and_pieces_that_join_into_them(
+    two_variants):
+  configs, refs = two_variants
+  layouts = _layouts(14, sig=3, spec=4)  # sig: 0 5 10; spec: 0 4 7 11
+  bounds = sweep_writer.segment_bounds(layouts, 2)['train']
+  assert bounds == [0, 7, 14]
+  makers = {v: ExampleMaker(c) for v, c in configs.items()}
+  shards, pieces, rejected = {}, {}, []
+  for start, stop in zip(bounds, bounds[1:]):
+    # Each block's refs in a list of its own, as GroupBySegment gives them.
+    ref_lists = [[r for r in refs[start:stop] if r[0].info.index == i]
+                 for i in (1, 0)]
+    for variant, item in sweep_writer.write_segment(
+        makers, {v: None for v in configs}, 'train',
+        sweep_writer.targets(layouts, 'train', (start, stop)), ref_lists,
+        ['owl']):
+      if isinstance(item, audio_io.Rejection):
+        rejected.append((variant, start))
+      elif isinstance(item, ShardStats):
+        shards[(variant, item.shard)] = item
+      elif isinstance(item, sweep_writer.Piece):
+        pieces.setdefault((variant, item.shard), []).append(item)
+  # The cut is a shard start of spec: only sig's shard 1 is in pieces.
+  assert sorted(shards) == [('sig', 0), ('sig', 2), ('spec', 0),
+                            ('spec', 1), ('spec', 2), ('spec', 3)]
+  assert sorted(pieces) == [('sig', 1)]
+  assert [(p.start, p.stop) for p in pieces[('sig', 1)]] == [(5, 7), (7, 10)]
+  # Key 6's window, rejected once for each variant.
+  assert sorted(rejected) == [('sig', 0), ('spec', 0)]
+  for (variant, shard), parts in pieces.items():
+    items = sweep_writer.assemble_shard(configs[variant], None, variant,
+                                        'train', shard, parts, True)
+    shards[(variant, shard)] = items[0][1]
+  for (variant, shard), written in sorted(shards.items()):
+    starts = layouts[variant]['train'].shard_starts()
+    with open(written.path, 'rb') as f:
+      data = f.read()
+    assert written.num_examples == starts[shard + 1] - starts[shard] - (
+        starts[shard] <= 6 < starts[shard + 1])
+    os.remove(written.path)  # _alone writes the same temp name
+    assert data == _alone(configs[variant],
+                          refs[starts[shard]:starts[shard + 1]], shard), (
+                              variant, shard)
+
+
+class _FailingAt(ExampleMaker):
+  """Raises on the batch that holds a given (plan key, window)."""
+
+  def __init__(self, config, ref):
+    super().__init__(config)
+    self.ref = ref
+
+  def encode(self, stats, batch, class_names, shared=None):
+    if self.ref in batch.refs:
+      raise RuntimeError('stopped')
+    return super().encode(stats, batch, class_names, shared)
+
+
+def test_what_a_failed_segment_task_finished_is_kept_for_a_resume(
+    two_variants):
+  configs, refs = two_variants
+  layouts = _layouts(14, sig=3, spec=4)  # sig: 0 5 10; spec: 0 4 7 11
+  segment = sweep_writer.targets(layouts, 'train', (0, 14))
+  run_ids = {v: None for v in configs}
+  plan, window, key = refs[11]
+  failing = {'sig': ExampleMaker(configs['sig']),
+             'spec': _FailingAt(configs['spec'], (plan.key, window))}
+  with pytest.raises(RuntimeError, match='stopped'):
+    sweep_writer.write_segment(failing, run_ids, 'train', segment, [refs],
+                               ['owl'])
+  makers = {v: ExampleMaker(c) for v, c in configs.items()}
+  items = sweep_writer.write_segment(makers, run_ids, 'train', segment,
+                                     [refs], ['owl'])
+  # The shards closed before key 11 are the first attempt's: their
+  # records were written as they closed, and the second attempt kept them.
+  kept = sorted((variant, item.shard) for variant, item in items
+                if isinstance(item, ShardStats) and item.kept)
+  assert kept == [('sig', 0), ('sig', 1), ('spec', 0), ('spec', 1),
+                  ('spec', 2)]
+  written = sorted((variant, item.shard) for variant, item in items
+                   if isinstance(item, ShardStats) and not item.kept)
+  assert written == [('sig', 2), ('spec', 3)]
