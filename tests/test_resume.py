@@ -67,9 +67,10 @@ def _killed(corpus, out, step, *extra, tmp_path):
   assert code == -signal.SIGKILL, (step, log[-2000:])
 
 
-def digest(out):
+def digest(out, statistics=True):
   """Every file of a finished dataset (its parts', a sweep's variants')
-  by hash; metadata without its times and output folder."""
+  by hash; metadata without its times and output folder (and without
+  its splits' statistics, unless `statistics`)."""
   digests = {}
   for folder, dirs, files in os.walk(out):
     dirs.sort()
@@ -83,6 +84,9 @@ def digest(out):
         meta = metadata.content(json.loads(data))
         meta['config'].pop('output_dir')
         meta['config'].pop('overwrite')
+        if not statistics:
+          for split in meta['splits'].values():
+            split.pop('statistics')
         data = json.dumps(meta, sort_keys=True).encode()
       elif name == 'variants.json':  # names each variant's folder
         data = data.replace(str(out).encode(), b'OUT')
@@ -279,6 +283,14 @@ features = "signal,log_mel,mfcc"
 n_mels = 64
 '''
 SWEEP_FLAGS = ['--max_shard_bytes', '300000']
+ONE_AND_THREE = '''
+[one]
+features = "log_mel"
+n_mels = 32
+[three]
+features = "signal,spectrogram"
+n_fft = 1024
+'''
 
 
 @pytest.mark.parametrize('step', ['planned', 'shard_recorded', 'mid_shard',
@@ -321,6 +333,43 @@ def test_a_sweep_resumes_every_variant(corpus, tmp_path, step):
   other = _run(corpus, out, '--resume', '--variants', str(changed),
                *SWEEP_FLAGS)
   assert other.returncode == 2 and '--n_mels: was 64, now 48' in other.stderr
+
+
+@pytest.mark.parametrize('workers', ['1', '3'])
+def test_a_sweep_resumes_with_another_worker_count(corpus, tmp_path,
+                                                   workers):
+  """A sweep cuts its segments by the worker count: a resume with another
+  count writes again the pieces its shards need, though the stopped run
+  removed them once its own pieces were joined."""
+  variants = tmp_path / 'variants.toml'
+  # In train, one shard of one (in pieces), three of two (cut by the one's
+  # pieces).
+  variants.write_text(ONE_AND_THREE)
+  clean = tmp_path / 'clean'
+  sweep = ['--variants', str(variants), '--max_shard_bytes', '5000000']
+  done = _run(corpus, clean, *sweep)
+  assert done.returncode == 0, done.stderr[-2000:]
+  out = tmp_path / 'out'
+  _killed(corpus, out, 'finalizing', *sweep, '--direct_num_workers', '2',
+          tmp_path=tmp_path)
+  resumed = _run(corpus, out, '--resume', *sweep, '--direct_num_workers',
+                 workers)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert digest(out, statistics=False) == digest(clean, statistics=False)
+  # Statistics merged over other pieces: the same to rounding.
+  assert [len(json.loads((out / v / 'metadata.json').read_text())[
+      'splits']['train']['shards']) for v in ('one', 'three')] == [1, 3]
+  for variant in ('one', 'three'):
+    ours, theirs = (
+        json.loads((folder / variant / 'metadata.json').read_text())[
+            'splits'] for folder in (out, clean))
+    for split, entry in theirs.items():
+      for key, m in entry['statistics'].items():
+        got = ours[split]['statistics'][key]
+        assert (got['count'], got['min'], got['max']) == (
+            m['count'], m['min'], m['max'])
+        assert got['mean'] == pytest.approx(m['mean'], rel=1e-9, abs=1e-12)
+        assert got['std'] == pytest.approx(m['std'], rel=1e-9, abs=1e-12)
 
 
 def test_a_sweep_with_a_finished_variant_refuses_other_options(corpus,

@@ -55,11 +55,12 @@ def test_a_cut_a_little_farther_that_fewer_shards_cross_is_preferred():
 
 def test_a_segment_holds_each_variant_s_shards_whole_or_a_part():
   layouts = _layouts(12, a=3, b=2)  # a: 0 4 8 12; b: 0 6 12
-  targets = sweep_writer.targets(layouts, 'train', (2, 12))
-  assert [(t.variant, t.shard, t.keys, t.whole()) for t in targets] == [
-      ('a', 0, (2, 4), False), ('a', 1, (4, 8), True),
-      ('a', 2, (8, 12), True), ('b', 0, (2, 6), False),
-      ('b', 1, (6, 12), True)]
+  targets = sweep_writer.targets(layouts, 'train', (2, 12), [0, 2, 12])
+  assert [(t.variant, t.shard, t.keys, t.whole(), t.pieces)
+          for t in targets] == [
+      ('a', 0, (2, 4), False, (0, 2)), ('a', 1, (4, 8), True, ()),
+      ('a', 2, (8, 12), True, ()), ('b', 0, (2, 6), False, (0, 2)),
+      ('b', 1, (6, 12), True, ())]
 
 
 @pytest.fixture
@@ -113,8 +114,8 @@ def test_segment_tasks_write_whole_shards_and_pieces_that_join_into_them(
                  for i in (1, 0)]
     for variant, item in sweep_writer.write_segment(
         makers, {v: None for v in configs}, 'train',
-        sweep_writer.targets(layouts, 'train', (start, stop)), ref_lists,
-        ['owl']):
+        sweep_writer.targets(layouts, 'train', (start, stop), bounds),
+        ref_lists, ['owl']):
       if isinstance(item, audio_io.Rejection):
         rejected.append((variant, start))
       elif isinstance(item, ShardStats):
@@ -161,7 +162,7 @@ def test_what_a_failed_segment_task_finished_is_kept_for_a_resume(
     two_variants):
   configs, refs = two_variants
   layouts = _layouts(14, sig=3, spec=4)  # sig: 0 5 10; spec: 0 4 7 11
-  segment = sweep_writer.targets(layouts, 'train', (0, 14))
+  segment = sweep_writer.targets(layouts, 'train', (0, 14), [0, 14])
   run_ids = {v: None for v in configs}
   plan, window, key = refs[11]
   failing = {'sig': ExampleMaker(configs['sig']),
@@ -181,3 +182,42 @@ def test_what_a_failed_segment_task_finished_is_kept_for_a_resume(
   written = sorted((variant, item.shard) for variant, item in items
                    if isinstance(item, ShardStats) and not item.kept)
   assert written == [('sig', 2), ('spec', 3)]
+
+
+def _sweep(configs, refs, layouts, bounds):
+  """Every segment task of a cut of the split, then every shard assembled
+  from its pieces (their files removed, as forked workers do): {(variant,
+  shard): ShardStats}."""
+  makers = {v: ExampleMaker(c) for v, c in configs.items()}
+  shards, pieces = {}, {}
+  for start, stop in zip(bounds, bounds[1:]):
+    for variant, item in sweep_writer.write_segment(
+        makers, {v: None for v in configs}, 'train',
+        sweep_writer.targets(layouts, 'train', (start, stop), bounds),
+        [refs[start:stop]], ['owl']):
+      if isinstance(item, ShardStats):
+        shards[(variant, item.shard)] = item
+      elif isinstance(item, sweep_writer.Piece):
+        pieces.setdefault((variant, item.shard), []).append(item)
+  for (variant, shard), parts in pieces.items():
+    shards[(variant, shard)] = sweep_writer.assemble_shard(
+        configs[variant], None, variant, 'train', shard, parts, True)[0][1]
+  return shards
+
+
+def test_a_resume_cut_elsewhere_writes_again_the_pieces_it_needs(
+    two_variants):
+  configs, refs = two_variants
+  layouts = _layouts(14, sig=1, spec=3)  # sig: 0; spec: 0 5 10
+  first = _sweep(configs, refs, layouts, [0, 5, 14])
+  # A resume with another worker count cuts at every start: sig's shard
+  # is of pieces 0-5, 5-10, 10-14. The first run's 0-5 is whole in its
+  # record, but its file went into a shard of other pieces.
+  again = _sweep(configs, refs, layouts, [0, 5, 10, 14])
+  assert sorted(again) == sorted(first)
+  assert [key for key, shard in sorted(again.items()) if shard.kept] == [
+      ('spec', 0), ('spec', 1), ('spec', 2)]
+  with open(again[('sig', 0)].path, 'rb') as f:
+    data = f.read()
+  os.remove(again[('sig', 0)].path)
+  assert data == _alone(configs['sig'], refs, 0)

@@ -142,10 +142,12 @@ def write_record(dataset_dir: str, path: str, digest: str, inputs,
   filesystem.move_into_place(tmp, path)
 
 
-def kept(config: PipelineConfig, path: str, digest: str) -> Optional[list]:
+def kept(config: PipelineConfig, path: str, digest: str,
+         pieces: Sequence[int] = ()) -> Optional[list]:
   """The results the record at `path` holds, when it was written for
   `digest` and its files are whole; else None (and the task writes the
-  shard anew)."""
+  shard anew). Of a sweep's piece, `pieces`: where this run's pieces of
+  its shard start (_assembled_from)."""
   if not FileSystems.exists(path):
     return None
   record = read_record(path)
@@ -166,7 +168,7 @@ def kept(config: PipelineConfig, path: str, digest: str) -> Optional[list]:
   for item in items:
     if _is_piece(item):
       problem = _piece_damage(item)
-      if problem and not _assembled_from(config, item):
+      if problem and not _assembled_from(config, item, pieces):
         logging.getLogger('wavbeam').warning(
             'a piece of a shard of the earlier run is damaged (%s); it is '
             'written again', problem)
@@ -228,13 +230,18 @@ def _is_piece(item) -> bool:
   return hasattr(item, 'record_sizes') and hasattr(item, 'shard_start')
 
 
-def _assembled_from(config: PipelineConfig, piece) -> bool:
-  """Whether a sweep's piece went into its shard: the shard's record says
-  it was assembled from the piece, and the shard is whole. The piece is
-  then needed no more (sweep_writer.assemble_shard removes it)."""
+def _assembled_from(config: PipelineConfig, piece,
+                    pieces: Sequence[int]) -> bool:
+  """Whether a sweep's piece went into its shard, which this run keeps:
+  the shard's record says it was assembled from pieces starting where
+  this run's (`pieces`) start, the piece among them, and the shard is
+  whole. The piece is then needed no more (sweep_writer.assemble_shard
+  removes it). Pieces cut elsewhere (a resume with another worker count)
+  make a shard of other pieces: this one is written again for it."""
   record = read_record(record_path(config.dataset_dir, piece.split,
                                    piece.shard))
-  if record is None or piece.start not in record.get('pieces', ()):
+  if (record is None or piece.start not in pieces or
+      list(record.get('pieces', ())) != list(pieces)):
     return False
   try:
     shards = [item for item in (_item_from_json(config.dataset_dir, obj)

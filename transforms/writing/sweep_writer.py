@@ -174,6 +174,9 @@ class Target:
   shard: int
   shard_keys: Tuple[int, int]  # the shard's sort keys [start, stop)
   keys: Tuple[int, int]        # those in the segment
+  # Of a piece: where each piece of the shard starts, under this cut of
+  # the split (what an earlier attempt's record must name to be kept).
+  pieces: Tuple[int, ...] = ()
 
   def whole(self) -> bool:
     return tuple(self.keys) == tuple(self.shard_keys)
@@ -182,20 +185,21 @@ class Target:
     return self.keys[0] <= key < self.keys[1]
 
 
-def targets(layouts: SweepLayouts, split: str,
-            keys: Tuple[int, int]) -> List[Target]:
-  """Each variant's shards that hold sort keys of [start, stop), by
-  variant, then in key order."""
+def targets(layouts: SweepLayouts, split: str, keys: Tuple[int, int],
+            bounds: List[int]) -> List[Target]:
+  """Each variant's shards that hold sort keys of the segment [start,
+  stop) of the split's segment `bounds` (segment_bounds'), by variant,
+  then in key order."""
   found = []
   for variant, variant_layouts in sorted(layouts.items()):
     starts = variant_layouts[split].shard_starts()
     shard = bisect.bisect_right(starts, keys[0]) - 1
     while shard + 1 < len(starts) and starts[shard] < keys[1]:
-      shard_keys = (starts[shard], starts[shard + 1])
-      if shard_keys[0] < shard_keys[1]:
-        found.append(Target(variant, shard, shard_keys,
-                            (max(keys[0], shard_keys[0]),
-                             min(keys[1], shard_keys[1]))))
+      low, high = starts[shard], starts[shard + 1]
+      part = (max(keys[0], low), min(keys[1], high))
+      if low < high:
+        found.append(Target(variant, shard, (low, high), part, () if part == (
+            low, high) else (low, *(b for b in bounds if low < b < high))))
       shard += 1
   return found
 
@@ -224,7 +228,7 @@ def write_segment(makers: Mapping[str, ExampleMaker],
         config, split, target.shard, target_refs, class_names,
         '' if target.whole() else
         repr((tuple(target.keys), tuple(target.shard_keys))))
-    found = kept_shards.kept(config, path, digest)
+    found = kept_shards.kept(config, path, digest, target.pieces)
     if found is None:
       todo.append(target)
       records[target] = (path, digest, kept_shards.inputs_of(target_refs))
@@ -342,7 +346,7 @@ class WriteSegment(forked_workers.CallsInBundles, beam.DoFn):
   def process(self, keyed_refs, bounds, layouts, class_names):
     (split, segment, _), ref_lists = keyed_refs
     keys = (bounds[split][segment], bounds[split][segment + 1])
-    segment_targets = targets(layouts, split, keys)
+    segment_targets = targets(layouts, split, keys, bounds[split])
     if self.calls is None:
       if self._makers is None:
         self._makers = _makers_for(self.configs, self.extra_features)
