@@ -229,18 +229,46 @@ class PlanLayout(beam.PTransform):
     self.example_size = example_size
 
   def expand(self, block_windows):
-    c = self.config
-    return (block_windows
-            | 'BlockCounts' >> beam.FlatMap(lambda b: b.counts)
-            | 'AllCounts' >> beam.combiners.ToList()
-            | 'ComputeLayouts' >> beam.Map(
-                layout_lib.compute_layouts, num_shards=c.num_shards,
-                max_examples_per_shard=c.max_examples_per_shard,
-                max_shard_bytes=c.max_shard_bytes,
-                example_bytes=self.example_size.fixed,
-                frame_bytes=self.example_size.per_frame,
-                max_shard_frames=registry.shard_samples(c),
-                window_frames=None if c.variable_length else c.win_len))
+    return (_all_counts(block_windows)
+            | 'ComputeLayouts' >> beam.Map(_layouts, self.config,
+                                           self.example_size))
+
+
+class PlanVariantLayouts(beam.PTransform):
+  """A sweep group's PlanLayout: BlockWindows -> {variant: {split:
+  SplitLayout}}, every variant's ({variant: (config, example size)}) from
+  one gathering of the counts."""
+
+  def __init__(self, variants):
+    super().__init__()
+    self.variants = variants
+
+  def expand(self, block_windows):
+    return (_all_counts(block_windows)
+            | 'ComputeLayouts' >> beam.Map(_variant_layouts, self.variants))
+
+
+def _all_counts(block_windows):
+  return (block_windows
+          | 'BlockCounts' >> beam.FlatMap(lambda b: b.counts)
+          | 'AllCounts' >> beam.combiners.ToList())
+
+
+def _layouts(counts, config: PipelineConfig,
+             example_size: layout_lib.ExampleSize):
+  c = config
+  return layout_lib.compute_layouts(
+      counts, num_shards=c.num_shards,
+      max_examples_per_shard=c.max_examples_per_shard,
+      max_shard_bytes=c.max_shard_bytes, example_bytes=example_size.fixed,
+      frame_bytes=example_size.per_frame,
+      max_shard_frames=registry.shard_samples(c),
+      window_frames=None if c.variable_length else c.win_len)
+
+
+def _variant_layouts(counts, variants):
+  return {name: _layouts(counts, config, size)
+          for name, (config, size) in variants.items()}
 
 
 class WriteShards(beam.PTransform):
@@ -504,7 +532,7 @@ def build_sweep_pipeline(p: beam.Pipeline, config: PipelineConfig,
                   for names in groups]
   shared = _list_probe_and_plan(p, config, dask_partitions, base,
                                 plan_configs[0])
-  written, shared_of, layouts = [], {}, {}
+  finals = []
   for names, plan_config in zip(groups, plan_configs):
     suffix = f'[{"+".join(names)}]' if len(groups) > 1 else ''
     mine = shared
@@ -513,46 +541,36 @@ def build_sweep_pipeline(p: beam.Pipeline, config: PipelineConfig,
       mine = dict(shared, planned={
           'stored': stored, 'rate': rate,
           **plan_blocks(stored, rate, plan_config, suffix)})
-    shared_of.update({name: mine for name in names})
     configs = {name: variant_configs[name] for name in names}
-    layouts.update({name: _plan_layout(mine, configs[name],
-                                       example_size[name], f'[{name}]')
-                    for name in names})
-    written.append(_write_group(mine, plan_config, configs, layouts,
-                                extra_features, dask_partitions, run_ids,
-                                suffix))
-  written = written | 'EveryGroup' >> beam.Flatten()
-  finals = []
-  for name, variant in variant_configs.items():
-    mine = written | f'Of[{name}]' >> beam.FlatMap(
-        lambda item, name: [item[1]] if item[0] == name else [], name)
-    finals.append(_summarize_and_finalize(
-        shared_of[name], mine, variant, layouts[name],
-        extra_features, run_ids[name], f'[{name}]'))
+    # Each of the group's steps is one step for all its variants, not one
+    # a variant: a sweep of many variants starts and finishes about as
+    # fast as one run.
+    layouts = _plan_variant_layouts(
+        mine, configs, {name: example_size[name] for name in names}, suffix)
+    written = _write_group(mine, plan_config, configs, layouts,
+                           extra_features, dask_partitions, run_ids, suffix)
+    finals.append(_summarize_and_finalize_variants(
+        mine, written, configs, layouts, extra_features, run_ids, suffix))
   # One last step that depends on every variant's final step (Beam's
   # DaskRunner computes only what the last transform needs).
   return (finals
-          | 'EveryVariant' >> beam.Flatten()
+          | 'EveryGroup' >> beam.Flatten()
           | 'AllFinal' >> beam.combiners.ToList())
 
 
 def _write_group(shared, plan_config, variant_configs, layouts,
                  extra_features, dask_partitions, run_ids, suffix=''):
   """A group of a sweep's variants that keep the same recordings (planned
-  with `plan_config`) -> (variant, item): each one's shards, stats and
-  rejections, every window read once for the whole group."""
+  with `plan_config`; `layouts`: {variant: its layouts}) -> (variant,
+  item): each one's shards, stats and rejections, every window read once
+  for the whole group."""
   planned, class_names = shared['planned'], shared['class_names']
   if plan_config.sink == 'write_to_tfrecord':
     return ((planned['stored'], class_names, planned['rate'])
             | f'EncodeAndWriteToTFRecord{suffix}' >> EncodeAndWriteToTFRecord(
                 plan_config, extra_features, planned['allowed'],
                 variant_configs))
-  all_layouts = ([layouts[name] | f'Name[{name}]' >> beam.Map(
-      lambda layout, name: (name, layout), name)
-                  for name in variant_configs]
-                 | f'AllLayouts{suffix}' >> beam.Flatten()
-                 | f'LayoutsByVariant{suffix}' >> beam.combiners.ToDict())
-  return ((planned['stored'], all_layouts, class_names, planned['rate'])
+  return ((planned['stored'], layouts, class_names, planned['rate'])
           | f'WriteSegments{suffix}' >> WriteSegments(
               plan_config, variant_configs, extra_features, dask_partitions,
               run_ids, planned['allowed'],
@@ -620,6 +638,27 @@ def _plan_layout(shared, config, example_size, suffix=''):
               example_size=example_size))
 
 
+def _plan_variant_layouts(shared, variant_configs, example_sizes,
+                          suffix=''):
+  """A sweep group's _plan_layout: {variant: layouts}, each variant's plan
+  recorded in its own folder."""
+  return (shared['planned']['windows']
+          | f'PlanLayout{suffix}' >> PlanVariantLayouts(
+              {name: (variant, example_sizes[name])
+               for name, variant in variant_configs.items()})
+          | f'RecordPlan{suffix}' >> beam.Map(
+              _record_plans, variant_configs=variant_configs,
+              example_sizes=example_sizes,
+              files_seen=beam.pvalue.AsSingleton(shared['files_seen'])))
+
+
+def _record_plans(layouts, *, variant_configs, example_sizes, files_seen):
+  return {name: progress.write_plan(
+      layouts[name], dataset_dir=variant.dataset_dir, files_seen=files_seen,
+      example_size=example_sizes[name])
+          for name, variant in variant_configs.items()}
+
+
 def _summarize_and_finalize(shared, written, config, layouts,
                             extra_features, run_id, suffix=''):
   """Every result of the run goes through one combine into the final
@@ -638,6 +677,34 @@ def _summarize_and_finalize(shared, written, config, layouts,
               finalize.finalize_dataset, config=config, run_id=run_id,
               expected_schema=expected_schema(config, extra_features),
               provenance=registry.provenance(config, extra_features),
+              class_names=side.AsSingleton(shared['class_names']),
+              sample_rate=side.AsSingleton(planned['rate']),
+              layouts=side.AsSingleton(layouts)))
+
+
+def _summarize_and_finalize_variants(shared, written, variant_configs,
+                                     layouts, extra_features, run_ids,
+                                     suffix=''):
+  """_summarize_and_finalize of a sweep group, `written` (variant, item):
+  one combine into {variant: RunSummary}, and one final step that
+  finalizes each variant in turn -> every variant's metadata path."""
+  planned = shared['planned']
+  summaries = ((written, planned['rejected'], planned['planned'],
+                shared['listed']['records'])
+               | f'AllResults{suffix}' >> beam.Flatten()
+               | f'SummarizeRun{suffix}' >> beam.CombineGlobally(
+                   stats_lib.SummarizeVariants(list(variant_configs))))
+  side = beam.pvalue
+  return (summaries
+          | f'Finalize{suffix}' >> beam.FlatMap(
+              finalize.finalize_variants, configs=variant_configs,
+              run_ids={name: run_ids[name] for name in variant_configs},
+              expected_schemas={
+                  name: expected_schema(config, extra_features)
+                  for name, config in variant_configs.items()},
+              provenances={
+                  name: registry.provenance(config, extra_features)
+                  for name, config in variant_configs.items()},
               class_names=side.AsSingleton(shared['class_names']),
               sample_rate=side.AsSingleton(planned['rate']),
               layouts=side.AsSingleton(layouts)))

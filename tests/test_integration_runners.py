@@ -433,8 +433,8 @@ def test_dataflow_job_builds_offline(corpus, tmp_path, monkeypatch):
   assert result.state == 'DONE'
   names = {t.unique_name for t in result.job.proto_pipeline.components
            .transforms.values() if '/' not in t.unique_name}
-  assert {'ListWavFiles', 'ProbeAndPlan', 'WriteSegments', 'Finalize[fine]',
-          'Finalize[plain]', 'AllFinal'} <= names
+  assert {'ListWavFiles', 'ProbeAndPlan', 'WriteSegments', 'Finalize',
+          'AllFinal'} <= names
 
 
 def test_job_graph_holds_no_file_names_and_does_not_grow(corpus, tmp_path):

@@ -808,3 +808,40 @@ def test_variants_needing_as_many_samples_are_planned_together():
   # one of 50 ms is 800.
   assert variants.planning_groups(configs(sample_rate=16000)) == [
       ('kaldi_long',), ('mel', 'mel_kaldi', 'mel_whisper')]
+
+
+@pytest.mark.parametrize('unit', ['window', 'file'])
+def test_a_sweep_has_the_same_steps_for_any_number_of_variants(
+    sweep, tmp_path, unit):
+  """Every step around the writing is one step for all the variants of a
+  group: six variants build the graph two build, so a sweep's start-up
+  and finishing do not grow with its variants. Under --example_unit file
+  variants that keep other recordings are a group of their own, with
+  steps of their own."""
+  import apache_beam as beam
+  from apache_beam.options.pipeline_options import PipelineOptions
+  from pipeline import config as config_lib
+  from pipeline import graph
+
+  def steps(variants_text):
+    (tmp_path / 'v.json').write_text(json.dumps(variants_text))
+    windows = COMMON[:4] if unit == 'window' else []
+    config, _ = config_lib.parse_known_args([
+        '--input_dir', str(sweep / 'in'), '--output_dir',
+        str(tmp_path / 'out'), *windows, '--example_unit', unit,
+        '--variants', str(tmp_path / 'v.json')])
+    # As a run builds it (pipeline.run: no type hints to check).
+    p = beam.Pipeline(options=PipelineOptions(['--no_pipeline_type_check']))
+    graph.build_sweep_pipeline(p, config, variants.configs(config))
+    return sorted(t.unique_name for t in
+                  p.to_runner_api().components.transforms.values())
+
+  mels = {f'mel{n}': {'features': 'log_mel', 'n_mels': n}
+          for n in (16, 24, 32, 40, 48, 56)}
+  two = steps(dict(list(mels.items())[:2]))
+  assert steps(mels) == two
+  assert len([s for s in two if s.startswith('Finalize')]) == 1
+  # A variant whose STFT needs more samples than some recordings hold.
+  grouped = steps({**mels, 'long': {'features': 'log_mel', 'n_fft': 2048}})
+  assert len([s for s in grouped if '/' not in s and
+              s.startswith('Finalize')]) == (2 if unit == 'file' else 1)

@@ -3,7 +3,7 @@
 import collections
 import datetime
 import logging
-from typing import Iterable
+from typing import Iterable, List
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -222,6 +222,21 @@ def finalize_dataset(summary: RunSummary, *, config: PipelineConfig,
                examples, sum(len(e["shards"]) for e in splits.values()),
                files_rejected)
   return path
+
+
+def finalize_variants(summaries, *, configs, run_ids, expected_schemas,
+                      provenances, class_names, sample_rate,
+                      layouts) -> List[str]:
+  """finalize_dataset of each of a sweep group's variants, in the order of
+  `configs` ({variant: config}; summaries, run ids, schemas, provenances
+  and layouts: {variant: ...}) -> their metadata paths."""
+  return [finalize_dataset(summaries[name], config=config,
+                           class_names=class_names, sample_rate=sample_rate,
+                           layouts=layouts[name],
+                           expected_schema=expected_schemas[name],
+                           run_id=run_ids[name],
+                           provenance=provenances[name])
+          for name, config in configs.items()]
 
 
 def write_interop_files(out: str, metadata) -> dict:

@@ -332,6 +332,40 @@ class SummarizeRun(beam.CombineFn):
     return summary
 
 
+class SummarizeVariants(beam.CombineFn):
+  """A sweep group's results -> {variant: RunSummary}, as SummarizeRun
+  gives each variant's: a (variant, record) pair is that variant's own
+  (its shards, stats and read rejections); any other record (a listing's,
+  a plan's, a rejection made before reading) is every variant's."""
+
+  def __init__(self, names):
+    self.names = tuple(names)
+
+  def create_accumulator(self):
+    return {name: RunSummary() for name in self.names}
+
+  def add_input(self, summaries, record):
+    if isinstance(record, tuple):
+      name, record = record
+      summaries[name].add(record)
+    else:
+      for summary in summaries.values():
+        summary.add(record)
+    return summaries
+
+  def merge_accumulators(self, accumulators):
+    merged = self.create_accumulator()
+    for summaries in accumulators:
+      for name, summary in summaries.items():
+        merged[name].merge(summary)
+    return merged
+
+  def extract_output(self, summaries):
+    for summary in summaries.values():
+      SummarizeRun().extract_output(summary)
+    return summaries
+
+
 class CountRates(beam.CombineFn):
   """StoredBlocks -> {sample rate: number of files}, each block counted
   once (a runner may deliver one twice)."""
