@@ -1,17 +1,19 @@
 """What a feature sweep (--variants) costs against separate runs.
 
     .venv/bin/python -m bench.sweep [--corpora 4h,clips3s] [--repeats 3]
-        [--sweep nfft|mel]
+        [--sweep nfft|mel|mels]
 
-For each bench corpus (bench.run's): a four-variant sweep as one
-`wavbeam run --variants`, against the same four datasets written by four
-separate runs, one after the other. `--sweep nfft`: spectrograms of n_fft
-256, 512, 1024 and 2048, each with fft_hop n_fft / 2 (4 x 1.8 GB on 4h);
-`--sweep mel`: log_mel of 64 and of 128 bands, log_mel + mfcc of 13 and of
-20 coefficients (small outputs: the sweep's reading shared, its features
-its own). Each run is its own process, timed until its output is on disk
-(the run, then a sync), peak memory summed over the process tree (the
-largest of the four for separate runs); contenders interleaved, medians
+For each bench corpus (bench.run's): a sweep as one `wavbeam run
+--variants`, against the same datasets written by separate runs, one
+after the other. `--sweep nfft`: spectrograms of n_fft 256, 512, 1024
+and 2048, each with fft_hop n_fft / 2 (4 x 1.8 GB on 4h); `--sweep mel`:
+log_mel of 64 and of 128 bands, log_mel + mfcc of 13 and of 20
+coefficients (small outputs: the sweep's reading shared, its features
+its own); `--sweep mels`: a search over one option, log_mel of 24 to 128
+bands in steps of 8 (14 variants). Each run is its own process, timed
+until its output is on disk (the run, then a sync), peak memory summed
+over the process tree (the largest of the separate runs'); contenders
+interleaved, medians
 and spread of `--repeats` rounds, and the ratio sweep / separate per round.
 
 The bound a sweep that reads once should meet: the fastest separate run
@@ -39,6 +41,9 @@ SWEEPS = {
             'mel128': {'features': 'log_mel', 'n_mels': 128},
             'mfcc13': {'features': 'log_mel,mfcc', 'n_mfcc': 13},
             'mfcc20': {'features': 'log_mel,mfcc', 'n_mfcc': 20}},
+    # A search over one option: what a sweep of many variants costs.
+    'mels': {f'mel{n}': {'features': 'log_mel', 'n_mels': n}
+             for n in range(24, 129, 8)},
 }
 PY = sys.executable
 
@@ -124,7 +129,8 @@ def main(argv=None):
   print(f'sweep {args.sweep}: ' + '; '.join(
       f'{name} {" ".join(as_flags(options))}'
       for name, options in SWEEPS[args.sweep].items()))
-  print('| corpus | 4 separate runs | sweep | sweep / separate | bound: '
+  count = len(SWEEPS[args.sweep])
+  print(f'| corpus | {count} separate runs | sweep | sweep / separate | bound: '
         'fastest run + the others\' own work | sweep / bound | peak memory, '
         'one run | peak memory, sweep | memory ratio |')
   print('|---|---|---|---|---|---|---|---|---|')

@@ -37,9 +37,23 @@ def test_segments_are_cut_at_shard_starts_near_equal_shares():
       'train': [0, 3465, 6930]}
   assert sweep_writer.segment_bounds(layouts, 3) == {
       'train': [0, 2310, 4620, 6930]}
-  # No more segments than shard starts.
-  assert sweep_writer.segment_bounds(_layouts(10, a=1, b=1), 4) == {
-      'train': [0, 10]}
+
+
+def test_where_no_shard_starts_near_a_share_the_cut_is_made_inside_shards():
+  # One shard a variant: each segment cuts them, so that every worker
+  # has a share; the cut shards are joined from their pieces.
+  assert sweep_writer.segment_bounds(_layouts(12, a=1, b=1), 4) == {
+      'train': [0, 3, 6, 9, 12]}
+  # Shards start at 34 and 67: 16 keys from the middle, past an eighth of
+  # a share (6.25).
+  assert sweep_writer.segment_bounds(_layouts(100, a=3), 2) == {
+      'train': [0, 50, 100]}
+  # Shards of 11-12 keys: the start 5 keys away (45) is taken, 7 keys
+  # away (43 and 58, a seventh of a share) is too far.
+  assert sweep_writer.segment_bounds(_layouts(100, a=9), 2) == {
+      'train': [0, 45, 100]}
+  assert sweep_writer.segment_bounds(_layouts(100, a=7), 2) == {
+      'train': [0, 50, 100]}
 
 
 def test_a_cut_a_little_farther_that_fewer_shards_cross_is_preferred():

@@ -50,8 +50,6 @@ SweepLayouts = Mapping[str, Mapping[str, SplitLayout]]
 def segment_bounds(layouts: SweepLayouts,
                    segments: Optional[int] = None) -> Dict[str, List[int]]:
   """{split: sorted keys where a segment starts, then the split's total}.
-  Segments start at variants' shard starts only: a cut anywhere else would
-  piece a shard of every variant.
 
   Without `segments`, every variant's shard start: each segment lies in
   one shard of every variant, as many tasks as a runner can spread. With
@@ -59,8 +57,11 @@ def segment_bounds(layouts: SweepLayouts,
   where most variants' shards start near equal shares of the windows: a
   segment task writes the shards inside it whole, and only the shards its
   ends cut are written in pieces and copied together (cutting at every
-  start, a four-variant sweep of 4 h copied 7 of its 9 shards). The
-  variants plan the same windows, so a split has one total."""
+  start, a four-variant sweep of 4 h copied 7 of its 9 shards). Where no
+  shard starts near a share's end (variants of one shard or a few), the
+  cut is made there all the same: copying the shards it cuts costs less
+  than a worker left idle. The variants plan the same windows, so a split
+  has one total."""
   starts: Dict[str, Dict[int, int]] = {}
   totals: Dict[str, set] = {}
   for variant_layouts in layouts.values():
@@ -80,21 +81,29 @@ def segment_bounds(layouts: SweepLayouts,
           for split, keys in starts.items()}
 
 
+# How far from an equal share's end a cut may fall at a shard start, as a
+# fraction of a share; farther, it is cut at the share's end, inside
+# shards. A segment an eighth longer than its share keeps the other
+# workers waiting for an eighth of the segment phase.
+CUT_SLACK = 1 / 8
+
+
 def _cuts(shared: Mapping[int, int], total: int, variants: int,
           segments: int) -> List[int]:
-  """A split's segment bounds: 0, about `segments` - 1 cuts among the
-  shard starts (`shared`: start -> variants whose shard starts there),
-  then `total`. Each cut is the start nearest an equal share, or one
-  hardly farther (a sixteenth of a share) that fewer variants' shards
-  cross."""
+  """A split's segment bounds: 0, about `segments` - 1 cuts, then
+  `total`. Each cut is the shard start (`shared`: start -> variants
+  whose shard starts there) nearest an equal share's end, or one hardly
+  farther (a sixteenth of a share) that fewer variants' shards cross;
+  where none lies within CUT_SLACK of a share, the share's end itself."""
   inside = sorted(k for k in shared if 0 < k < total)
   share = total / segments
   cuts = {0, total}
   for i in range(1, segments):
-    if not inside:
-      break
     ideal = i * share
-    nearest = min(abs(k - ideal) for k in inside)
+    nearest = min((abs(k - ideal) for k in inside), default=total)
+    if nearest > share * CUT_SLACK:
+      cuts.add(min(total, max(0, round(ideal))))
+      continue
     near = [k for k in inside if abs(k - ideal) <= nearest + share / 16]
     cuts.add(min(near, key=lambda k: (variants - shared[k],
                                       abs(k - ideal), k)))
