@@ -54,6 +54,8 @@ def test_where_no_shard_starts_near_a_share_the_cut_is_made_inside_shards():
       'train': [0, 45, 100]}
   assert sweep_writer.segment_bounds(_layouts(100, a=7), 2) == {
       'train': [0, 50, 100]}
+  # A split of no window has nothing to cut.
+  assert sweep_writer._cuts({0: 2}, 0, 2, 2) == [0]
 
 
 def test_a_cut_a_little_farther_that_fewer_shards_cross_is_preferred():

@@ -154,7 +154,9 @@ def kept(config: PipelineConfig, path: str, digest: str,
   if record is None or record.get('digest') != digest:
     if record is not None:
       logging.getLogger('wavbeam').warning(
-          '%s: written for other windows; the shard is written again', path)
+          '%s: written for other windows%s; the shard is written again',
+          path, ', or from pieces cut elsewhere (another worker count)'
+          if record.get('pieces') else '')
     return None
   try:
     items = [_item_from_json(config.dataset_dir, obj)

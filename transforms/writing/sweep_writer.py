@@ -98,7 +98,7 @@ def _cuts(shared: Mapping[int, int], total: int, variants: int,
   inside = sorted(k for k in shared if 0 < k < total)
   share = total / segments
   cuts = {0, total}
-  for i in range(1, segments):
+  for i in range(1, segments if total else 0):
     ideal = i * share
     nearest = min((abs(k - ideal) for k in inside), default=total)
     if nearest > share * CUT_SLACK:
