@@ -4,10 +4,11 @@
       block, see transforms/planning/block_store) -> plan windows (split, label,
       count) -> layout (per split: shard count, window positions; counts
       per block only)
-      -> blocks planned again -> (split, shard, salt) <- a block's window
-         refs in that shard
+      -> blocks planned again -> (split, segment, salt) <- a block's
+         window refs in that segment (shards, or a piece of one)
       -> GroupByKey (salt: see balance)
-      -> per shard: read windows + features + encode + write (temp name)
+      -> per segment: read windows + features + encode + write (temp
+         names); pieces of a shard joined into it
     side outputs: per-shard stats (schema, counts), rejections
     final step (after every shard is written): rename shards into place,
       rejects.jsonl, then metadata.json
@@ -46,7 +47,6 @@ from transforms.planning import passes as planning
 from transforms.inputs import probing
 from transforms.planning import block_rejects
 from transforms.runtime import output_lock as run_marker
-from transforms.writing import shard_writer
 from transforms.writing import sink
 from transforms.inputs import split_lists
 from transforms.writing import stats as stats_lib
@@ -271,56 +271,19 @@ def _variant_layouts(counts, variants):
           for name, (config, size) in variants.items()}
 
 
-class WriteShards(beam.PTransform):
-  """StoredBlocks -> shard files (temp names), stats and rejections.
+class WriteSegments(beam.PTransform):
+  """StoredBlocks -> (variant, item) for every variant of a sweep (or
+  the one of a single run): its shard files (temp names), stats and
+  rejections, from one read of each window
+  (transforms/writing/sweep_writer).
 
   Each block is planned again from its stored probes (with the dataset's
   rate, and the --num_elems allowance) and gives its windows' references
-  (file plan, window, sort key); only those are grouped by shard, and each
-  shard task then reads its windows, computes features and writes its file.
-  """
-
-  def __init__(self, config: PipelineConfig, extra_features=None,
-               dask_partitions: Optional[int] = None,
-               run_id: Optional[str] = None, allowed=None):
-    super().__init__()
-    self.config = config
-    self.extra_features = extra_features
-    self.dask_partitions = dask_partitions
-    self.run_id = run_id
-    self.allowed = allowed  # a plan.Allowance, or None
-
-  def expand(self, inputs):
-    stored, layouts, class_names, rate = inputs
-    c = self.config
-    side = beam.pvalue
-    group_keys = layouts | 'ChooseGroupKeys' >> beam.Map(
-        balance.dask_group_keys, self.dask_partitions)
-    limit = _allowance(self.allowed)
-    return (stored
-            | 'AssignWindowsToShards' >> beam.FlatMap(
-                lambda stored, rate, layouts, keys, allowed=None:
-                planning.block_refs_by_shard(stored, c, rate, layouts, keys,
-                                             allowed),
-                side.AsSingleton(rate), side.AsSingleton(layouts),
-                side.AsSingleton(group_keys), **limit)
-            | 'GroupByShard' >> beam.GroupByKey()
-            | 'ComputeAndWrite' >> beam.ParDo(
-                shard_writer.WriteShard(c, self.extra_features, self.run_id),
-                class_names=side.AsSingleton(class_names))
-          )
-
-
-class WriteSegments(beam.PTransform):
-  """A sweep's StoredBlocks -> (variant, item) for every variant: its
-  shard files (temp names), stats and rejections, from one read of each
-  window (transforms/writing/sweep_writer).
-
-  Window references are grouped by segment (keys between shard starts of
-  the variants, sweep_writer.segment_bounds: about `segments` a split, or
-  without it, between every two); each segment task writes every
-  variant's shards, or pieces of shards, and pieces are then assembled
-  into shards.
+  (file plan, window, sort key); only those are grouped by segment (keys
+  between shard starts, sweep_writer.segment_bounds: about `segments` a
+  split, or without it, between every two); each segment task reads its
+  windows and writes every variant's shards, or pieces of shards, and
+  pieces are then assembled into shards.
   """
 
   def __init__(self, config: PipelineConfig, variant_configs,
@@ -496,10 +459,17 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
                | 'EncodeAndWriteToTFRecord' >> EncodeAndWriteToTFRecord(
                    config, extra_features, planned['allowed']))
   else:
-    written = ((planned['stored'], layouts, class_names, planned['rate'])
-               | 'WriteShards' >> WriteShards(config, extra_features,
-                                              dask_partitions, run_id,
-                                              planned['allowed']))
+    # A sweep's writer with one variant: a split of fewer shards than
+    # workers is cut inside its shards, so that every worker writes.
+    name = config.dataset_name
+    written = ((planned['stored'],
+                layouts | 'AsOneVariant' >> beam.Map(
+                    lambda layouts: {name: layouts}),
+                class_names, planned['rate'])
+               | 'WriteShards' >> WriteSegments(
+                   config, {name: config}, extra_features, dask_partitions,
+                   {name: run_id}, planned['allowed'], _segments(config))
+               | 'WithoutVariantName' >> beam.Values())
   return _summarize_and_finalize(shared, written, config, layouts,
                                  extra_features, run_id)
 
@@ -574,9 +544,24 @@ def _write_group(shared, plan_config, variant_configs, layouts,
           | f'WriteSegments{suffix}' >> WriteSegments(
               plan_config, variant_configs, extra_features, dask_partitions,
               run_ids, planned['allowed'],
-              # One segment a forked worker: the shards inside each are
-              # written whole, not copied together from pieces.
+              # As _segments, under every --example_unit: a sweep's
+              # variants are compared against each other, not a model's
+              # batches against another run's.
               forked_workers.processes() or None))
+
+
+def _segments(config: PipelineConfig) -> Optional[int]:
+  """WriteSegments' segments a split: one a forked worker (the shards
+  inside each are written whole, not copied together from pieces; where
+  no shard starts near a share's end, a shard is cut there), and None
+  where another runner spreads the tasks: a segment between every two
+  shard starts. A single run of whole recordings or segments keeps its
+  shards whole: examples of equal length are computed together, and a
+  cut would change which (their statistics' last digits, a model's
+  batches)."""
+  if config.variable_length:
+    return None
+  return forked_workers.processes() or None
 
 
 def _check_runner_and_sink(p: beam.Pipeline, config: PipelineConfig

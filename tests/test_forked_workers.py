@@ -3,6 +3,7 @@ run's shard tasks, and the same bytes as threads alone."""
 
 import concurrent.futures
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import threading
 import pytest
 
 from pipeline import config as config_lib
+from pipeline.contract import metadata
 from pipeline.commands import run as run_lib
 from tests import helpers as H
 from transforms.runtime import cpus
@@ -267,12 +269,13 @@ def test_the_cli_writes_shards_in_them_with_the_same_bytes(tmp_path):
   # the patch, so they carry it).
   out = _in_fresh_process(f'''
       import os, sys
-      from transforms.writing import shard_writer
-      write_shard = shard_writer.write_shard
+      from transforms.writing import sweep_writer
+      write_segment = sweep_writer.write_segment
       def recording(*args):
-        print('wrote in', os.getpid(), flush=True)
-        return write_shard(*args)
-      shard_writer.write_shard = recording
+        # One write: the workers print at once, to one pipe.
+        os.write(1, f'wrote in {{os.getpid()}}\\n'.encode())
+        return write_segment(*args)
+      sweep_writer.write_segment = recording
       from pipeline.commands import run
       print('launcher', os.getpid())
       code = run.main({flags + ['--output_dir', str(tmp_path / 'forked')]!r})
@@ -291,6 +294,50 @@ def test_the_cli_writes_shards_in_them_with_the_same_bytes(tmp_path):
                                                             'threads')
   assert forked == threads and len(forked) > 4
 
+
+
+def _content(out):
+  meta = metadata.content(json.loads((out / 'metadata.json').read_text()))
+  del meta['config']['output_dir']
+  return meta
+
+
+def test_a_split_of_fewer_shards_than_workers_is_written_by_each(tmp_path):
+  # 10 files of 16 windows: one shard of 160, cut near its middle on its
+  # grid of read batches (of 32 windows: 80 -> 64).
+  for i in range(10):
+    H.write_wav(str(tmp_path / 'in' / ('a', 'b')[i % 2] / f'{i}.wav'),
+                H.noise(16 * 1024 + 100 * i, seed=i))
+  flags = ['--input_dir', str(tmp_path / 'in'), '--win_len', '1024',
+           '--n_fft', '256', '--fft_hop', '128', '--quiet']
+  out = _in_fresh_process(f'''
+      import os
+      from transforms.writing import sweep_writer
+      write_segment = sweep_writer.write_segment
+      def recording(makers, run_ids, split, targets, *args):
+        os.write(1, f'wrote in {{os.getpid()}} {{[t.keys for t in targets]}}\\n'
+                 .encode())  # one write: the workers print at once
+        return write_segment(makers, run_ids, split, targets, *args)
+      sweep_writer.write_segment = recording
+      from pipeline.commands import run
+      code = run.main({flags + ['--output_dir', str(tmp_path / 'two'),
+                                '--direct_num_workers=2']!r})
+      assert code == 0, code
+      ''')
+  written = [line.split(' ', 3)[2:] for line in out.splitlines()
+             if line.startswith('wrote in')]
+  assert len({pid for pid, _ in written}) == 2
+  assert sorted(keys for _, keys in written) == ['[(0, 64)]', '[(64, 160)]']
+  assert run_lib.main(flags + ['--output_dir', str(tmp_path / 'one'),
+                               '--direct_num_workers=1']) == 0
+  # The shard joined from its pieces is the shard one worker writes, and
+  # so are its statistics, to the last digit.
+  assert _digests(tmp_path / 'two') == _digests(tmp_path / 'one')
+  two, one = _content(tmp_path / 'two'), _content(tmp_path / 'one')
+  assert [len(s['shards']) for s in two['splits'].values()] == [1]
+  assert two['splits']['train']['statistics'] == one['splits']['train'][
+      'statistics']
+  assert two == one
 
 
 STUCK = '''

@@ -501,7 +501,7 @@ def test_flink_pipeline_converts_to_its_portable_form(corpus, tmp_path):
   assert options.view_as(PortableOptions).environment_type == 'DOCKER'
   proto = p.to_runner_api()
   names = {t.unique_name for t in proto.components.transforms.values()}
-  assert {'WriteShards/GroupByShard', 'WriteShards/ComputeAndWrite',
+  assert {'WriteShards/GroupBySegment', 'WriteShards/ComputeAndWrite',
           'Finalize'} <= names
   # Every DoFn pickles into the portable pipeline (what remote workers get).
   import apache_beam as beam

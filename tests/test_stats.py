@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from transforms.runtime import cache_parts
-from transforms.writing.stats import Moments
+from transforms.writing.stats import ExampleStats, Moments
 
 
 def test_moments_of_values_match_numpy():
@@ -69,3 +69,29 @@ def test_an_array_of_many_cache_parts_matches_exact_sums():
   assert m['mean'] == pytest.approx(mean, rel=1e-13)
   assert m['std'] == pytest.approx(math.sqrt(variance), rel=1e-10)
   assert (m['min'], m['max']) == (float(values.min()), float(values.max()))
+
+
+@pytest.mark.parametrize('cut', [1, 3, 5])
+def test_a_shard_joined_from_pieces_has_the_moments_of_the_whole(cut):
+  """Pieces that keep their batches' moments join into the very moments a
+  shard written whole folds, to the last digit; merged as totals, they
+  need not (floating-point merges do not associate)."""
+  rng = np.random.default_rng(0)
+  batches = [{'x': (rng.standard_normal((4, 37)) * (1 + i) + 3 * i)
+              .astype(np.float32), 'n': np.arange(4) + i} for i in range(8)]
+  whole = ExampleStats()
+  for arrays in batches:
+    whole.add_moments(arrays)
+  joined = {}
+  for kept in (True, False):
+    pieces = [ExampleStats(moment_batches=[] if kept else None)
+              for _ in range(2)]
+    for i, arrays in enumerate(batches):
+      pieces[i >= cut].add_moments(arrays)
+    joined[kept] = ExampleStats()
+    for piece in pieces:
+      joined[kept].merge(piece)
+  assert joined[True].moments == whole.moments
+  assert joined[False].moments != whole.moments
+  assert joined[False].moments['x'].mean == pytest.approx(
+      whole.moments['x'].mean, rel=1e-12)

@@ -44,26 +44,52 @@ def test_where_no_shard_starts_near_a_share_the_cut_is_made_inside_shards():
   # has a share; the cut shards are joined from their pieces.
   assert sweep_writer.segment_bounds(_layouts(12, a=1, b=1), 4) == {
       'train': [0, 3, 6, 9, 12]}
-  # Shards start at 34 and 67: 16 keys from the middle, past an eighth of
-  # a share (6.25).
-  assert sweep_writer.segment_bounds(_layouts(100, a=3), 2) == {
+  # a's shards start at 34 and 67: 16 keys from the middle, past an
+  # eighth of a share (6.25).
+  assert sweep_writer.segment_bounds(_layouts(100, a=3, b=1), 2) == {
       'train': [0, 50, 100]}
   # Shards of 11-12 keys: the start 5 keys away (45) is taken, 7 keys
   # away (43 and 58, a seventh of a share) is too far.
-  assert sweep_writer.segment_bounds(_layouts(100, a=9), 2) == {
+  assert sweep_writer.segment_bounds(_layouts(100, a=9, b=1), 2) == {
       'train': [0, 45, 100]}
-  assert sweep_writer.segment_bounds(_layouts(100, a=7), 2) == {
+  assert sweep_writer.segment_bounds(_layouts(100, a=7, b=1), 2) == {
       'train': [0, 50, 100]}
   # A split of no window has nothing to cut.
   assert sweep_writer._cuts({0: 2}, 0, 2, 2) == [0]
 
 
+def test_one_variant_is_cut_at_every_shard_start_and_on_its_batch_grid():
+  batch = sweep_writer.BATCH_WINDOWS
+  # A single run's layout: every shard start cuts nothing, so each is a
+  # segment's; shares' ends near one add no other cut.
+  assert sweep_writer.segment_bounds(_layouts(1000, a=10), 2) == {
+      'train': list(range(0, 1001, 100))}
+  # One shard: cut inside it, a whole number of batches from its start
+  # (500 -> 16 batches), so that its pieces compute the batches it does.
+  assert sweep_writer.segment_bounds(_layouts(1000, a=1), 2) == {
+      'train': [0, 16 * batch, 1000]}
+  # Three shards on two workers: the middle one (334-667) is cut near the
+  # middle of the split, on its own grid (334 + 5 batches).
+  assert sweep_writer.segment_bounds(_layouts(1000, a=3), 2) == {
+      'train': [0, 334, 334 + 5 * batch, 667, 1000]}
+  # Shards shorter than a batch are not cut: the cut falls on a start.
+  assert sweep_writer.segment_bounds(_layouts(40, a=2), 4) == {
+      'train': [0, 20, 40]}
+  # Where every variant's shard starts, a sweep cuts too.
+  assert sweep_writer.segment_bounds(_layouts(1000, a=4, b=2), 2) == {
+      'train': [0, 500, 1000]}
+  # Thirds end at 400 and 800, inside shards; both start at 600.
+  assert sweep_writer.segment_bounds(_layouts(1200, a=4, b=2), 3) == {
+      'train': [0, 400, 600, 800, 1200]}
+
+
 def test_a_cut_a_little_farther_that_fewer_shards_cross_is_preferred():
   # a: a shard start every 10 keys, 500 among them; b and c: 21 shards,
   # starts at 477 and 524. 477 cuts only a shard of a; 500, one of b and
-  # one of c.
+  # one of c. (All three start shards at 620 and 810: cuts too.)
   layouts = _layouts(1000, a=100, b=21, c=21)
-  assert sweep_writer.segment_bounds(layouts, 2) == {'train': [0, 477, 1000]}
+  assert sweep_writer.segment_bounds(layouts, 2) == {
+      'train': [0, 477, 620, 810, 1000]}
   # Past a sixteenth of a share away, the nearest start is taken.
   layouts = _layouts(1000, a=100, b=9, c=9)  # b, c: 445, 556
   assert sweep_writer.segment_bounds(layouts, 2) == {'train': [0, 500, 1000]}

@@ -92,15 +92,3 @@ def refs_by_key(keyed_refs) -> list:
   for key, ref in keyed_refs:
     by_key.setdefault(key, WindowRefs()).append(ref)
   return list(by_key.items())
-
-
-def block_refs_by_shard(stored, config: PipelineConfig, dataset_rate: int,
-                        layouts, group_keys, allowed=None):
-  """(group key, WindowRefs) for a StoredBlock's windows: one element per
-  shard the block has windows in, keyed by `group_keys[(split, shard)]`.
-  Beam pays its per-element cost (coding, grouping) once per block and
-  shard instead of once per window: on clips, a window per file."""
-  return refs_by_key(
-      (group_keys[shard], ref)
-      for shard, ref in stored_block_refs(stored, config, dataset_rate,
-                                          layouts, allowed))

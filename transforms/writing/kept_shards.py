@@ -302,13 +302,15 @@ def _item_json(dataset_dir: str, item) -> dict:
     obj['stats'] = _item_json(dataset_dir, item.stats)['examples']
     return {'piece': obj}
   if isinstance(item, ExampleStats):
-    return {'examples': {
-        'split': item.split, 'shard': item.shard,
-        'schema': item.schema.to_json(), 'num_examples': item.num_examples,
-        'example_bytes': item.example_bytes,
-        'per_class': list(item.per_class.items()),
-        'moments': {k: dataclasses.asdict(m)
-                    for k, m in item.moments.items()}}}
+    obj = {'split': item.split, 'shard': item.shard,
+           'schema': item.schema.to_json(), 'num_examples': item.num_examples,
+           'example_bytes': item.example_bytes,
+           'per_class': list(item.per_class.items()),
+           'moments': _moments_json(item.moments)}
+    if item.moment_batches is not None:
+      obj['moment_batches'] = [_moments_json(batch)
+                               for batch in item.moment_batches]
+    return {'examples': obj}
   if isinstance(item, Rejection):
     return {'rejection': dataclasses.asdict(item)}
   raise TypeError(f'a shard task yields no {type(item).__name__}')
@@ -339,13 +341,23 @@ def _item_from_json(dataset_dir: str, obj: Mapping):
         num_examples=values['num_examples'],
         example_bytes=values['example_bytes'],
         per_class=collections.Counter(dict(values['per_class'])),
-        moments={k: Moments(**m) for k, m in values['moments'].items()})
+        moments=_moments_from_json(values['moments']),
+        moment_batches=None if values.get('moment_batches') is None else
+        [_moments_from_json(batch) for batch in values['moment_batches']])
   if 'rejection' in obj:
     values = dict(obj['rejection'])
     if values.get('frame_range') is not None:
       values['frame_range'] = tuple(values['frame_range'])
     return Rejection(**values)
   raise ValueError(f'an unknown entry {sorted(obj)}')
+
+
+def _moments_json(moments) -> dict:
+  return {k: dataclasses.asdict(m) for k, m in moments.items()}
+
+
+def _moments_from_json(obj: Mapping) -> dict:
+  return {k: Moments(**m) for k, m in obj.items()}
 
 
 def record_publishing(dataset_dir: str, renames) -> None:

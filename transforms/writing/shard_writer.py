@@ -1,9 +1,7 @@
-"""Writing one shard: its windows read in their layout order, their
-examples made (extract.ExampleMaker) and appended to a TFRecord file
-under a temp name, with its `tfrecord`-package index and, with
---array_record, its ArrayRecord copy. WriteShard yields the ShardStats,
-ExampleStats and Rejections on its main output, as distinct types
-(graph.SplitByType parts them)."""
+"""Writing one shard as the dataset holds it (ShardFile): examples made
+by a segment task (sweep_writer) appended to a TFRecord file under a temp
+name, with its `tfrecord`-package index and, with --array_record, its
+ArrayRecord copy; or the pieces of a shard copied together."""
 
 import contextlib
 import dataclasses
@@ -13,69 +11,17 @@ import time
 import uuid
 from typing import Optional
 
-import apache_beam as beam
-from apache_beam.internal import pickler
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.contract import array_record_file
 from pipeline.contract import naming
 from pipeline.contract import tfrecord
 from pipeline.config import PipelineConfig
-from transforms.runtime import allocator
 from transforms.runtime import counters
 from transforms.runtime import filesystem
-from transforms.runtime import forked_workers
 from transforms.runtime import output_lock as run_marker
 from transforms.inputs import audio_io
-from transforms.writing import kept_shards
-from transforms.writing.extract import ExampleMaker
 from transforms.writing.stats import ShardStats
-from transforms.writing.stats import ExampleStats
-
-
-class WriteShard(forked_workers.CallsInBundles, beam.DoFn):
-  """((split, shard, salt), lists of window refs) -> one shard file, under
-  a temp name.
-
-  A ref is (FilePlan, window, sort key): everything needed to read the
-  window travels with it, so no task holds the plans of other files.
-  Reads the shard's windows in their sort-key order, computes features a
-  batch at a time, encodes and appends the records. Emits a ShardStats, one
-  ExampleStats and a Rejection per window that could not be used.
-  """
-
-  def __init__(self, config: PipelineConfig, extra_features=None,
-               run_id: Optional[str] = None):
-    self.config = config
-    self.extra_features = extra_features
-    self.run_id = run_id
-
-  def setup(self):
-    allocator.keep_freed_memory()  # per worker process; see allocator.py
-    self._maker = ExampleMaker(self.config, self.extra_features)
-    self._pickled = None
-
-  def process(self, keyed_refs, class_names):
-    if self.calls is None:
-      yield from _counted(write_shard(self._maker, self.config, self.run_id,
-                                      keyed_refs, class_names))
-    else:
-      key, ref_lists = keyed_refs
-      ref_lists = list(ref_lists)
-      self.calls.largest_first(sum(map(len, ref_lists)), _counted,
-                               _write_shard_there, self._state(),
-                               self.run_id, (key, ref_lists), class_names)
-
-  def _state(self) -> bytes:
-    if self._pickled is None:
-      self._pickled = pickler.dumps((self.config, self.extra_features))
-    return self._pickled
-
-
-def _counted(items):
-  for item in items:
-    count_written(item)
-    yield item
 
 
 def count_written(item) -> None:
@@ -87,55 +33,6 @@ def count_written(item) -> None:
     counters.counter(counters.BYTES_WRITTEN).inc(item.num_bytes)
   elif isinstance(item, audio_io.Rejection):
     counters.counter(counters.WINDOWS_REJECTED).inc()
-
-
-_makers = {}  # in a forked worker: pickled (config, features) -> maker
-
-
-def _write_shard_there(state: bytes, run_id: Optional[str], keyed_refs,
-                       class_names) -> list:
-  """write_shard in a forked worker (transforms/runtime/forked_workers.py)."""
-  if state not in _makers:
-    _makers.clear()
-    allocator.keep_freed_memory()
-    _makers[state] = ExampleMaker(*pickler.loads(state))
-  maker = _makers[state]
-  return write_shard(maker, maker.config, run_id, keyed_refs, class_names)
-
-
-def write_shard(maker: 'ExampleMaker', config: PipelineConfig,
-                run_id: Optional[str], keyed_refs, class_names) -> list:
-  """Writes one shard file under a temp name: [a Rejection per window
-  that could not be used, ..., its ShardStats, its ExampleStats]."""
-  started_ms = int(time.time() * 1000)
-  # _: transforms/planning/balance.py's salt; the refs come in a list per block.
-  (split, shard, _), ref_lists = keyed_refs
-  refs = shard_order(itertools.chain.from_iterable(ref_lists))
-  record = kept_shards.record_path(config.dataset_dir, split, shard)
-  digest = kept_shards.task_digest(config, split, shard, refs, class_names)
-  earlier = kept_shards.kept(config, record, digest)
-  if earlier is not None:
-    run_marker.check_marker(config.dataset_dir, run_id)
-    return earlier
-  stats = ExampleStats(split=split, shard=shard)
-  items = []
-  opening = time.perf_counter_ns()
-  with ShardFile(config, run_id, split, shard, started_ms) as out:
-    stats.write_ns += time.perf_counter_ns() - opening
-    for item in maker.examples(split, refs, class_names, stats):
-      if isinstance(item, audio_io.Rejection):
-        items.append(item)
-      else:
-        writing = time.perf_counter_ns()
-        out.write(item)
-        stats.write_ns += time.perf_counter_ns() - writing
-    closing = time.perf_counter_ns()
-  stats.write_ns += time.perf_counter_ns() - closing
-  items.append(out.stats)
-  items.append(stats)
-  kept_shards.write_record(config.dataset_dir, record, digest,
-                           kept_shards.inputs_of(refs), items)
-  return items
 
 
 def shard_order(refs):

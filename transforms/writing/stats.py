@@ -3,7 +3,7 @@
 import collections
 import dataclasses
 import math
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -126,6 +126,12 @@ class ExampleStats:
   read_ns: int = dataclasses.field(default=0, compare=False)
   encode_ns: int = dataclasses.field(default=0, compare=False)
   write_ns: int = dataclasses.field(default=0, compare=False)
+  # Of a piece of a shard (sweep_writer.Piece): each batch's moments, in
+  # order, so that the shard joined from its pieces folds the very batches
+  # a shard written whole folds, and its statistics are the same to the
+  # last digit (merge); None where only the total is kept.
+  moment_batches: Optional[List[Dict[str, Moments]]] = dataclasses.field(
+      default=None, compare=False)
 
   def add(self, label: str, num_bytes: int) -> None:
     self.num_examples += 1
@@ -143,22 +149,34 @@ class ExampleStats:
     self.write_ns += other.write_ns
     self.per_class.update(other.per_class)
     self.schema = self.schema.merge(other.schema)
-    for key, m in sorted(other.moments.items()):
+    # Floating-point merges do not associate: where `other` kept its
+    # batches, they are folded in one by one, as if added here.
+    for batch in (other.moment_batches if other.moment_batches is not None
+                  else [other.moments]):
+      self._fold(batch)
+      if self.moment_batches is not None and other.moment_batches is not None:
+        self.moment_batches.append(batch)
+
+  def _fold(self, batch: Dict[str, Moments]) -> None:
+    for key, m in sorted(batch.items()):
       self.moments[key] = self.moments.get(key, Moments()).merge(m)
 
   def add_moments(self, arrays: Dict[str, np.ndarray],
                   shared: Optional[dict] = None) -> None:
     """`shared`: FeatureExtractor.compute's, so that an array two variants
     share has its moments computed once."""
+    batch = {}
     for key, values in arrays.items():
       if np.issubdtype(np.asarray(values).dtype, np.number):
         if shared is None:
-          batch = Moments.of(values)
+          batch[key] = Moments.of(values)
         else:
-          batch = shared.get(('moments', id(values)))
-          if batch is None:
-            batch = shared[('moments', id(values))] = Moments.of(values)
-        self.moments[key] = self.moments.get(key, Moments()).merge(batch)
+          batch[key] = shared.get(('moments', id(values)))
+          if batch[key] is None:
+            batch[key] = shared[('moments', id(values))] = Moments.of(values)
+    self._fold(batch)
+    if self.moment_batches is not None:
+      self.moment_batches.append(batch)
 
 
 @dataclasses.dataclass

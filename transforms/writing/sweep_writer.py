@@ -37,7 +37,8 @@ from transforms.planning import passes as planning
 from transforms.runtime import output_lock as run_marker
 from transforms.inputs import audio_io
 from transforms.writing import kept_shards
-from transforms.writing.extract import ExampleMaker, read_batches, timed
+from transforms.writing.extract import (BATCH_WINDOWS, ExampleMaker,
+                                        read_batches, timed)
 from transforms.planning.layout import SplitLayout
 from transforms.writing.shard_writer import (ShardFile, count_written,
                                              shard_order)
@@ -94,20 +95,39 @@ def _cuts(shared: Mapping[int, int], total: int, variants: int,
   `total`. Each cut is the shard start (`shared`: start -> variants
   whose shard starts there) nearest an equal share's end, or one hardly
   farther (a sixteenth of a share) that fewer variants' shards cross;
-  where none lies within CUT_SLACK of a share, the share's end itself."""
+  where none lies within CUT_SLACK of a share, the share's end itself
+  (of a single variant, on its shard's batch grid: _batch_aligned).
+  Keys where every variant's shard starts are cuts too."""
   inside = sorted(k for k in shared if 0 < k < total)
   share = total / segments
-  cuts = {0, total}
+  # Where every variant's shard starts, no shard is cut: a cut there
+  # costs nothing, and smaller tasks balance better.
+  cuts = {0, total, *(k for k in inside if shared[k] == variants)}
   for i in range(1, segments if total else 0):
     ideal = i * share
     nearest = min((abs(k - ideal) for k in inside), default=total)
     if nearest > share * CUT_SLACK:
-      cuts.add(min(total, max(0, round(ideal))))
+      cuts.add(round(ideal) if variants > 1 else
+               _batch_aligned(ideal, [0, *inside, total]))
       continue
     near = [k for k in inside if abs(k - ideal) <= nearest + share / 16]
     cuts.add(min(near, key=lambda k: (variants - shared[k],
                                       abs(k - ideal), k)))
   return sorted(cuts)
+
+
+def _batch_aligned(ideal: float, starts: List[int]) -> int:
+  """A cut inside one variant's shard near `ideal`, a whole number of
+  read batches (BATCH_WINDOWS) after the start of the shard it cuts
+  (`starts`, sorted, 0 and the total among them): the pieces read and
+  compute the batches the shard written whole does, so that its
+  statistics, folded batch by batch, come out the same to the last digit
+  (stats.ExampleStats.merge) as a run that does not cut it. (Variants'
+  shards start apart: no cut lies on all their grids.)"""
+  low = starts[bisect.bisect_right(starts, ideal) - 1]
+  high = starts[bisect.bisect_right(starts, low)]
+  return min(high, low + round((ideal - low) / BATCH_WINDOWS) *
+             BATCH_WINDOWS)
 
 
 def segment_sizes(bounds: List[int]) -> List[int]:
@@ -288,15 +308,19 @@ def _write_targets(makers, run_ids, split, segment_targets, refs, sort_keys,
           config = makers[target.variant].config
           run_id = run_ids[target.variant]
           started_ms = int(time.time() * 1000)
-          stats[target] = ExampleStats(split=split, shard=target.shard)
+          stats[target] = ExampleStats(
+              split=split, shard=target.shard,
+              moment_batches=None if target.whole() else [])
           # Its own stack, closed where its keys end; the run's, unwound
           # on an error, closes it with the error.
           closing[target] = all_open.enter_context(contextlib.ExitStack())
+          opening = time.perf_counter_ns()
           outs[target] = closing[target].enter_context(
               ShardFile(config, run_id, split, target.shard, started_ms)
               if target.whole() else
               PieceFile(config, run_id, split, target.shard, target.keys,
                         target.shard_keys, started_ms))
+          stats[target].write_ns += time.perf_counter_ns() - opening
       run_refs = _refs_of(refs, sort_keys, keys)
       some_config = makers[holding[0].variant].config
       # The windows are read once: their time goes to the first variant.
@@ -316,7 +340,9 @@ def _write_targets(makers, run_ids, split, segment_targets, refs, sort_keys,
             spent.write_ns += time.perf_counter_ns() - writing
       for target in holding:
         if target.keys[1] == keys[1]:
-          closing[target].close()
+          closing_ns = time.perf_counter_ns()
+          closing[target].close()  # the shard's index, ArrayRecord copy
+          stats[target].write_ns += time.perf_counter_ns() - closing_ns
           _add_written(results[target], outs[target], stats[target])
           kept_shards.write_record(makers[target.variant].config.dataset_dir,
                                    *records[target], results[target])
@@ -499,7 +525,7 @@ def assemble_shard(config: PipelineConfig, run_id: Optional[str],
   ordered = in_key_order(pieces)
   if not covers_shard(ordered):
     raise ValueError(
-        f'variant {variant!r}, split {split!r}, shard {shard}: pieces '
+        f'{config.dataset_dir}: split {split!r}, shard {shard}: pieces '
         f'{[(p.start, p.stop) for p in ordered]} do not cover its keys '
         f'[{ordered[0].shard_start}, {ordered[0].shard_stop})')
   record = kept_shards.record_path(config.dataset_dir, split, shard)
