@@ -64,8 +64,10 @@ def _run_one(files: int, out: str) -> dict:
                                          config.dataset_dir))
     planned = graph.plan_stored_blocks(stored, config)
     rate = planned['rate']
-    layouts = planned['windows'] | 'PlanLayout' >> graph.PlanLayout(
-        config, layout_lib.ExampleSize(130000))
+    layouts = (planned['windows']
+               | 'PlanLayout' >> graph.PlanLayouts(
+                   {'one': (config, layout_lib.ExampleSize(130000))})
+               | 'OnlyOne' >> beam.Map(lambda layouts: layouts['one']))
     (stored
      | 'AssignWindowsToShards' >> beam.FlatMap(
          lambda stored, rate, layouts: (

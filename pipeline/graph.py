@@ -217,27 +217,11 @@ class ClassNames(beam.PTransform):
                                  self.known, self.check))
 
 
-class PlanLayout(beam.PTransform):
-  """BlockWindows -> {split: SplitLayout}: shard count and the position of
-  each block's first window, from per-block counts (one entry per block and
-  split, not per file)."""
-
-  def __init__(self, config: PipelineConfig,
-               example_size: layout_lib.ExampleSize):
-    super().__init__()
-    self.config = config
-    self.example_size = example_size
-
-  def expand(self, block_windows):
-    return (_all_counts(block_windows)
-            | 'ComputeLayouts' >> beam.Map(_layouts, self.config,
-                                           self.example_size))
-
-
-class PlanVariantLayouts(beam.PTransform):
-  """A sweep group's PlanLayout: BlockWindows -> {variant: {split:
-  SplitLayout}}, every variant's ({variant: (config, example size)}) from
-  one gathering of the counts."""
+class PlanLayouts(beam.PTransform):
+  """BlockWindows -> {variant: {split: SplitLayout}}: each variant's
+  ({variant: (config, example size)}; a single run's one) shard count and
+  the position of each block's first window, from per-block counts (one
+  entry per block and split, not per file), gathered once."""
 
   def __init__(self, variants):
     super().__init__()
@@ -449,29 +433,28 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   """
   check_input(config)
   _check_extra_features(config, extra_features)
-  example_size = estimate_example_size(config, extra_features)
   dask_partitions = _check_runner_and_sink(p, config)
   shared = _list_probe_and_plan(p, config, dask_partitions, base)
-  planned, class_names = shared['planned'], shared['class_names']
-  layouts = _plan_layout(shared, config, example_size)
+  # A sweep's group of one variant: the same steps, and a split of fewer
+  # shards than workers is cut inside its shards, so that every worker
+  # writes (_segments).
+  name = config.dataset_name
+  configs = {name: config}
+  layouts = _plan_layouts(
+      shared, configs,
+      {name: estimate_example_size(config, extra_features)})
   if config.sink == 'write_to_tfrecord':
-    written = ((planned['stored'], class_names, planned['rate'])
+    planned = shared['planned']
+    written = ((planned['stored'], shared['class_names'], planned['rate'])
                | 'EncodeAndWriteToTFRecord' >> EncodeAndWriteToTFRecord(
-                   config, extra_features, planned['allowed']))
+                   config, extra_features, planned['allowed'])
+               | 'OfTheRun' >> beam.Map(lambda item: (name, item)))
   else:
-    # A sweep's writer with one variant: a split of fewer shards than
-    # workers is cut inside its shards, so that every worker writes.
-    name = config.dataset_name
-    written = ((planned['stored'],
-                layouts | 'AsOneVariant' >> beam.Map(
-                    lambda layouts: {name: layouts}),
-                class_names, planned['rate'])
-               | 'WriteShards' >> WriteSegments(
-                   config, {name: config}, extra_features, dask_partitions,
-                   {name: run_id}, planned['allowed'], _segments(config))
-               | 'WithoutVariantName' >> beam.Values())
-  return _summarize_and_finalize(shared, written, config, layouts,
-                                 extra_features, run_id)
+    written = _write_group(shared, config, configs, layouts, extra_features,
+                           dask_partitions, {name: run_id},
+                           segments=_segments(config))
+  return _summarize_and_finalize(shared, written, configs, layouts,
+                                 extra_features, {name: run_id})
 
 
 def build_sweep_pipeline(p: beam.Pipeline, config: PipelineConfig,
@@ -515,11 +498,12 @@ def build_sweep_pipeline(p: beam.Pipeline, config: PipelineConfig,
     # Each of the group's steps is one step for all its variants, not one
     # a variant: a sweep of many variants starts and finishes about as
     # fast as one run.
-    layouts = _plan_variant_layouts(
+    layouts = _plan_layouts(
         mine, configs, {name: example_size[name] for name in names}, suffix)
     written = _write_group(mine, plan_config, configs, layouts,
-                           extra_features, dask_partitions, run_ids, suffix)
-    finals.append(_summarize_and_finalize_variants(
+                           extra_features, dask_partitions, run_ids, suffix,
+                           _segments(plan_config, sweep=True))
+    finals.append(_summarize_and_finalize(
         mine, written, configs, layouts, extra_features, run_ids, suffix))
   # One last step that depends on every variant's final step (Beam's
   # DaskRunner computes only what the last transform needs).
@@ -529,11 +513,13 @@ def build_sweep_pipeline(p: beam.Pipeline, config: PipelineConfig,
 
 
 def _write_group(shared, plan_config, variant_configs, layouts,
-                 extra_features, dask_partitions, run_ids, suffix=''):
-  """A group of a sweep's variants that keep the same recordings (planned
-  with `plan_config`; `layouts`: {variant: its layouts}) -> (variant,
-  item): each one's shards, stats and rejections, every window read once
-  for the whole group."""
+                 extra_features, dask_partitions, run_ids, suffix='',
+                 segments=None):
+  """A group of variants that keep the same recordings (a sweep's, or a
+  single run's one; planned with `plan_config`; `layouts`: {variant: its
+  layouts}) -> (variant, item): each one's shards, stats and rejections,
+  every window read once for the whole group; `segments`: WriteSegments'
+  (_segments)."""
   planned, class_names = shared['planned'], shared['class_names']
   if plan_config.sink == 'write_to_tfrecord':
     return ((planned['stored'], class_names, planned['rate'])
@@ -543,14 +529,11 @@ def _write_group(shared, plan_config, variant_configs, layouts,
   return ((planned['stored'], layouts, class_names, planned['rate'])
           | f'WriteSegments{suffix}' >> WriteSegments(
               plan_config, variant_configs, extra_features, dask_partitions,
-              run_ids, planned['allowed'],
-              # As _segments, under every --example_unit: a sweep's
-              # variants are compared against each other, not a model's
-              # batches against another run's.
-              forked_workers.processes() or None))
+              run_ids, planned['allowed'], segments))
 
 
-def _segments(config: PipelineConfig) -> Optional[int]:
+def _segments(config: PipelineConfig, sweep: bool = False
+              ) -> Optional[int]:
   """WriteSegments' segments a split: one a forked worker (the shards
   inside each are written whole, not copied together from pieces; where
   no shard starts near a share's end, a shard is cut there), and None
@@ -558,8 +541,8 @@ def _segments(config: PipelineConfig) -> Optional[int]:
   shard starts. A single run of whole recordings or segments keeps its
   shards whole: examples of equal length are computed together, and a
   cut would change which (their statistics' last digits, a model's
-  batches)."""
-  if config.variable_length:
+  batches); a sweep's variants cut theirs all the same."""
+  if config.variable_length and not sweep:
     return None
   return forked_workers.processes() or None
 
@@ -613,22 +596,11 @@ def _list_probe_and_plan(p, config, dask_partitions, base=None,
           'class_names': class_names, 'planned': planned}
 
 
-def _plan_layout(shared, config, example_size, suffix=''):
-  """The dataset's layouts, recorded for the progress display."""
+def _plan_layouts(shared, variant_configs, example_sizes, suffix=''):
+  """A group's layouts, {variant: {split: SplitLayout}}, each variant's
+  plan recorded in its own folder (for the progress display)."""
   return (shared['planned']['windows']
-          | f'PlanLayout{suffix}' >> PlanLayout(config, example_size)
-          | f'RecordPlan{suffix}' >> beam.Map(
-              progress.write_plan, dataset_dir=config.dataset_dir,
-              files_seen=beam.pvalue.AsSingleton(shared['files_seen']),
-              example_size=example_size))
-
-
-def _plan_variant_layouts(shared, variant_configs, example_sizes,
-                          suffix=''):
-  """A sweep group's _plan_layout: {variant: layouts}, each variant's plan
-  recorded in its own folder."""
-  return (shared['planned']['windows']
-          | f'PlanLayout{suffix}' >> PlanVariantLayouts(
+          | f'PlanLayout{suffix}' >> PlanLayouts(
               {name: (variant, example_sizes[name])
                for name, variant in variant_configs.items()})
           | f'RecordPlan{suffix}' >> beam.Map(
@@ -644,35 +616,14 @@ def _record_plans(layouts, *, variant_configs, example_sizes, files_seen):
           for name, variant in variant_configs.items()}
 
 
-def _summarize_and_finalize(shared, written, config, layouts,
-                            extra_features, run_id, suffix=''):
-  """Every result of the run goes through one combine into the final
-  step's main input: it runs after every shard is written, and runners
-  that compute only what the last transform needs, or recompute each side
+def _summarize_and_finalize(shared, written, variant_configs, layouts,
+                            extra_features, run_ids, suffix=''):
+  """A group's results (`written`: (variant, item)) -> every variant's
+  metadata path. They go through one combine into {variant: RunSummary},
+  the final step's main input, and one final step finalizes each variant
+  in turn: it runs after every shard is written, and runners that
+  compute only what the last transform needs, or recompute each side
   input (Beam's DaskRunner), still run every branch, once."""
-  planned = shared['planned']
-  summary = ((written, planned['rejected'], planned['planned'],
-              shared['listed']['records'])
-             | f'AllResults{suffix}' >> beam.Flatten()
-             | f'SummarizeRun{suffix}' >> beam.CombineGlobally(
-                 stats_lib.SummarizeRun()))
-  side = beam.pvalue
-  return (summary
-          | f'Finalize{suffix}' >> beam.Map(
-              finalize.finalize_dataset, config=config, run_id=run_id,
-              expected_schema=expected_schema(config, extra_features),
-              provenance=registry.provenance(config, extra_features),
-              class_names=side.AsSingleton(shared['class_names']),
-              sample_rate=side.AsSingleton(planned['rate']),
-              layouts=side.AsSingleton(layouts)))
-
-
-def _summarize_and_finalize_variants(shared, written, variant_configs,
-                                     layouts, extra_features, run_ids,
-                                     suffix=''):
-  """_summarize_and_finalize of a sweep group, `written` (variant, item):
-  one combine into {variant: RunSummary}, and one final step that
-  finalizes each variant in turn -> every variant's metadata path."""
   planned = shared['planned']
   summaries = ((written, planned['rejected'], planned['planned'],
                 shared['listed']['records'])

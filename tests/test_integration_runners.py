@@ -400,7 +400,7 @@ def test_dataflow_job_builds_offline(corpus, tmp_path, monkeypatch):
   job = result.job
   top = {t.unique_name for t in job.proto_pipeline.components.transforms
          .values() if '/' not in t.unique_name}
-  assert {'ListWavFiles', 'ProbeAndPlan', 'PlanLayout', 'WriteShards',
+  assert {'ListWavFiles', 'ProbeAndPlan', 'PlanLayout', 'WriteSegments',
           'Finalize'} <= top
   staged = [d.role_payload for env in
             job.proto_pipeline.components.environments.values()
@@ -417,7 +417,7 @@ def test_dataflow_job_builds_offline(corpus, tmp_path, monkeypatch):
   assert result.state == 'DONE'
   names = {t.unique_name for t in result.job.proto_pipeline.components
            .transforms.values()}
-  assert 'EncodeAndWriteToTFRecord' in names and 'WriteShards' not in names
+  assert 'EncodeAndWriteToTFRecord' in names and 'WriteSegments' not in names
   assert any(n.startswith('EncodeAndWriteToTFRecord/WriteToTFRecord0/')
              for n in names)
   # A sweep is one Dataflow job too: one listing, every variant finalized.
@@ -501,7 +501,7 @@ def test_flink_pipeline_converts_to_its_portable_form(corpus, tmp_path):
   assert options.view_as(PortableOptions).environment_type == 'DOCKER'
   proto = p.to_runner_api()
   names = {t.unique_name for t in proto.components.transforms.values()}
-  assert {'WriteShards/GroupBySegment', 'WriteShards/ComputeAndWrite',
+  assert {'WriteSegments/GroupBySegment', 'WriteSegments/ComputeAndWrite',
           'Finalize'} <= names
   # Every DoFn pickles into the portable pipeline (what remote workers get).
   import apache_beam as beam
