@@ -264,8 +264,9 @@ class WriteSegments(beam.PTransform):
   Each block is planned again from its stored probes (with the dataset's
   rate, and the --num_elems allowance) and gives its windows' references
   (file plan, window, sort key); only those are grouped by segment (keys
-  between shard starts, sweep_writer.segment_bounds: about `segments` a
-  split, or without it, between every two); each segment task reads its
+  between shard starts, sweep_writer.segment_bounds: with `segments`,
+  cut near that many equal shares of a split, or without it, between
+  every two); each segment task reads its
   windows and writes every variant's shards, or pieces of shards, and
   pieces are then assembled into shards.
   """
@@ -435,9 +436,9 @@ def build_pipeline(p: beam.Pipeline, config: PipelineConfig,
   _check_extra_features(config, extra_features)
   dask_partitions = _check_runner_and_sink(p, config)
   shared = _list_probe_and_plan(p, config, dask_partitions, base)
-  # A sweep's group of one variant: the same steps, and a split of fewer
-  # shards than workers is cut inside its shards, so that every worker
-  # writes (_segments).
+  # A sweep's group of one variant: the same steps, and a shard is cut
+  # where no shard starts near a worker's equal share, so that no worker
+  # waits idle (_segments).
   name = config.dataset_name
   configs = {name: config}
   layouts = _plan_layouts(
@@ -534,8 +535,9 @@ def _write_group(shared, plan_config, variant_configs, layouts,
 
 def _segments(config: PipelineConfig, sweep: bool = False
               ) -> Optional[int]:
-  """WriteSegments' segments a split: one a forked worker (the shards
-  inside each are written whole, not copied together from pieces; where
+  """WriteSegments' segments a split: cut near one equal share a forked
+  worker (at shard starts: the shards between are written whole, not
+  copied together from pieces; where
   no shard starts near a share's end, a shard is cut there), and None
   where another runner spreads the tasks: a segment between every two
   shard starts. A single run of whole recordings or segments keeps its

@@ -1,4 +1,4 @@
-"""A sweep's shard joined from its pieces (sweep_writer.assemble_shard):
+"""A shard joined from its pieces (sweep_writer.assemble_shard):
 the records a single writer would write, byte for byte, and only the
 pieces' recorded records, read from files of wavbeam's own; joined as
 soon as its pieces are written where forked workers run the segments."""

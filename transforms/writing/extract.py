@@ -1,6 +1,6 @@
 """Windows read from their files, their features computed a batch at a
 time (transforms/features/extractor) and their examples encoded: the work of
-a shard (shard_writer) and of a sink's work unit (sink)."""
+a segment task (sweep_writer) and of a sink's work unit (sink)."""
 
 import dataclasses
 import time
@@ -400,7 +400,8 @@ def timed(items, stats: ExampleStats):
 
 class ExampleMaker:
   """Reads windows, computes their features and encodes their examples:
-  the work of a shard task (WriteShard) or of a work unit (EncodeExamples).
+  the work of a segment task (WriteSegment) or of a work unit
+  (EncodeExamples).
   Not a DoFn: built in a DoFn's setup, one per worker thread, or in a
   forked worker. Counts nothing: Beam's counters exist only in a worker,
   so the DoFns count what it returns."""

@@ -45,7 +45,7 @@ RECORD_PREFIX = 'kept-'
 # The final step's renames, written before it makes them (record_publishing).
 PUBLISHING_FILE = 'publishing.json'
 # A shard file's name in the temporary folder (shard_writer.ShardFile), or
-# a sweep's piece of one (sweep_writer.PieceFile).
+# a piece of one (sweep_writer.PieceFile).
 _TEMP_SHARD = re.compile(
     r'(piece-[^/]+-\d{5}-\d{12}|[^/]+-\d{5})-[0-9a-f]{32}')
 
@@ -69,7 +69,7 @@ def _sha(text: str) -> str:
 
 def pieces_digest(config: PipelineConfig, split: str, shard: int,
                   pieces) -> str:
-  """The digest of a sweep's shard assembled from `pieces` (in order)."""
+  """The digest of a shard assembled from `pieces` (in order)."""
   return _sha(repr((options_digest(config), split, shard,
                     [(p.start, p.stop, tuple(p.record_sizes))
                      for p in pieces])))
@@ -129,7 +129,7 @@ def write_record(dataset_dir: str, path: str, digest: str, inputs,
                  items: Sequence, pieces: Sequence[int] = ()) -> None:
   """Writes a task's record (by a rename: whole or not at all). `items`:
   what the task yields (Rejections, ShardStats, ExampleStats); `pieces`:
-  where the pieces a sweep's shard was assembled from start."""
+  where the pieces a shard was assembled from start."""
   record = {'digest': digest, 'inputs': list(inputs),
             'items': [_item_json(dataset_dir, item) for item in items]}
   if pieces:
@@ -146,7 +146,7 @@ def kept(config: PipelineConfig, path: str, digest: str,
          pieces: Sequence[int] = ()) -> Optional[list]:
   """The results the record at `path` holds, when it was written for
   `digest` and its files are whole; else None (and the task writes the
-  shard anew). Of a sweep's piece, `pieces`: where this run's pieces of
+  shard anew). Of a piece, `pieces`: where this run's pieces of
   its shard start (_assembled_from)."""
   if not FileSystems.exists(path):
     return None
@@ -154,9 +154,8 @@ def kept(config: PipelineConfig, path: str, digest: str,
   if record is None or record.get('digest') != digest:
     if record is not None:
       logging.getLogger('wavbeam').warning(
-          '%s: written for other windows%s; the shard is written again',
-          path, ', or from pieces cut elsewhere (another worker count)'
-          if record.get('pieces') else '')
+          '%s: written for other windows, or for its shard cut elsewhere '
+          '(another worker count); the shard is written again', path)
     return None
   try:
     items = [_item_from_json(config.dataset_dir, obj)
@@ -234,7 +233,7 @@ def _is_piece(item) -> bool:
 
 def _assembled_from(config: PipelineConfig, piece,
                     pieces: Sequence[int]) -> bool:
-  """Whether a sweep's piece went into its shard, which this run keeps:
+  """Whether a piece went into its shard, which this run keeps:
   the shard's record says it was assembled from pieces starting where
   this run's (`pieces`) start, the piece among them, and the shard is
   whole. The piece is then needed no more (sweep_writer.assemble_shard
@@ -255,7 +254,7 @@ def _assembled_from(config: PipelineConfig, piece,
 
 
 def _piece_damage(piece) -> Optional[str]:
-  """What is wrong with a sweep's recorded piece file, or None."""
+  """What is wrong with a recorded piece file, or None."""
   if filesystem.is_local(piece.path) and os.path.islink(piece.path):
     return f'{piece.path} is a symbolic link, not the file that was written'
   try:

@@ -109,7 +109,7 @@ class ExampleStats:
   per_class: collections.Counter = dataclasses.field(
       default_factory=collections.Counter)
   moments: Dict[str, Moments] = dataclasses.field(default_factory=dict)
-  # What the schema was last computed from (see WriteShard); not merged.
+  # What the schema was last computed from (see ExampleMaker); not merged.
   schema_signature: tuple = dataclasses.field(default=(), compare=False,
                                               repr=False)
   # When its encoding began (ms since the epoch; 0: not recorded). With
@@ -154,7 +154,7 @@ class ExampleStats:
     for batch in (other.moment_batches if other.moment_batches is not None
                   else [other.moments]):
       self._fold(batch)
-      if self.moment_batches is not None and other.moment_batches is not None:
+      if self.moment_batches is not None:
         self.moment_batches.append(batch)
 
   def _fold(self, batch: Dict[str, Moments]) -> None:

@@ -1,5 +1,5 @@
-"""A sweep's shards (--variants): every variant's examples from one read of
-each window.
+"""Every variant's shards from one read of each window: a sweep's
+(--variants), and a single run's, its one variant's.
 
 The variants of a sweep hold the same windows in the same splits and sort
 order, but each variant's shard boundaries follow its own example size. So
@@ -61,8 +61,10 @@ def segment_bounds(layouts: SweepLayouts,
   start, a four-variant sweep of 4 h copied 7 of its 9 shards). Where no
   shard starts near a share's end (variants of one shard or a few), the
   cut is made there all the same: copying the shards it cuts costs less
-  than a worker left idle. The variants plan the same windows, so a split
-  has one total."""
+  than a worker left idle. Keys where every variant's shard starts are
+  bounds too (a single run's: each shard a segment of its own, but for
+  those cut near a share's end). The variants plan the same windows, so
+  a split has one total."""
   starts: Dict[str, Dict[int, int]] = {}
   totals: Dict[str, set] = {}
   for variant_layouts in layouts.values():
