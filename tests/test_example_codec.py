@@ -276,3 +276,49 @@ def test_the_fast_decoder_follows_records_whose_layout_changes(copy):
         decode(bytes(damaged))
     else:
       _same(decode(bytes(damaged)), {k: want[k] for k in keys})
+
+
+def test_a_batch_holds_what_tensorflow_serializes_for_each_row():
+  """Scalar entries are encoded once per worker and reused: a value seen
+  before, in another row, batch or column, must still give its own row's
+  bytes. Each record equals TensorFlow's serialization of the row."""
+  rows = [{'class': 'bird ✓', 'index': 3, 'label': 1, 'start': 0,
+           'gain': 0.0},
+          {'class': 'bird ✓', 'index': 3, 'label': 1, 'start': -1,
+           'gain': -0.0},
+          {'class': '3', 'index': 2**63 - 1, 'label': 0, 'start': 2**40,
+           'gain': 1.5},
+          {'class': '', 'index': -2**63, 'label': 1, 'start': 3,
+           'gain': -0.0}]
+  audio = np.arange(4 * 6, dtype=np.int32).reshape(4, 6)
+  columns = {key: [row[key] for row in rows] for key in rows[0]}
+  columns['audio'] = audio
+  example_codec._cached_entry.cache_clear()
+  cold = example_codec.encode_batch(columns, 4)
+  warm = example_codec.encode_batch(columns, 4)  # every entry cached
+  halves = (example_codec.encode_batch(
+      {k: v[:2] for k, v in columns.items()}, 2) +
+            example_codec.encode_batch(
+                {k: v[2:] for k, v in columns.items()}, 2))
+  assert cold == warm == halves
+  for row, values, record in zip(rows, audio, cold):
+    expected = tf.train.Example(features=tf.train.Features(feature={
+        'class': tf.train.Feature(bytes_list=tf.train.BytesList(
+            value=[row['class'].encode()])),
+        'index': tf.train.Feature(int64_list=tf.train.Int64List(
+            value=[row['index']])),
+        'label': tf.train.Feature(int64_list=tf.train.Int64List(
+            value=[row['label']])),
+        'start': tf.train.Feature(int64_list=tf.train.Int64List(
+            value=[row['start']])),
+        'gain': tf.train.Feature(float_list=tf.train.FloatList(
+            value=[row['gain']])),
+        'audio': tf.train.Feature(bytes_list=tf.train.BytesList(
+            value=[values.astype('<i4').tobytes()])),
+    }))
+    assert tf.train.Example.FromString(record) == expected
+    assert len(record) == expected.ByteSize()
+  # -0.0 keeps its sign bit: not the entry of 0.0.
+  gain_of = [tf.train.Example.FromString(r).features.feature['gain']
+             .float_list.value[0] for r in cold]
+  assert [np.signbit(g) for g in gain_of] == [False, True, False, True]

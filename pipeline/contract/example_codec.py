@@ -139,6 +139,8 @@ def encode_batch(columns: Mapping[str, Any], n: int) -> List[bytes]:
   bytes (raw, or a packed FloatList for float32), sliced from the batch
   without copying.
   """
+  # Per column, in key order: (head, row bytes) of an array, each row its
+  # head then its bytes; (None, entries) of scalars, an entry a row.
   writers = []
   for key in sorted(columns):
     column, key_bytes = columns[key], key.encode('utf-8')
@@ -149,38 +151,47 @@ def encode_batch(columns: Mapping[str, Any], n: int) -> List[bytes]:
     if encoding == schema_lib.RAW_BYTES or (
         encoding == schema_lib.FLOAT_LIST and isinstance(column, np.ndarray)):
       batch = np.ascontiguousarray(column, column.dtype.newbyteorder('<'))
-      rows = batch.reshape(n, -1).view(np.uint8)
-      head = _array_head(key_bytes, encoding, rows.shape[1])
-      writers.append((True, head, rows))
+      width = batch[0].nbytes if n else 0
+      flat = memoryview(batch.reshape(-1).view(np.uint8))
+      writers.append((_array_head(key_bytes, encoding, width),
+                      [flat[i * width:(i + 1) * width] for i in range(n)]))
     else:
-      values = [to_array(v) for v in column]
-      key_field = _LEN1 + _varint(len(key_bytes)) + key_bytes
-      writers.append((False, key_field, _KIND_TAG[encoding], encoding,
-                      values))
+      writers.append((None, _scalar_entries(key_bytes, encoding, column)))
   records = []
   for i in range(n):
     parts = [b'']
-    size = 0
-    for w in writers:
-      if w[0]:
-        _, head, rows = w
-        row = memoryview(rows[i])
+    for head, rows in writers:
+      if head is not None:
         parts.append(head)
-        parts.append(row)
-        size += len(head) + row.nbytes
-      else:
-        # _entry_head(key, encoding, len(payload)) + payload, with the
-        # key's field made once per column.
-        _, key_field, kind_tag, encoding, values = w
-        payload = _payload(values[i], encoding)
-        kind = kind_tag + _varint(len(payload)) + payload
-        body = key_field + _LEN2 + _varint(len(kind)) + kind
-        entry = _LEN1 + _varint(len(body)) + body
-        parts.append(entry)
-        size += len(entry)
-    parts[0] = _LEN1 + _varint(size)
+      parts.append(rows[i])
+    parts[0] = _LEN1 + _varint(sum(map(len, parts)))
     records.append(b''.join(parts))
   return records
+
+
+def _scalar_entries(key_bytes: bytes, encoding: str, column) -> List[bytes]:
+  """The map entry of each value of a scalar column. A str or an int64
+  (not a bool) is encoded once per worker (_cached_entry): a batch's
+  examples, and a sweep's variants, mostly repeat their labels, paths and
+  indices."""
+  entries = []
+  for value in column:
+    kind = type(value)
+    if kind is str or (kind is int and _INT64_MIN <= value <= _INT64_MAX):
+      entries.append(_cached_entry(key_bytes, encoding, value))
+    else:
+      entries.append(_entry(key_bytes, encoding, to_array(value)))
+  return entries
+
+
+def _entry(key_bytes: bytes, encoding: str, value) -> bytes:
+  payload = _payload(value, encoding)
+  return _entry_head(key_bytes, encoding, len(payload)) + payload
+
+
+# typed: 1 and '1' are different entries (neither is a bool or a float,
+# whose -0.0 would equal 0.0).
+_cached_entry = functools.lru_cache(maxsize=1 << 16, typed=True)(_entry)
 
 
 def numpy_dtype(name: str) -> np.dtype:

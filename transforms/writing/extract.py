@@ -432,7 +432,8 @@ class ExampleMaker:
   def _encode(self, stats, refs, windows, plans, class_names, shared=None,
               group=None, augmentations=None):
     began = time.perf_counter_ns()
-    columns = self._columns(refs, plans, class_names, augmentations)
+    columns = self._shared_columns(refs, plans, class_names, augmentations,
+                                   shared)
     started = time.perf_counter_ns()
     arrays = self._extractor.compute(windows, plans[refs[0][0]].sample_rate,
                                      shared, group)
@@ -459,6 +460,19 @@ class ExampleMaker:
       stats.add(label, len(record))
     stats.encode_ns += (started - began) + (time.perf_counter_ns() - computed)
     yield from records
+
+  def _shared_columns(self, refs, plans, class_names, augmentations,
+                      shared: Optional[dict]) -> dict:
+    """_columns, made once a batch for the variants of a sweep whose
+    options they depend on are the same (`shared`: the batch's dict)."""
+    if shared is None:
+      return self._columns(refs, plans, class_names, augmentations)
+    config = self.config
+    key = ('columns', config.manifest_extra_columns, config.variable_length,
+           config.hop_len, tuple(class_names))
+    if key not in shared:
+      shared[key] = self._columns(refs, plans, class_names, augmentations)
+    return dict(shared[key])
 
   def _columns(self, refs, plans, class_names, augmentations=None):
     rows = [plans[index] for index, _ in refs]
