@@ -14,7 +14,7 @@ from transforms.planning.layout import SplitLayout
 from transforms.planning.rules import plan_file
 from transforms.writing import shard_writer
 from transforms.writing import sweep_writer
-from transforms.writing.extract import ExampleMaker
+from transforms.writing.extract import ExampleMaker, read_batches
 from transforms.writing.stats import ExampleStats, ShardStats
 
 
@@ -134,10 +134,10 @@ def _alone(config, split_refs, shard):
   shard task)."""
   maker = ExampleMaker(config)
   with shard_writer.ShardFile(config, None, 'train', shard, 0) as out:
-    for record in maker.examples('train', split_refs, ['owl'],
-                                 ExampleStats()):
-      if not isinstance(record, audio_io.Rejection):
-        out.write(record)
+    for batch in read_batches(config, 'train', split_refs):
+      if not isinstance(batch, audio_io.Rejection):
+        for record in maker.encode(ExampleStats(), batch, ['owl']):
+          out.write(record)
   with open(out.stats.path, 'rb') as f:
     return f.read()
 

@@ -189,9 +189,10 @@ def _entry(key_bytes: bytes, encoding: str, value) -> bytes:
   return _entry_head(key_bytes, encoding, len(payload)) + payload
 
 
-# typed: 1 and '1' are different entries (neither is a bool or a float,
-# whose -0.0 would equal 0.0).
-_cached_entry = functools.lru_cache(maxsize=1 << 16, typed=True)(_entry)
+# Only str and int64 values come here: a float's -0.0 equals 0.0, a bool
+# equals 0 or 1, and each needs entries of its own. Some 16,000 entries,
+# a few MB: a batch's paths, labels and window starts, and more.
+_cached_entry = functools.lru_cache(maxsize=1 << 14, typed=True)(_entry)
 
 
 def numpy_dtype(name: str) -> np.dtype:

@@ -399,9 +399,9 @@ def timed(items, stats: ExampleStats):
 
 
 class ExampleMaker:
-  """Reads windows, computes their features and encodes their examples:
-  the work of a segment task (WriteSegment) or of a work unit
-  (EncodeExamples).
+  """Computes the features of windows read by read_batches and encodes
+  their examples: the work of a segment task (WriteSegment) or of a work
+  unit (EncodeExamples).
   Not a DoFn: built in a DoFn's setup, one per worker thread, or in a
   forked worker. Counts nothing: Beam's counters exist only in a worker,
   so the DoFns count what it returns."""
@@ -409,16 +409,6 @@ class ExampleMaker:
   def __init__(self, config: PipelineConfig, extra_features=None):
     self.config = config
     self._extractor = FeatureExtractor(config, extra_features)
-
-  def examples(self, split, refs, class_names, stats: ExampleStats):
-    """Serialized examples of refs [(FilePlan, window, key)], in the order
-    given, and a Rejection (with its split) per window that cannot be
-    used; `stats` counts what is yielded."""
-    for batch in timed(read_batches(self.config, split, refs), stats):
-      if isinstance(batch, file_reports.Rejection):
-        yield batch
-      else:
-        yield from self.encode(stats, batch, class_names)
 
   def encode(self, stats: ExampleStats, batch: 'WindowBatch', class_names,
              shared: Optional[dict] = None):
