@@ -1,7 +1,7 @@
 """What a feature sweep (--variants) costs against separate runs.
 
     .venv/bin/python -m bench.sweep [--corpora 4h,clips3s] [--repeats 3]
-        [--sweep nfft|mel|mels]
+        [--sweep nfft|mel|mels] [--output_root /dev/shm]
 
 For each bench corpus (bench.run's): a sweep as one `wavbeam run
 --variants`, against the same datasets written by separate runs, one
@@ -86,12 +86,12 @@ def _fresh(path):
   time.sleep(1.0)
 
 
-def run_corpus(name, repeats, sweep='nfft'):
+def run_corpus(name, repeats, sweep='nfft', output_root=ROOT):
   """(audio seconds, [((sweep wall, peak), (separate walls' sum, largest
-  peak), bound)] per round)."""
+  peak), bound)] per round); the datasets written under output_root."""
   corpus, seconds, _, win_len = corpus_for(name)
   work = os.path.join(ROOT, 'sweep')
-  out = os.path.join(work, 'out')
+  out = os.path.join(output_root, 'sweep_out')
   os.makedirs(work, exist_ok=True)
   spec = variants_file(os.path.join(work, 'variants.json'), sweep)
   common = ['--input_dir', corpus, '--win_len', str(win_len), '--overwrite']
@@ -125,6 +125,10 @@ def main(argv=None):
   parser.add_argument('--corpora', default='4h,clips3s')
   parser.add_argument('--repeats', type=int, default=3)
   parser.add_argument('--sweep', choices=sorted(SWEEPS), default='nfft')
+  parser.add_argument('--output_root', default=ROOT,
+                      help='where the datasets are written (default: '
+                      f'{ROOT}, on disk); /dev/shm leaves the disk out, '
+                      'as bench.stages can')
   args = parser.parse_args(argv)
   print(f'sweep {args.sweep}: ' + '; '.join(
       f'{name} {" ".join(as_flags(options))}'
@@ -138,7 +142,8 @@ def main(argv=None):
   megabytes = lambda v: f'{v / 1e6:.0f} MB'  # noqa: E731
   ratio = lambda v: f'{v:.2f}x'  # noqa: E731
   for name in args.corpora.split(','):
-    _, rounds = run_corpus(name, args.repeats, args.sweep)
+    _, rounds = run_corpus(name, args.repeats, args.sweep,
+                           args.output_root)
     sweep = [s for s, _, _ in rounds]
     separate = [p for _, p, _ in rounds]
     bounds = [b for _, _, b in rounds]

@@ -89,6 +89,7 @@ def _entry_head(key: bytes, encoding: str, payload_len: int) -> bytes:
           kind_head)
 
 
+@functools.lru_cache(maxsize=256)
 def _array_head(key: bytes, encoding: str, num_bytes: int) -> bytes:
   """Everything before an array's bytes, for raw bytes (one BytesList item)
   and float32 (a packed FloatList): the same framing under another kind

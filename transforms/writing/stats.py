@@ -68,6 +68,12 @@ class Moments:
     # BLAS: BLAS would wake its thread pool, whose spinning threads compete
     # with the pipeline's workers, and split its sums by thread, so that
     # the last bits of metadata.json would follow the thread count.
+    if values.size <= cache_parts.VALUES:  # one part: no merge to make
+      deviations = values.astype(np.float64)
+      mean = float(deviations.sum()) / values.size
+      deviations -= mean
+      np.square(deviations, out=deviations)
+      return cls(values.size, mean, float(deviations.sum()), low, high)
     moments = cls()
     for _, part, deviations in cache_parts.parts(values):
       np.copyto(deviations, part, casting='unsafe')  # any numeric dtype
