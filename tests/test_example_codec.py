@@ -290,6 +290,9 @@ def test_a_batch_holds_what_tensorflow_serializes_for_each_row():
            'gain': 1.5},
           {'class': '', 'index': -2**63, 'label': 1, 'start': 3,
            'gain': -0.0}]
+  # Strings longer than the cache keeps are encoded each time.
+  for row, text in zip(rows, ['ü' * 300, 'ü' * 300, 'short', 'a' * 257]):
+    row['text'] = text
   audio = np.arange(4 * 6, dtype=np.int32).reshape(4, 6)
   columns = {key: [row[key] for row in rows] for key in rows[0]}
   columns['audio'] = audio
@@ -309,6 +312,8 @@ def test_a_batch_holds_what_tensorflow_serializes_for_each_row():
             value=[row['index']])),
         'label': tf.train.Feature(int64_list=tf.train.Int64List(
             value=[row['label']])),
+        'text': tf.train.Feature(bytes_list=tf.train.BytesList(
+            value=[row['text'].encode()])),
         'start': tf.train.Feature(int64_list=tf.train.Int64List(
             value=[row['start']])),
         'gain': tf.train.Feature(float_list=tf.train.FloatList(

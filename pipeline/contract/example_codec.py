@@ -171,14 +171,16 @@ def encode_batch(columns: Mapping[str, Any], n: int) -> List[bytes]:
 
 
 def _scalar_entries(key_bytes: bytes, encoding: str, column) -> List[bytes]:
-  """The map entry of each value of a scalar column. A str or an int64
-  (not a bool) is encoded once per worker (_cached_entry): a batch's
+  """The map entry of each value of a scalar column. A short str or an
+  int64 (not a bool) is encoded once per worker (_cached_entry): a batch's
   examples, and a sweep's variants, mostly repeat their labels, paths and
-  indices."""
+  indices. Longer strings (a manifest's transcripts) are encoded each
+  time: kept, 16,000 of them could take hundreds of MB."""
   entries = []
   for value in column:
     kind = type(value)
-    if kind is str or (kind is int and _INT64_MIN <= value <= _INT64_MAX):
+    if ((kind is str and len(value) <= _CACHED_STR_CHARS) or
+        (kind is int and _INT64_MIN <= value <= _INT64_MAX)):
       entries.append(_cached_entry(key_bytes, encoding, value))
     else:
       entries.append(_entry(key_bytes, encoding, to_array(value)))
@@ -191,8 +193,9 @@ def _entry(key_bytes: bytes, encoding: str, value) -> bytes:
 
 
 # Only str and int64 values come here: a float's -0.0 equals 0.0, a bool
-# equals 0 or 1, and each needs entries of its own. Some 16,000 entries,
-# a few MB: a batch's paths, labels and window starts, and more.
+# equals 0 or 1, and each needs entries of its own. Some 16,000 entries of
+# strings up to 256 characters: at most about 10 MB.
+_CACHED_STR_CHARS = 256
 _cached_entry = functools.lru_cache(maxsize=1 << 14, typed=True)(_entry)
 
 
