@@ -305,22 +305,15 @@ def test_a_batch_holds_what_tensorflow_serializes_for_each_row():
                 {k: v[2:] for k, v in columns.items()}, 2))
   assert cold == warm == halves
   for row, values, record in zip(rows, audio, cold):
-    expected = tf.train.Example(features=tf.train.Features(feature={
-        'class': tf.train.Feature(bytes_list=tf.train.BytesList(
-            value=[row['class'].encode()])),
-        'index': tf.train.Feature(int64_list=tf.train.Int64List(
-            value=[row['index']])),
-        'label': tf.train.Feature(int64_list=tf.train.Int64List(
-            value=[row['label']])),
-        'text': tf.train.Feature(bytes_list=tf.train.BytesList(
-            value=[row['text'].encode()])),
-        'start': tf.train.Feature(int64_list=tf.train.Int64List(
-            value=[row['start']])),
-        'gain': tf.train.Feature(float_list=tf.train.FloatList(
-            value=[row['gain']])),
-        'audio': tf.train.Feature(bytes_list=tf.train.BytesList(
-            value=[values.astype('<i4').tobytes()])),
-    }))
+    feature = {key: tf.train.Feature(int64_list=tf.train.Int64List(
+        value=[row[key]])) for key in ('index', 'label', 'start')}
+    feature.update({key: tf.train.Feature(bytes_list=tf.train.BytesList(
+        value=[value])) for key, value in (
+            ('class', row['class'].encode()), ('text', row['text'].encode()),
+            ('audio', values.astype('<i4').tobytes()))})
+    feature['gain'] = tf.train.Feature(float_list=tf.train.FloatList(
+        value=[row['gain']]))
+    expected = tf.train.Example(features=tf.train.Features(feature=feature))
     assert tf.train.Example.FromString(record) == expected
     assert len(record) == expected.ByteSize()
   # -0.0 keeps its sign bit: not the entry of 0.0.
