@@ -40,9 +40,9 @@ def test_segments_are_cut_at_shard_starts_near_equal_shares():
 
 
 def test_where_no_shard_starts_near_a_share_the_cut_is_made_inside_shards():
-  # One shard a variant: each segment cuts them, so that every worker
-  # has a share; the cut shards are joined from their pieces.
-  assert sweep_writer.segment_bounds(_layouts(12, a=1, b=1), 4) == {
+  # Shards that start apart: each segment cuts them, so that every
+  # worker has a share; the cut shards are joined from their pieces.
+  assert sweep_writer.segment_bounds(_layouts(12, a=1, b=2), 4) == {
       'train': [0, 3, 6, 9, 12]}
   # a's shards start at 34 and 67: 16 keys from the middle, past an
   # eighth of a share (6.25).
@@ -58,7 +58,7 @@ def test_where_no_shard_starts_near_a_share_the_cut_is_made_inside_shards():
   assert sweep_writer._cuts({0: 2}, 0, 2, 2) == [0]
 
 
-def test_one_variant_is_cut_at_every_shard_start_and_on_its_batch_grid():
+def test_one_layout_is_cut_at_every_shard_start_and_on_its_batch_grid():
   batch = sweep_writer.BATCH_WINDOWS
   # A single run's layout: every shard start cuts nothing, so each is a
   # segment's; shares' ends near one add no other cut.
@@ -75,6 +75,12 @@ def test_one_variant_is_cut_at_every_shard_start_and_on_its_batch_grid():
   # Shards shorter than a batch are not cut: the cut falls on a start.
   assert sweep_writer.segment_bounds(_layouts(40, a=2), 4) == {
       'train': [0, 20, 40]}
+  # Variants whose shards all start alike are cut as one is: on their
+  # common grid, so that a model computes the batches of a separate run.
+  assert sweep_writer.segment_bounds(_layouts(1000, a=1, b=1), 2) == {
+      'train': [0, 16 * batch, 1000]}
+  assert sweep_writer.segment_bounds(_layouts(12, a=1, b=1), 4) == {
+      'train': [0, 12]}
   # Where every variant's shard starts, a sweep cuts too.
   assert sweep_writer.segment_bounds(_layouts(1000, a=4, b=2), 2) == {
       'train': [0, 500, 1000]}

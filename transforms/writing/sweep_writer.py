@@ -98,19 +98,21 @@ def _cuts(shared: Mapping[int, int], total: int, variants: int,
   whose shard starts there) nearest an equal share's end, or one hardly
   farther (a sixteenth of a share) that fewer variants' shards cross;
   where none lies within CUT_SLACK of a share, the share's end itself
-  (of a single variant, on its shard's batch grid: _batch_aligned).
-  Keys where every variant's shard starts are cuts too."""
+  (where every variant's shards start alike, as a single run's do, on
+  their batch grid: _batch_aligned). Keys where every variant's shard
+  starts are cuts too."""
   inside = sorted(k for k in shared if 0 < k < total)
   share = total / segments
   # Where every variant's shard starts, no shard is cut: a cut there
   # costs nothing, and smaller tasks balance better.
   cuts = {0, total, *(k for k in inside if shared[k] == variants)}
+  one_grid = len(cuts) == len(inside) + 2
   for i in range(1, segments if total else 0):
     ideal = i * share
     nearest = min((abs(k - ideal) for k in inside), default=total)
     if nearest > share * CUT_SLACK:
-      cuts.add(round(ideal) if variants > 1 else
-               _batch_aligned(ideal, [0, *inside, total]))
+      cuts.add(_batch_aligned(ideal, [0, *inside, total]) if one_grid
+               else round(ideal))
       continue
     near = [k for k in inside if abs(k - ideal) <= nearest + share / 16]
     cuts.add(min(near, key=lambda k: (variants - shared[k],
@@ -119,13 +121,14 @@ def _cuts(shared: Mapping[int, int], total: int, variants: int,
 
 
 def _batch_aligned(ideal: float, starts: List[int]) -> int:
-  """A cut inside one variant's shard near `ideal`, a whole number of
-  read batches (BATCH_WINDOWS) after the start of the shard it cuts
-  (`starts`, sorted, 0 and the total among them): the pieces read and
-  compute the batches the shard written whole does, so that its
-  statistics, folded batch by batch, come out the same to the last digit
-  (stats.ExampleStats.merge) as a run that does not cut it. (Variants'
-  shards start apart: no cut lies on all their grids.)"""
+  """A cut inside a shard near `ideal`, a whole number of read batches
+  (BATCH_WINDOWS) after the start of the shard it cuts (`starts`, sorted,
+  0 and the total among them, the same for every variant): the pieces
+  read and compute the batches the shard written whole does, so that its
+  statistics, folded batch by batch, and a model's forward passes come
+  out the same to the last digit (stats.ExampleStats.merge) as a run
+  that does not cut it. (Where variants' shards start apart, no cut lies
+  on all their grids.)"""
   low = starts[bisect.bisect_right(starts, ideal) - 1]
   high = starts[bisect.bisect_right(starts, low)]
   return min(high, low + round((ideal - low) / BATCH_WINDOWS) *
