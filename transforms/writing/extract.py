@@ -398,6 +398,12 @@ def timed(items, stats: ExampleStats):
     yield item
 
 
+# The options ExampleMaker._columns reads (and reads only from here): a
+# sweep's variants alike in them share a batch's columns.
+_COLUMN_OPTIONS = ('manifest_extra_columns', 'variable_length', 'hop_len',
+                   'augment')
+
+
 class ExampleMaker:
   """Computes the features of windows read by read_batches and encodes
   their examples: the work of a segment task (WriteSegment) or of a work
@@ -457,23 +463,24 @@ class ExampleMaker:
     options they depend on are the same (`shared`: the batch's dict)."""
     if shared is None:
       return self._columns(refs, plans, class_names, augmentations)
-    config = self.config
-    key = ('columns', config.manifest_extra_columns, config.variable_length,
-           config.hop_len, tuple(class_names))
+    key = ('columns', tuple(class_names),
+           *(getattr(self.config, name) for name in _COLUMN_OPTIONS))
     if key not in shared:
       shared[key] = self._columns(refs, plans, class_names, augmentations)
     return dict(shared[key])
 
   def _columns(self, refs, plans, class_names, augmentations=None):
+    extra_columns, variable_length, hop_len, augmented = (
+        getattr(self.config, name) for name in _COLUMN_OPTIONS)
     rows = [plans[index] for index, _ in refs]
     # What each example is: its recording's, or its segment's.
     located = [p.locate(w) for p, (_, w) in zip(rows, refs)]
     owners = [p if span is None else span
               for p, (span, _) in zip(rows, located)]
     extras = {name: [dict(o.extras)[name] for o in owners]
-              for name in self.config.manifest_extra_columns}
-    hop = 0 if self.config.variable_length else self.config.hop_len
-    if self.config.augment:
+              for name in extra_columns}
+    hop = 0 if variable_length else hop_len
+    if augmented:
       extras[augment.KEY] = list(augmentations)
     return {
         **extras,

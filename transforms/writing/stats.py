@@ -68,21 +68,22 @@ class Moments:
     # BLAS: BLAS would wake its thread pool, whose spinning threads compete
     # with the pipeline's workers, and split its sums by thread, so that
     # the last bits of metadata.json would follow the thread count.
-    if values.size <= cache_parts.VALUES:  # one part: no merge to make
-      deviations = values.astype(np.float64)
-      mean = float(deviations.sum()) / values.size
-      deviations -= mean
-      np.square(deviations, out=deviations)
-      return cls(values.size, mean, float(deviations.sum()), low, high)
+    if values.size <= cache_parts.VALUES:  # one part: no scratch, no merge
+      return cls._of_part(values.astype(np.float64), low, high)
     moments = cls()
     for _, part, deviations in cache_parts.parts(values):
       np.copyto(deviations, part, casting='unsafe')  # any numeric dtype
-      mean = float(deviations.sum()) / part.size
-      deviations -= mean
-      np.square(deviations, out=deviations)
-      moments = moments.merge(
-          cls(part.size, mean, float(deviations.sum()), low, high))
+      moments = moments.merge(cls._of_part(deviations, low, high))
     return moments
+
+  @classmethod
+  def _of_part(cls, deviations: np.ndarray, low: float, high: float
+               ) -> 'Moments':
+    """The moments of a part's float64 values, which it overwrites."""
+    mean = float(deviations.sum()) / deviations.size
+    deviations -= mean
+    np.square(deviations, out=deviations)
+    return cls(deviations.size, mean, float(deviations.sum()), low, high)
 
   def merge(self, other: 'Moments') -> 'Moments':
     if other.count == 0:
