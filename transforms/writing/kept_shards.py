@@ -351,8 +351,14 @@ def _item_from_json(dataset_dir: str, obj: Mapping):
   raise ValueError(f'an unknown entry {sorted(obj)}')
 
 
+# A task of many batches records the moments of each (moment_batches):
+# read field by field, as dataclasses.asdict's deep copy is 20 times slower.
+_MOMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Moments))
+
+
 def _moments_json(moments) -> dict:
-  return {k: dataclasses.asdict(m) for k, m in moments.items()}
+  return {k: {name: getattr(m, name) for name in _MOMENT_FIELDS}
+          for k, m in moments.items()}
 
 
 def _moments_from_json(obj: Mapping) -> dict:
