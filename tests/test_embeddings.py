@@ -297,26 +297,34 @@ def test_a_sweep_over_layers_and_pooling_runs_the_model_once(corpus, models,
                                                              tmp_path):
   """Three variants of one model: as many forward passes over the audio
   as one run of one of them (counted by a model handler of the
-  caller's own)."""
-  from pipeline import run as run_lib
-  from tests.plugins import counting_handler
+  caller's own), and the same batches. Run by a fresh interpreter, whose
+  local worker processes fork (a process that has started threads, as
+  TensorFlow's leave, runs the tasks in its own thread) and so cut the
+  sweep's one shard a variant between the two workers."""
   variants = tmp_path / 'v.toml'
   variants.write_text('[last]\n[first]\nembedding_layers = "0"\n'
                       '[pooled]\nembedding_pool = "mean"\n')
-  common = dict(input_dir=str(corpus / 'in'), win_len=WIN,
-                features=('embedding',), splits=(('train', 1.0),),
-                embedding_model=models['torchscript'],
-                embedding_layers='0,1')
-  calls = {}
-  for name, more in (('sweep', {'variants': str(variants)}),
-                     ('alone', {})):
-    log = tmp_path / f'{name}.calls'
-    run_lib.run(PipelineConfig(output_dir=str(tmp_path / name), **common,
-                               **more),
-                model_handler=counting_handler.CountingHandler(
-                    models['torchscript'], str(log)))
-    calls[name] = len(log.read_text().splitlines())
-  assert calls['sweep'] == calls['alone'] > 0
+  script = f"""
+from pipeline import run as run_lib
+from pipeline.config import PipelineConfig
+from tests.plugins import counting_handler
+for name, more in (('sweep', {{'variants': {str(variants)!r}}}),
+                   ('alone', {{}})):
+  log = {str(tmp_path)!r} + f'/{{name}}.calls'
+  run_lib.run(PipelineConfig(
+      output_dir={str(tmp_path)!r} + '/' + name,
+      input_dir={str(corpus / 'in')!r}, win_len={WIN},
+      features=('embedding',), splits=(('train', 1.0),),
+      embedding_model={models['torchscript']!r}, embedding_layers='0,1',
+      **more),
+      model_handler=counting_handler.CountingHandler(
+          {models['torchscript']!r}, log))
+  with open(log) as f:
+    print(name, sorted(f.read().splitlines()))
+"""
+  passes = dict(line.split(' ', 1)
+                for line in _python(script, tmp_path).splitlines())
+  assert passes['sweep'] == passes['alone'] != '[]'
   last = _all_stored(tmp_path / 'sweep' / 'last')[1]
   first = _all_stored(tmp_path / 'sweep' / 'first')[1]
   pooled = _all_stored(tmp_path / 'sweep' / 'pooled')[1]
