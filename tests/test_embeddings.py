@@ -293,14 +293,18 @@ def test_a_changed_model_is_refused_by_append_and_featurizer(corpus,
     featurizer_lib.featurizer(str(tmp_path / 'out'))
 
 
-def test_a_sweep_over_layers_and_pooling_runs_the_model_once(corpus, models,
+def test_a_sweep_over_layers_and_pooling_runs_the_model_once(models,
                                                              tmp_path):
   """Three variants of one model: as many forward passes over the audio
   as one run of one of them (counted by a model handler of the
-  caller's own), and the same batches. Run by a fresh interpreter, whose
-  local worker processes fork (a process that has started threads, as
-  TensorFlow's leave, runs the tasks in its own thread) and so cut the
-  sweep's one shard a variant between the two workers."""
+  caller's own), and the same batches. 72 windows, one shard a variant:
+  run by a fresh interpreter, whose two local worker processes fork (a
+  process that has started threads, as TensorFlow's leave, runs the
+  tasks in its own thread), each run cuts its shard between them, on the
+  grid of the batches the shard written whole computes."""
+  for i in range(4):
+    H.write_wav(str(tmp_path / 'in' / 'ab'[i % 2] / f'{i}.wav'),
+                H.noise(WIN * 18 + 777 * i, seed=i, scale=0.3))
   variants = tmp_path / 'v.toml'
   variants.write_text('[last]\n[first]\nembedding_layers = "0"\n'
                       '[pooled]\nembedding_pool = "mean"\n')
@@ -313,18 +317,19 @@ for name, more in (('sweep', {{'variants': {str(variants)!r}}}),
   log = {str(tmp_path)!r} + f'/{{name}}.calls'
   run_lib.run(PipelineConfig(
       output_dir={str(tmp_path)!r} + '/' + name,
-      input_dir={str(corpus / 'in')!r}, win_len={WIN},
+      input_dir={str(tmp_path / 'in')!r}, win_len={WIN},
       features=('embedding',), splits=(('train', 1.0),),
       embedding_model={models['torchscript']!r}, embedding_layers='0,1',
       **more),
       model_handler=counting_handler.CountingHandler(
           {models['torchscript']!r}, log))
   with open(log) as f:
-    print(name, sorted(f.read().splitlines()))
+    print('passes', name, sorted(f.read().splitlines()))
 """
-  passes = dict(line.split(' ', 1)
-                for line in _python(script, tmp_path).splitlines())
-  assert passes['sweep'] == passes['alone'] != '[]'
+  passes = dict(line.split(' ', 2)[1:]
+                for line in _python(script, tmp_path).splitlines()
+                if line.startswith('passes '))
+  assert passes['sweep'] == passes['alone'] == "['32 1', '32 1', '8 1']"
   last = _all_stored(tmp_path / 'sweep' / 'last')[1]
   first = _all_stored(tmp_path / 'sweep' / 'first')[1]
   pooled = _all_stored(tmp_path / 'sweep' / 'pooled')[1]

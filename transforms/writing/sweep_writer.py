@@ -59,12 +59,13 @@ def segment_bounds(layouts: SweepLayouts,
   segment task writes the shards inside it whole, and only the shards its
   ends cut are written in pieces and copied together (cutting at every
   start, a four-variant sweep of 4 h copied 7 of its 9 shards). Where no
-  shard starts near a share's end (variants of one shard or a few), the
-  cut is made there all the same: copying the shards it cuts costs less
-  than a worker left idle. Keys where every variant's shard starts are
-  bounds too (a single run's: each shard a segment of its own, but for
-  those cut near a share's end). The variants plan the same windows, so
-  a split has one total."""
+  shard starts near a share's end (variants of a few shards), the cut is
+  made there all the same: copying the shards it cuts costs less than a
+  worker left idle; variants whose shards all start alike are cut on
+  their batch grid, as a single run is (_cuts). Keys where every
+  variant's shard starts are bounds too (a single run's: each shard a
+  segment of its own, but for those cut near a share's end). The variants
+  plan the same windows, so a split has one total."""
   starts: Dict[str, Dict[int, int]] = {}
   totals: Dict[str, set] = {}
   for variant_layouts in layouts.values():
