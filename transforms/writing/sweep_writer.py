@@ -107,7 +107,7 @@ def _cuts(shared: Mapping[int, int], total: int, variants: int,
   # Where every variant's shard starts, no shard is cut: a cut there
   # costs nothing, and smaller tasks balance better.
   cuts = {0, total, *(k for k in inside if shared[k] == variants)}
-  one_grid = len(cuts) == len(inside) + 2
+  one_grid = all(shared[k] == variants for k in inside)
   for i in range(1, segments if total else 0):
     ideal = i * share
     nearest = min((abs(k - ideal) for k in inside), default=total)
