@@ -331,8 +331,17 @@ from transforms.writing import kept_shards, shard_writer
 from pipeline import progress
 around(progress, 'write_plan', after='planned')
 around(kept_shards, 'write_record', after='shard_recorded')
-around(shard_writer.ShardFile, 'write', before='mid_shard',
-       when=lambda self, record: len(self.sizes) == 2)
+write_records = shard_writer.ShardFile.write_records
+def records_then_mid_shard(self, records):
+  """A shard's first two records written, then the step: records come a
+  batch at a time."""
+  if len(self.sizes) <= 2 < len(self.sizes) + len(records):
+    written = 2 - len(self.sizes)
+    write_records(self, records[:written])
+    at('mid_shard')
+    records = records[written:]
+  write_records(self, records)
+shard_writer.ShardFile.write_records = records_then_mid_shard
 around(FileSystems, 'rename', after='published',
        when=lambda src, dst: any('.tfrecord-' in str(d) for d in dst))
 around(finalize, 'write_interop_files', before='interop')

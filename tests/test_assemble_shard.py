@@ -35,8 +35,7 @@ def _pieces(config, shard=0):
   for start, stop in CUTS:
     with sweep_writer.PieceFile(config, None, 'train', shard, (start, stop),
                                 (0, len(RECORDS)), 1000) as out:
-      for record in RECORDS[start:stop]:
-        out.write(record)
+      out.write_records(RECORDS[start:stop])
     pieces.append(out.piece.__class__(**{
         **out.piece.__dict__, 'stats': ExampleStats(
             split='train', shard=shard, num_examples=stop - start)}))

@@ -196,8 +196,7 @@ def test_a_kept_piece_starts_its_shard_in_this_run(config):
   from transforms.writing import sweep_writer
   with sweep_writer.PieceFile(config, None, 'train', 0, (0, 2), (0, 4),
                               started_ms=1000) as out:
-    out.write(b'a' * 10)
-    out.write(b'b' * 20)
+    out.write_records([b'a' * 10, b'b' * 20])
   piece = dataclasses.replace(out.piece, stats=ExampleStats(
       split='train', shard=0, num_examples=2, example_bytes=30))
   assert piece.started_ms == 1000

@@ -120,3 +120,47 @@ def test_the_records_digest_is_the_same_however_it_is_computed(tmp_path):
   with open(path, 'rb') as f:
     with pytest.raises(tfrecord.CorruptRecord, match='record 3 at byte'):
       tfrecord.RecordsDigest().add_stored(f, sizes + [20], str(path))
+
+
+def _short_writes(monkeypatch, most):
+  """os.writev as a kernel that writes at most `most` bytes a call (a
+  full disk, a signal), the bytes really written."""
+  writev = os.writev
+
+  def short(fd, buffers):
+    left, taken = most, []
+    for b in buffers:
+      if left <= 0:
+        break
+      taken.append(memoryview(b)[:left])
+      left -= len(taken[-1])
+    return writev(fd, taken)
+  monkeypatch.setattr(tfrecord.os, 'writev', short)
+
+
+@pytest.mark.parametrize('most', [None, 7, 1000])
+def test_a_batch_written_at_once_is_the_records_written_one_by_one(
+    tmp_path, monkeypatch, most):
+  """Written straight to the file's descriptor (more buffers than one
+  os.writev takes; short writes resumed where they stopped) or through
+  the file object: TensorFlow's bytes, the same sizes and digest, and
+  what the file object held before the batch stays ahead of it."""
+  if most is not None:
+    _short_writes(monkeypatch, most)
+  records = RECORDS * 90  # 360 records: 1,080 buffers
+  expected, sizes = _framed(records)
+  one_by_one = tfrecord.RecordsDigest()
+  for r in records:
+    one_by_one.add_record(r)
+  for direct in (True, False):
+    path = tmp_path / f'{direct}.tfrecord'
+    digest = tfrecord.RecordsDigest()
+    with open(path, 'wb') as f:
+      f.write(b'ahead')
+      assert tfrecord.write_records(f, records[:5], digest, direct) == \
+          sizes[:5]
+      assert tfrecord.write_records(f, records[5:], digest, direct) == \
+          sizes[5:]
+      assert tfrecord.write_records(f, [], digest, direct) == []
+    assert path.read_bytes() == b'ahead' + expected
+    assert digest.value == one_by_one.value

@@ -71,16 +71,24 @@ class ShardFile:
     self._file = self._stack.enter_context(FileSystems.create(
         self.path, compression_type=filesystem.beam_compression(
             self.config.compression)))
+    # Records go to the kernel straight from where they lie.
+    self._direct = (self.config.compression == 'none' and
+                    filesystem.is_local(self.path))
     self._copy = (self._stack.enter_context(array_record_file.Writer(
         self.path + '.' + naming.ARRAY_RECORD))
                   if self.config.array_record else None)
     return self
 
   def write(self, record: bytes) -> None:
-    self.sizes.append(tfrecord.write_record(self._file, record,
-                                            self.digest))
+    self.write_records((record,))
+
+  def write_records(self, records) -> None:
+    """Appends records (a batch's) in order."""
+    self.sizes += tfrecord.write_records(self._file, records, self.digest,
+                                         self._direct)
     if self._copy is not None:
-      self._copy.write(record)
+      for record in records:
+        self._copy.write(record)
 
   def copy_framed(self, path: str, record_sizes) -> None:
     """Appends the records of a plain TFRecord file (framed sizes given),

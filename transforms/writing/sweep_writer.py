@@ -188,10 +188,13 @@ class PieceFile:
 
   def __enter__(self):
     self._file = FileSystems.create(self.path)
+    self._direct = filesystem.is_local(self.path)  # plain TFRecord
     return self
 
-  def write(self, record: bytes) -> None:
-    self.sizes.append(tfrecord.write_record(self._file, record))
+  def write_records(self, records) -> None:
+    """Appends records (a batch's) in order."""
+    self.sizes += tfrecord.write_records(self._file, records,
+                                         direct=self._direct)
 
   def __exit__(self, kind, value, traceback):
     self._file.close()
@@ -339,11 +342,11 @@ def _write_targets(makers, run_ids, split, segment_targets, refs, sort_keys,
         shared = {}  # what variants have in common, computed once a batch
         for target in holding:
           out, spent = outs[target], stats[target]
-          for record in makers[target.variant].encode(
-              spent, batch, class_names, shared):
-            writing = time.perf_counter_ns()
-            out.write(record)
-            spent.write_ns += time.perf_counter_ns() - writing
+          encoded = list(makers[target.variant].encode(
+              spent, batch, class_names, shared))
+          writing = time.perf_counter_ns()
+          out.write_records(encoded)
+          spent.write_ns += time.perf_counter_ns() - writing
       for target in holding:
         if target.keys[1] == keys[1]:
           closing_ns = time.perf_counter_ns()
