@@ -187,8 +187,9 @@ class PieceFile:
     self.sizes = []
 
   def __enter__(self):
-    self._file = FileSystems.create(self.path)
-    self._direct = filesystem.is_local(self.path)  # plain TFRecord
+    self._file = FileSystems.create(  # plain TFRecord framing
+        self.path, compression_type=filesystem.beam_compression('none'))
+    self._direct = filesystem.is_local(self.path)
     return self
 
   def write_records(self, records) -> None:
