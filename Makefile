@@ -34,8 +34,9 @@ demo: $(STAMP)
 
 # Two pytest workers, each given whole modules (--dist loadfile), so that a
 # module's fixtures (its corpora, its runs) are made once: most of a test's
-# time is a command's process starting on one core, and two overlap.
-PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile
+# time is a command's process starting on one core, and two overlap. The
+# modules go in the order tests/conftest.py collects them, longest first.
+PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 test: $(TEST_STAMP) prism
 	$(BIN)/ruff check --quiet .
