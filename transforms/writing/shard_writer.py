@@ -63,8 +63,7 @@ class ShardFile:
 
   def plain_local(self) -> bool:
     """Plain TFRecord in a local folder: records can be appended as bytes."""
-    return (self.config.compression == 'none' and not self.config.array_record
-            and filesystem.is_local(self.path))
+    return self._direct and not self.config.array_record
 
   def __enter__(self):
     self._stack = contextlib.ExitStack()
