@@ -1,6 +1,6 @@
-"""pocketfft: scipy.fft's rfft and DCT-II from its kernel alone, equal to
-scipy.fft's own functions bit for bit, and the same through scipy.fft
-where the kernel is not found."""
+"""pocketfft: scipy.fft's rfft from its kernel alone, equal to scipy.fft's
+own function bit for bit, and the same through scipy.fft where the kernel
+is not found."""
 
 import os
 import subprocess
@@ -31,8 +31,7 @@ def _check_equal_to_scipy():
   for x in _inputs():
     for ours, theirs in (
         (pocketfft.rfft(x), scipy.fft.rfft(x, axis=-1)),
-        (pocketfft.rfft(x, axis=1), scipy.fft.rfft(x, axis=1)),
-        (pocketfft.dct(x), scipy.fft.dct(x, type=2, axis=-1))):
+        (pocketfft.rfft(x, axis=1), scipy.fft.rfft(x, axis=1))):
       assert ours.dtype == theirs.dtype
       assert ours.shape == theirs.shape
       np.testing.assert_array_equal(ours, theirs)
@@ -61,10 +60,6 @@ def test_the_feature_functions_equal_scipy_fft():
       np.abs(scipy.fft.rfft(frames, axis=-1)))
   np.testing.assert_array_equal(functions.fft_magnitude(windows),
                                 np.abs(scipy.fft.rfft(windows, axis=-1)))
-  log_mel = rng.standard_normal((3, 20, 40)).astype(np.float32)
-  expected = (scipy.fft.dct(log_mel.astype(np.float64), type=2, axis=-1)
-              [..., :13] / np.sqrt(80.0)).astype(np.float32)
-  np.testing.assert_array_equal(functions.mfcc(log_mel, 13), expected)
 
 
 @pytest.mark.parametrize('kernel', [True, False])
@@ -74,9 +69,8 @@ def test_other_dtypes_are_refused(dtype, kernel, monkeypatch):
     monkeypatch.setattr(pocketfft, '_kernel', None)
     monkeypatch.setattr(pocketfft, '_scipy', None)
     monkeypatch.setattr(pocketfft, '_load_kernel', lambda: None)
-  for transform in (pocketfft.rfft, pocketfft.dct):
-    with pytest.raises(TypeError, match='float32 or float64'):
-      transform(np.zeros((2, 8), dtype))
+  with pytest.raises(TypeError, match='float32 or float64'):
+    pocketfft.rfft(np.zeros((2, 8), dtype))
 
 
 def test_scipy_fft_imported_later_uses_the_loaded_kernel():

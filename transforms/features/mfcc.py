@@ -25,13 +25,10 @@ class Mfcc(registry.Feature):
                         f'must not exceed --n_mels={config.n_mels}')
 
   def compute(self, batch):
-    # The DCT of log_mel's every band, once per batch for all n_mfcc (a
-    # sweep's variants that differ in n_mfcc alone).
-    log_mel = registry.get('log_mel')
-    coefficients = batch.once(
-        ('log_mel_dct',) + log_mel.cache_key(batch),
-        lambda: F.log_mel_dct(batch.get('log_mel')))
-    return F.mfcc_of_dct(coefficients, batch.option('n_mfcc'))
+    n_mels, n_mfcc = batch.option('n_mels'), batch.option('n_mfcc')
+    basis = batch.constant(('mfcc_basis', n_mels, n_mfcc),
+                           lambda: F.mfcc_basis(n_mels, n_mfcc))
+    return F.mfcc(batch.get('log_mel'), n_mfcc, basis)
 
   def compute_tf(self, batch):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel

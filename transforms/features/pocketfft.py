@@ -1,13 +1,13 @@
-"""The real FFT and the DCT-II of scipy.fft, from its compiled kernel
-loaded without the scipy.fft package.
+"""The real FFT of scipy.fft, from its compiled kernel loaded without the
+scipy.fft package.
 
 Why: `import scipy.fft` took 0.13 s of a command's 1.0 s: its array-API
 layer copies every numpy attribute, which imports numpy.f2py and
 numpy.testing, and its log-FFT part imports scipy.special. The kernel
 (scipy/fft/_pocketfft/pypocketfft, a compiled module; from scipy 1.18 on,
-scipy/fft/_duccfft/pyduccfft, with the same calls) is what computes both
-transforms; `rfft` and `dct` call it with the arguments scipy.fft's
-own functions pass for the calls wavbeam makes (the default "backward"
+scipy/fft/_duccfft/pyduccfft, with the same calls) is what computes the
+transform; `rfft` calls it with the arguments scipy.fft's own
+function passes for the calls wavbeam makes (the default "backward"
 norm, one thread), so the values are scipy.fft's bit for bit (tested
 against scipy.fft itself, at the scipy that requirements.txt pins).
 Where the kernel is not found where that scipy keeps it, scipy.fft
@@ -39,16 +39,6 @@ def rfft(x: np.ndarray, axis: int = -1) -> np.ndarray:
   if kernel is None:
     return _scipy.rfft(x, axis=axis)
   return kernel.r2c(x, (axis,), True, _BACKWARD, None, _ONE_THREAD)
-
-
-def dct(x: np.ndarray, axis: int = -1) -> np.ndarray:
-  """scipy.fft.dct(x, type=2, axis=axis) of a real float array."""
-  x = _aligned(x)
-  kernel = _kernel or _load()
-  if kernel is None:
-    return _scipy.dct(x, type=2, axis=axis)
-  return kernel.dct(x, 2, (axis,), _BACKWARD, None, _ONE_THREAD,
-                    None)
 
 
 def uses_kernel() -> bool:
@@ -107,7 +97,7 @@ def _kernel_at(name: str, scipy_folder: str):
     spec.loader.exec_module(module)
   except ImportError:
     return None
-  if not all(hasattr(module, attr) for attr in ('r2c', 'dct')):
+  if not hasattr(module, 'r2c'):
     return None
   sys.modules[name] = module
   return module
