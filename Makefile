@@ -16,17 +16,21 @@ PRISM := $(BIN)/prism
 
 # The demo needs the runtime, TensorFlow and matplotlib; tests and benches
 # also the clients the output is checked against (PyTorch among them).
+# The environment is about 11 GB, 6.7 of them PyTorch's CUDA libraries (the
+# only Linux wheel PyPI serves, run here on CPU): pip keeps no second copy
+# of the wheels in its cache.
+PIP := $(BIN)/pip install --quiet --no-cache-dir
+
 $(STAMP): requirements.txt requirements-tf.txt requirements-inspect.txt \
           setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -r requirements.txt -r requirements-tf.txt \
-	    -r requirements-inspect.txt
-	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	$(PIP) -r requirements.txt -r requirements-tf.txt -r requirements-inspect.txt
+	$(PIP) --no-deps --no-build-isolation -e .
 	touch $@
 
 $(TEST_STAMP): $(STAMP) requirements-test.txt requirements-torch.txt \
                requirements-array_record.txt requirements-embeddings.txt
-	$(BIN)/pip install --quiet -r requirements-test.txt
+	$(PIP) -r requirements-test.txt
 	touch $@
 
 demo: $(STAMP)
