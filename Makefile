@@ -18,7 +18,9 @@ PRISM := $(BIN)/prism
 # also the clients the output is checked against (PyTorch among them).
 # The environment is about 11 GB, 6.7 of them PyTorch's CUDA libraries (the
 # only Linux wheel PyPI serves, run here on CPU): pip keeps no second copy
-# of the wheels in its cache.
+# of the wheels in its cache, and PyTorch is installed on its own, so that
+# a command's downloaded wheels, held until it ends, are never all at once
+# on the disk beside what they install.
 PIP := $(BIN)/pip install --quiet --no-cache-dir
 
 $(STAMP): requirements.txt requirements-tf.txt requirements-inspect.txt \
@@ -30,6 +32,7 @@ $(STAMP): requirements.txt requirements-tf.txt requirements-inspect.txt \
 
 $(TEST_STAMP): $(STAMP) requirements-test.txt requirements-torch.txt \
                requirements-array_record.txt requirements-embeddings.txt
+	$(PIP) -r requirements-torch.txt
 	$(PIP) -r requirements-test.txt
 	touch $@
 
